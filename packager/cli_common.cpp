@@ -1,0 +1,108 @@
+#include "cli_common.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+namespace kiln::cli {
+
+int exit_code_for(Errc code) {
+  switch (code) {
+    case Errc::malformed:
+    case Errc::integrity:
+    case Errc::signature:
+    case Errc::limit: return kExitRefused;
+    case Errc::manifest:
+    case Errc::code_object:
+    case Errc::invalid_argument:
+    case Errc::unsupported: return kExitBadInput;
+    case Errc::io: return kExitIo;
+    case Errc::internal: return kExitInternal;
+  }
+  return kExitInternal;
+}
+
+std::string human_size(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+namespace {
+
+bool parse_seconds(const std::string& s, std::uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t signature_time(const std::string& created_option) {
+  std::uint64_t t = 0;
+  if (!created_option.empty()) {
+    if (created_option == "now") return static_cast<std::uint64_t>(std::time(nullptr));
+    if (!parse_seconds(created_option, &t)) {
+      fail(Errc::invalid_argument, "--created takes 'now' or seconds since the Unix epoch, not '" + created_option + "'");
+    }
+    return t;
+  }
+  if (const char* env = std::getenv("SOURCE_DATE_EPOCH")) {
+    if (!parse_seconds(env, &t)) {
+      fail(Errc::invalid_argument, std::string("SOURCE_DATE_EPOCH must be seconds since the Unix epoch, not '") + env + "'");
+    }
+  }
+  return t;
+}
+
+std::string default_signer_name(const std::string& key_path) {
+  std::string base = key_path.substr(key_path.rfind('/') == std::string::npos ? 0 : key_path.rfind('/') + 1);
+  auto dot = base.rfind('.');
+  if (dot != std::string::npos && dot > 0) base = base.substr(0, dot);
+  std::string clean;
+  for (char c : base) clean += (c >= 0x20 && c <= 0x7e) ? c : '_';
+  return clean.empty() ? "unnamed" : clean.substr(0, 128);
+}
+
+unsigned default_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,35 @@
+// Shared pieces of the kiln command: exit codes, output helpers, key and time options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "error.hpp"
+
+namespace kiln::cli {
+
+// Exit codes, documented in `kiln --help` and the README. Fixed: scripts depend on them.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRefused = 1,   // the archive failed verification (format, digest, signature, limit)
+  kExitUsage = 2,     // the command line is wrong
+  kExitBadInput = 3,  // the manifest, a code object or a key given to kiln is wrong
+  kExitIo = 4,        // the system refused (missing file, permission, disk full)
+  kExitInternal = 5,  // a bug or a library failure kiln cannot explain
+};
+
+int exit_code_for(Errc code);
+
+std::string human_size(std::uint64_t bytes);
+std::string json_string(const std::string& s);  // a quoted, escaped JSON string
+
+// The creation time recorded in new signatures: SOURCE_DATE_EPOCH when set (so that
+// builds stay reproducible), otherwise 0 unless the user passed --created now|SECONDS.
+std::uint64_t signature_time(const std::string& created_option);
+
+// The signer name recorded in a signature: --signer, or the key file's base name.
+std::string default_signer_name(const std::string& key_path);
+
+unsigned default_threads();
+
+}  // namespace kiln::cli

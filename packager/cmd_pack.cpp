@@ -1,0 +1,65 @@
+// kiln pack.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "archive_writer.hpp"
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "pack_plan.hpp"
+#include "progress.hpp"
+
+namespace kiln::cli {
+
+void add_pack_command(CLI::App& app) {
+  struct Options {
+    std::string manifest, out, signer, created;
+    std::vector<std::string> keys;
+    int level = 9;
+    unsigned threads = default_threads();
+    bool quiet = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("pack", "Seal a kiln.toml and every file it names into one signed archive");
+  cmd->add_option("manifest", o->manifest, "Path of kiln.toml; the files it names are relative to its folder")->required();
+  cmd->add_option("--key,-k", o->keys, "PEM private key to sign with (repeat for several signers)")->required();
+  cmd->add_option("--out,-o", o->out, "Archive to write (replaced atomically)")->required();
+  cmd->add_option("--signer", o->signer, "Name recorded in the signature (default: the key file's name)");
+  cmd->add_option("--created", o->created, "Signature time: 'now' or Unix seconds (default: SOURCE_DATE_EPOCH or 0)");
+  cmd->add_option("--level,-l", o->level, "zstd level for every member")->check(CLI::Range(1, 22));
+  cmd->add_option("--threads,-j", o->threads, "Members compressed in parallel")->check(CLI::Range(1u, 1024u));
+  cmd->add_flag("--quiet,-q", o->quiet, "Print only the digest");
+  cmd->callback([o] {
+    PackPlan plan = plan_pack(o->manifest);
+    for (const std::string& w : plan.warnings) std::cerr << "kiln pack: warning: " << w << "\n";
+
+    std::vector<PrivateKey> keys;
+    for (const std::string& path : o->keys) keys.push_back(PrivateKey::load_file(path));
+    std::vector<Signer> signers;
+    std::uint64_t created = signature_time(o->created);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::string name = !o->signer.empty() && keys.size() == 1 ? o->signer : default_signer_name(o->keys[i]);
+      signers.push_back(Signer{&keys[i], name, created});
+    }
+
+    std::uint64_t total = 0;
+    for (const MemberInput& m : plan.members) total += m.content.size();
+    std::size_t count = plan.members.size();
+    Sha256 digest;
+    {
+      ProgressBar bar("packing", total);
+      WriteOptions options{o->level, o->threads, bar.callback()};
+      digest = write_archive_file(o->out, plan.identity, std::move(plan.members), signers, options);
+    }
+    if (o->quiet) {
+      std::cout << digest_string(digest) << "\n";
+      return;
+    }
+    std::cout << "packed " << o->out << ": " << plan.identity.package << " " << plan.identity.kernel_revision
+              << " (sequence " << plan.identity.sequence << "), " << plan.manifest.kernels.size() << " kernel(s), "
+              << count << " members, " << human_size(total) << "\n"
+              << "digest " << digest_string(digest) << "\n";
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,19 @@
+// Each subcommand of `kiln` registers itself on the application here; its work runs in
+// the CLI11 callback and reports failure by throwing kiln::Error.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::cli {
+
+void add_keygen_command(CLI::App& app);
+void add_pack_command(CLI::App& app);
+void add_sign_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_extract_command(CLI::App& app);
+void add_digest_command(CLI::App& app);
+
+}  // namespace kiln::cli

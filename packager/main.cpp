@@ -1,0 +1,51 @@
+// The kiln command: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+
+namespace {
+
+const char* kExitCodes =
+    "\nExit codes:\n"
+    "  0  success\n"
+    "  1  refused: the archive failed verification (format, digest, signature, size limit)\n"
+    "  2  usage: the command line is wrong\n"
+    "  3  bad input: the manifest, a code object or a key is wrong\n"
+    "  4  I/O: a file could not be read or written\n"
+    "  5  internal error\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: seal GPU kernels into signed archives, verify them, and inspect them"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln " KILN_VERSION_STRING);
+  kiln::cli::add_keygen_command(app);
+  kiln::cli::add_pack_command(app);
+  kiln::cli::add_sign_command(app);
+  kiln::cli::add_verify_command(app);
+  kiln::cli::add_inspect_command(app);
+  kiln::cli::add_extract_command(app);
+  kiln::cli::add_digest_command(app);
+
+  std::string command = "kiln";
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kiln::cli::kExitUsage;
+  } catch (const kiln::Error& e) {
+    for (CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    int code = kiln::cli::exit_code_for(e.code());
+    std::cerr << command << ": " << (code == kiln::cli::kExitRefused ? "refused" : "error") << ": " << e.what() << "\n";
+    return code;
+  } catch (const std::exception& e) {
+    std::cerr << command << ": internal error: " << e.what() << "\n";
+    return kiln::cli::kExitInternal;
+  }
+  return kiln::cli::kExitOk;
+}

@@ -1,0 +1,34 @@
+// Turns a kiln.toml and the files it names into the members of an archive, checking each
+// code object's real target against what the manifest claims.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "archive_writer.hpp"
+#include "manifest.hpp"
+
+namespace kiln::cli {
+
+struct ObservedTool {
+  std::string tool;     // "nvcc", "hipcc"
+  std::string version;  // first line naming a release, as the tool printed it
+};
+
+struct PackPlan {
+  Manifest manifest;
+  PackageIdentity identity;
+  std::vector<MemberInput> members;
+  std::vector<ObservedTool> observed;
+  std::vector<std::string> warnings;  // printed by the command, never fatal
+};
+
+// Reads the manifest at `manifest_path` and every file it names (relative to its
+// directory; symbolic links and special files refused). Throws Errc::manifest or
+// Errc::code_object with "kiln.toml:LINE:COL: ..." where the problem is in the manifest.
+PackPlan plan_pack(const std::string& manifest_path);
+
+// Runs `nvcc --version` and `hipcc --version` where they exist on PATH.
+std::vector<ObservedTool> observe_toolchain();
+
+}  // namespace kiln::cli

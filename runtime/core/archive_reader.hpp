@@ -1,0 +1,90 @@
+// Reads archive format v1 from a mapped file or from memory, in the order that keeps
+// unverified bytes away from parsers: header, then the index's SHA-256 (the archive's
+// digest) and the signatures over it, and only then the index and the manifest.
+// Member bytes are checked lazily, right before first use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bytes.hpp"
+#include "format.hpp"
+#include "manifest.hpp"
+#include "trust.hpp"
+
+namespace kiln {
+
+class MappedFile;
+
+struct ReadOptions {
+  // Signatures are required to satisfy this policy before the index is parsed. Without a
+  // trust set the archive is opened unauthenticated (inspect, digest): nothing read from
+  // it may then be treated as trusted.
+  TrustPolicy policy;
+  // The largest member a reader will decompress; beyond it a member is refused before any
+  // allocation, which bounds the memory a decompression bomb can claim.
+  std::uint64_t max_member_size = 4ull << 30;
+};
+
+using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+class Archive {
+ public:
+  static std::unique_ptr<Archive> open_file(const std::string& path, const ReadOptions& options);
+  // Borrows the bytes: the caller keeps them alive and unchanged while the Archive lives.
+  static std::unique_ptr<Archive> open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
+                                              const std::string& name = "<memory>");
+  ~Archive();
+
+  const std::string& name() const { return name_; }
+  std::uint64_t file_size() const { return bytes_.size; }
+  const format::Header& header() const { return header_; }
+  const Sha256& digest() const { return digest_; }
+  const format::Index& index() const { return index_; }
+  const Manifest& manifest() const { return manifest_; }
+  const std::vector<format::SignatureRecord>& signatures() const { return signatures_; }
+  bool authenticated() const { return authenticated_; }
+  const TrustReport& trust_report() const { return trust_report_; }
+
+  // Checks one member's stored bytes against the index (once; later calls are free).
+  void verify_member(std::size_t i) const;
+  // Returns one member's content: stored bytes copied out of the file, their SHA-256
+  // checked, decompressed within the bound, and the content's SHA-256 checked. The copy
+  // comes first so that a file changed underneath cannot swap bytes after the check.
+  std::vector<std::uint8_t> read_member(std::size_t i) const;
+  std::vector<std::uint8_t> read_member(const std::string& path) const;
+
+  // Verifies every member's stored digest and that all padding is zero, on `threads`
+  // threads. With `deep`, also decompresses each member and checks its content digest.
+  void verify_all(unsigned threads, bool deep, const ProgressFn& progress) const;
+
+  // Stored bytes without any check: for tools that show or copy raw bytes they are about
+  // to verify themselves.
+  ByteView unchecked_stored_bytes(std::size_t i) const;
+  // The whole file, unverified: for rewriting the unsigned part when a signature is added.
+  ByteView unchecked_file_bytes() const { return bytes_; }
+
+ private:
+  Archive() = default;
+  void parse(const ReadOptions& options);
+  std::string member_label(std::size_t i) const;
+
+  std::string name_;
+  std::unique_ptr<MappedFile> mapping_;
+  ByteView bytes_;
+  format::Header header_;
+  Sha256 digest_{};
+  format::Index index_;
+  Manifest manifest_;
+  std::vector<format::SignatureRecord> signatures_;
+  TrustReport trust_report_;
+  bool authenticated_ = false;
+  std::uint64_t max_member_size_ = 0;
+  mutable std::unique_ptr<std::atomic<bool>[]> verified_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+// Writes archive format v1, and adds signatures to an existing archive. The only writer
+// of the format: the packager and the tests both come through here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "archive_reader.hpp"
+#include "ed25519.hpp"
+#include "format.hpp"
+
+namespace kiln {
+
+struct MemberInput {
+  std::string path;
+  format::Role role = format::Role::meta;
+  format::Backend backend = format::Backend::none;
+  format::CodeKind kind = format::CodeKind::none;
+  std::string arch;
+  std::vector<std::uint8_t> content;
+};
+
+struct PackageIdentity {
+  std::string package;
+  std::string kernel_revision;
+  std::uint64_t sequence = 0;
+};
+
+struct Signer {
+  const PrivateKey* key = nullptr;
+  std::string name;
+  std::uint64_t created = 0;  // seconds since the epoch; 0 unless SOURCE_DATE_EPOCH or a clock asked
+};
+
+struct WriteOptions {
+  int level = 9;          // zstd level for every member
+  unsigned threads = 1;   // members are compressed in parallel; the output does not depend on it
+  ProgressFn progress;    // called from worker threads with (bytes compressed, total)
+};
+
+// Builds the archive in memory. Members are sorted by path; a duplicate, an invalid path
+// or a missing kiln.toml is refused with Errc::invalid_argument.
+std::vector<std::uint8_t> build_archive(const PackageIdentity& id, std::vector<MemberInput> members,
+                                        const std::vector<Signer>& signers, const WriteOptions& options);
+
+// Same, written atomically to `path` (temporary file, fsync, rename).
+Sha256 write_archive_file(const std::string& path, const PackageIdentity& id, std::vector<MemberInput> members,
+                          const std::vector<Signer>& signers, const WriteOptions& options);
+
+format::SignatureRecord make_signature(const Sha256& digest, const std::string& package, std::uint64_t sequence,
+                                       const Signer& signer);
+
+// Adds one signature to the archive at `path`, replacing the file atomically. The digest
+// does not change. Every member's stored digest is checked first (a signer vouches for
+// what they sign), and a key that already signed is refused.
+format::SignatureRecord add_signature_to_file(const std::string& path, const Signer& signer, unsigned threads);
+
+}  // namespace kiln

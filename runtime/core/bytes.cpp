@@ -1,0 +1,108 @@
+#include "bytes.hpp"
+
+namespace kiln {
+
+ByteView ByteView::sub(std::uint64_t offset, std::uint64_t length) const {
+  if (offset > size || length > size - offset) {
+    fail(Errc::malformed, "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                              ") lies outside " + std::to_string(size) + " bytes");
+  }
+  return ByteView(data + offset, static_cast<std::size_t>(length));
+}
+
+std::uint16_t load_le16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+}
+std::uint32_t load_le32(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
+         (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+}
+std::uint64_t load_le64(const std::uint8_t* p) {
+  return static_cast<std::uint64_t>(load_le32(p)) | (static_cast<std::uint64_t>(load_le32(p + 4)) << 32);
+}
+void store_le32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+void store_le64(std::uint8_t* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+void ByteReader::need(std::size_t n) const {
+  if (n > remaining()) {
+    fail_here("needs " + std::to_string(n) + " more bytes but only " + std::to_string(remaining()) +
+              " remain");
+  }
+}
+
+void ByteReader::fail_here(const std::string& message) const {
+  fail(Errc::malformed, what_ + " at offset " + std::to_string(pos_) + ": " + message);
+}
+
+std::uint8_t ByteReader::u8() {
+  need(1);
+  return bytes_.data[pos_++];
+}
+std::uint16_t ByteReader::u16() {
+  need(2);
+  auto v = load_le16(bytes_.data + pos_);
+  pos_ += 2;
+  return v;
+}
+std::uint32_t ByteReader::u32() {
+  need(4);
+  auto v = load_le32(bytes_.data + pos_);
+  pos_ += 4;
+  return v;
+}
+std::uint64_t ByteReader::u64() {
+  need(8);
+  auto v = load_le64(bytes_.data + pos_);
+  pos_ += 8;
+  return v;
+}
+ByteView ByteReader::take(std::size_t n) {
+  need(n);
+  ByteView v(bytes_.data + pos_, n);
+  pos_ += n;
+  return v;
+}
+std::string ByteReader::string16() {
+  std::size_t n = u16();
+  ByteView v = take(n);
+  return std::string(v.as_chars());
+}
+
+void ByteWriter::u16(std::uint16_t v) {
+  out_.push_back(static_cast<std::uint8_t>(v));
+  out_.push_back(static_cast<std::uint8_t>(v >> 8));
+}
+void ByteWriter::u32(std::uint32_t v) {
+  std::uint8_t b[4];
+  store_le32(b, v);
+  bytes(b, 4);
+}
+void ByteWriter::u64(std::uint64_t v) {
+  std::uint8_t b[8];
+  store_le64(b, v);
+  bytes(b, 8);
+}
+void ByteWriter::bytes(const void* p, std::size_t n) {
+  auto* b = static_cast<const std::uint8_t*>(p);
+  out_.insert(out_.end(), b, b + n);
+}
+void ByteWriter::string16(std::string_view s) {
+  u16(static_cast<std::uint16_t>(s.size()));
+  bytes(s.data(), s.size());
+}
+
+std::string to_hex(const std::uint8_t* p, std::size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    s[2 * i] = digits[p[i] >> 4];
+    s[2 * i + 1] = digits[p[i] & 0xf];
+  }
+  return s;
+}
+
+}  // namespace kiln

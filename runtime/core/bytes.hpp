@@ -1,0 +1,73 @@
+// Bounds-checked little-endian reading and writing of the archive's binary structures.
+// Every read names the structure being parsed so an error says where it stopped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "error.hpp"
+
+namespace kiln {
+
+struct ByteView {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+
+  ByteView() = default;
+  ByteView(const std::uint8_t* d, std::size_t n) : data(d), size(n) {}
+  explicit ByteView(const std::vector<std::uint8_t>& v) : data(v.data()), size(v.size()) {}
+  ByteView sub(std::uint64_t offset, std::uint64_t length) const;  // throws if out of range
+  std::string_view as_chars() const { return {reinterpret_cast<const char*>(data), size}; }
+};
+
+// Reads fields in order; throws Errc::malformed naming `what` and the offset when the
+// bytes run out.
+class ByteReader {
+ public:
+  ByteReader(ByteView bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
+
+  std::uint8_t u8();
+  std::uint16_t u16();
+  std::uint32_t u32();
+  std::uint64_t u64();
+  ByteView take(std::size_t n);
+  std::string string16();  // u16 length, then that many bytes
+
+  std::size_t offset() const { return pos_; }
+  std::size_t remaining() const { return bytes_.size - pos_; }
+  const std::string& what() const { return what_; }
+  [[noreturn]] void fail_here(const std::string& message) const;
+
+ private:
+  void need(std::size_t n) const;
+  ByteView bytes_;
+  std::string what_;
+  std::size_t pos_ = 0;
+};
+
+class ByteWriter {
+ public:
+  void u8(std::uint8_t v) { out_.push_back(v); }
+  void u16(std::uint16_t v);
+  void u32(std::uint32_t v);
+  void u64(std::uint64_t v);
+  void bytes(const void* p, std::size_t n);
+  void string16(std::string_view s);  // caller has checked the length fits
+  std::vector<std::uint8_t>& buffer() { return out_; }
+
+ private:
+  std::vector<std::uint8_t> out_;
+};
+
+std::uint64_t load_le64(const std::uint8_t* p);
+std::uint32_t load_le32(const std::uint8_t* p);
+std::uint16_t load_le16(const std::uint8_t* p);
+void store_le64(std::uint8_t* p, std::uint64_t v);
+void store_le32(std::uint8_t* p, std::uint32_t v);
+
+std::string to_hex(const std::uint8_t* p, std::size_t n);
+
+}  // namespace kiln

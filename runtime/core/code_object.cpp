@@ -1,0 +1,36 @@
+#include "code_object.hpp"
+
+#include <cstring>
+
+#include "elf64.hpp"
+#include "error.hpp"
+
+namespace kiln {
+
+CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what) {
+  if (elf64::has_magic(bytes)) {
+    elf64::Header h = elf64::read_header(bytes, what);
+    if (h.machine == elf64::kMachineCuda) return inspect_cubin(bytes, what);
+    if (h.machine == elf64::kMachineAmdgpu) return inspect_amdgpu_elf(bytes, what);
+    fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is neither EM_CUDA nor EM_AMDGPU");
+  }
+  if (bytes.size >= 4 && load_le32(bytes.data) == 0xBA55ED50u) return inspect_fatbin(bytes, what);
+  if ((bytes.size >= 24 && std::memcmp(bytes.data, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) ||
+      (bytes.size >= 4 && std::memcmp(bytes.data, "CCOB", 4) == 0)) {
+    return inspect_offload_bundle(bytes, what);
+  }
+  std::string_view text = bytes.as_chars();
+  if (text.find(".target") != std::string_view::npos && text.find(".version") != std::string_view::npos) {
+    return inspect_ptx(bytes, what);
+  }
+  fail(Errc::code_object, what + ": not a cubin, PTX, fatbin, AMDGPU code object or offload bundle");
+}
+
+bool target_claim_matches(const std::string& claimed, const CodeObjectInfo& info) {
+  for (const std::string& t : info.targets) {
+    if (t == claimed) return true;
+  }
+  return false;
+}
+
+}  // namespace kiln

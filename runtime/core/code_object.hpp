@@ -1,0 +1,36 @@
+// Reads a code object's real target from its own bytes, so that a manifest cannot claim
+// sm_90a for a file built for sm_80. These readers see author-supplied files at pack time
+// and verified members at run time; they are bounds-checked either way.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bytes.hpp"
+#include "format.hpp"
+
+namespace kiln {
+
+struct CodeObjectInfo {
+  format::Backend backend = format::Backend::none;
+  format::CodeKind kind = format::CodeKind::none;
+  std::vector<std::string> targets;  // sm_90a, compute_90, gfx90a:xnack+, ... as found in the file
+  std::string detail;                // e.g. "PTX ISA 9.0", "ELF ABI v8", "code object v5"
+};
+
+// Identifies the file's kind by its magic and reads its targets. Throws Errc::code_object
+// naming `what` when the bytes are not a code object kiln understands.
+CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what);
+
+// Backend-specific readers, used by inspect_code_object.
+CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what);
+CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what);
+CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what);
+CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what);
+CodeObjectInfo inspect_offload_bundle(ByteView bytes, const std::string& what);
+
+// Whether a target claimed in a manifest is one the file provides, tag for tag: a claim
+// of gfx90a:xnack+ is not met by a file built for gfx90a (any xnack), nor the reverse.
+bool target_claim_matches(const std::string& claimed, const CodeObjectInfo& info);
+
+}  // namespace kiln

@@ -1,0 +1,144 @@
+#include "ed25519.hpp"
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "error.hpp"
+#include "file_io.hpp"
+#include "sha256.hpp"
+
+namespace kiln {
+namespace {
+
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct PkeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct MdCtxDeleter {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using BioPtr = std::unique_ptr<BIO, BioDeleter>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
+
+std::string bio_to_string(BIO* bio) {
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio, &data);
+  return std::string(data, static_cast<std::size_t>(n));
+}
+
+Ed25519PublicRaw raw_public(EVP_PKEY* key, const std::string& origin) {
+  Ed25519PublicRaw raw{};
+  std::size_t len = raw.size();
+  if (EVP_PKEY_get_raw_public_key(key, raw.data(), &len) != 1 || len != raw.size()) {
+    fail(Errc::invalid_argument, origin + ": could not read the Ed25519 public key");
+  }
+  return raw;
+}
+
+}  // namespace
+
+PublicKey PublicKey::from_raw(const Ed25519PublicRaw& raw) {
+  PublicKey k;
+  k.raw_ = raw;
+  Sha256 h = sha256(raw.data(), raw.size());
+  k.key_id_ = to_hex(h.data(), 16);
+  return k;
+}
+
+PublicKey PublicKey::from_pem(const std::string& pem, const std::string& origin) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) fail(Errc::internal, "OpenSSL could not allocate a buffer");
+  PkeyPtr key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+  if (!key) {
+    fail(Errc::invalid_argument,
+         origin + ": not a PEM public key (expected '-----BEGIN PUBLIC KEY-----', as `kiln keygen` writes)");
+  }
+  if (EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_ED25519) {
+    fail(Errc::invalid_argument, origin + ": the public key is not an Ed25519 key");
+  }
+  return from_raw(raw_public(key.get(), origin));
+}
+
+std::string PublicKey::to_pem() const {
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw_.data(), raw_.size()));
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!key || !bio || PEM_write_bio_PUBKEY(bio.get(), key.get()) != 1) {
+    fail(Errc::internal, "OpenSSL could not encode a public key");
+  }
+  return bio_to_string(bio.get());
+}
+
+bool PublicKey::verify(const std::uint8_t* message, std::size_t size, const Ed25519Signature& signature) const {
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw_.data(), raw_.size()));
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  if (!key || !ctx) fail(Errc::internal, "OpenSSL could not allocate a verification context");
+  if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
+    fail(Errc::internal, "OpenSSL could not start an Ed25519 verification");
+  }
+  return EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), message, size) == 1;
+}
+
+struct PrivateKey::Impl {
+  PkeyPtr key;
+};
+
+PrivateKey::PrivateKey(PrivateKey&&) noexcept = default;
+PrivateKey& PrivateKey::operator=(PrivateKey&&) noexcept = default;
+PrivateKey::~PrivateKey() = default;
+
+PrivateKey PrivateKey::generate() {
+  PrivateKey k;
+  k.impl_.reset(new Impl);
+  k.impl_->key.reset(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
+  if (!k.impl_->key) fail(Errc::internal, "OpenSSL could not generate an Ed25519 key");
+  return k;
+}
+
+PrivateKey PrivateKey::from_pem(const std::string& pem, const std::string& origin) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) fail(Errc::internal, "OpenSSL could not allocate a buffer");
+  PrivateKey k;
+  k.impl_.reset(new Impl);
+  // A NULL password callback with an empty user string refuses encrypted keys rather
+  // than prompting on the terminal: a library must never read stdin.
+  k.impl_->key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, const_cast<char*>("")));
+  if (!k.impl_->key) {
+    fail(Errc::invalid_argument,
+         origin + ": not an unencrypted PEM private key (expected '-----BEGIN PRIVATE KEY-----', as `kiln keygen` writes)");
+  }
+  if (EVP_PKEY_get_base_id(k.impl_->key.get()) != EVP_PKEY_ED25519) {
+    fail(Errc::invalid_argument, origin + ": the private key is not an Ed25519 key");
+  }
+  return k;
+}
+
+PrivateKey PrivateKey::load_file(const std::string& path) {
+  return from_pem(read_small_file(path, 64 * 1024), path);
+}
+
+std::string PrivateKey::to_pem() const {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), impl_->key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    fail(Errc::internal, "OpenSSL could not encode a private key");
+  }
+  return bio_to_string(bio.get());
+}
+
+PublicKey PrivateKey::public_key() const { return PublicKey::from_raw(raw_public(impl_->key.get(), "private key")); }
+
+Ed25519Signature PrivateKey::sign(const std::uint8_t* message, std::size_t size) const {
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  Ed25519Signature sig{};
+  std::size_t len = sig.size();
+  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, impl_->key.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), sig.data(), &len, message, size) != 1 || len != sig.size()) {
+    fail(Errc::internal, "OpenSSL could not make an Ed25519 signature");
+  }
+  return sig;
+}
+
+}  // namespace kiln

@@ -1,0 +1,21 @@
+#include "error.hpp"
+
+namespace kiln {
+
+const char* errc_name(Errc code) noexcept {
+  switch (code) {
+    case Errc::invalid_argument: return "invalid argument";
+    case Errc::io: return "I/O error";
+    case Errc::malformed: return "malformed archive";
+    case Errc::integrity: return "integrity check failed";
+    case Errc::signature: return "signature check failed";
+    case Errc::manifest: return "invalid manifest";
+    case Errc::code_object: return "code object mismatch";
+    case Errc::limit: return "limit exceeded";
+    case Errc::unsupported: return "unsupported";
+    case Errc::internal: return "internal error";
+  }
+  return "unknown error";
+}
+
+}  // namespace kiln

@@ -1,0 +1,164 @@
+#include "file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "error.hpp"
+
+namespace kiln {
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void read_exact(int fd, std::uint8_t* out, std::size_t size, const std::string& path) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(fd, out + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, path + ": read failed: " + errno_text(errno));
+    if (n == 0) fail(Errc::io, path + ": file shrank while it was read");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::vector<std::uint8_t> read_opened(int fd, const std::string& path, std::uint64_t max_size) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_size) {
+    fail(Errc::limit, path + ": " + std::to_string(size) + " bytes is over the limit of " +
+                          std::to_string(max_size) + " bytes");
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
+  read_exact(fd, out.data(), out.size(), path);
+  return out;
+}
+
+std::string directory_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string read_small_file(const std::string& path, std::uint64_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  auto bytes = read_opened(fd.get(), path, max_size);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ELOOP) fail(Errc::invalid_argument, path + ": is a symbolic link; kiln packs only regular files");
+    fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  }
+  return read_opened(fd.get(), path, max_size);
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ == 0) return;  // mmap of length 0 fails; an empty view is parsed and refused
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (p == MAP_FAILED) fail(Errc::io, path + ": cannot map: " + errno_text(errno));
+  data_ = static_cast<const std::uint8_t*>(p);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode) : path_(path) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+    temp_path_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd_ < 0 && errno != EEXIST) break;
+  }
+  if (fd_ < 0) fail(Errc::io, path + ": cannot create a temporary file beside it: " + errno_text(errno));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, std::size_t size) {
+  pwrite_at(position_, data, size);
+  position_ += size;
+}
+
+void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::size_t size) {
+  auto* p = static_cast<const std::uint8_t*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pwrite(fd_, p + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, path_ + ": write failed: " + errno_text(errno));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  if (::fsync(fd_) != 0) fail(Errc::io, path_ + ": fsync failed: " + errno_text(errno));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail(Errc::io, path_ + ": close failed: " + errno_text(errno));
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    fail(Errc::io, path_ + ": cannot rename the finished file into place: " + errno_text(errno));
+  }
+  committed_ = true;
+  Fd dir(::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() >= 0) ::fsync(dir.get());  // best effort: some filesystems refuse directory fsync
+}
+
+void write_new_file(const std::string& path, const std::string& content, unsigned mode) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (fd.get() < 0) {
+    if (errno == EEXIST) fail(Errc::io, path + ": already exists; kiln will not overwrite it");
+    fail(Errc::io, path + ": cannot create: " + errno_text(errno));
+  }
+  // The umask may have narrowed the mode; a private key must end up exactly as asked.
+  if (::fchmod(fd.get(), mode) != 0) fail(Errc::io, path + ": cannot set its mode: " + errno_text(errno));
+  std::size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, path + ": write failed: " + errno_text(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) fail(Errc::io, path + ": fsync failed: " + errno_text(errno));
+}
+
+}  // namespace kiln

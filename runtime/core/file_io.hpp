@@ -1,0 +1,61 @@
+// File access for the core: bounded reads, read-only mappings, and atomic replacement.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bytes.hpp"
+
+namespace kiln {
+
+// Reads a whole regular file of at most max_size bytes (keys, manifests, sources).
+std::string read_small_file(const std::string& path, std::uint64_t max_size);
+
+// Reads a file that must be a regular file and not a symbolic link (what `kiln pack`
+// takes in: a link could smuggle /etc/shadow into an archive).
+std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size);
+
+// A read-only private mapping of a whole file. The bytes are only as trustworthy as the
+// checks applied to them: callers hash what they use.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ByteView bytes() const { return ByteView(data_, size_); }
+
+ private:
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Writes a new file next to `path` and renames it over `path` only on commit(): readers
+// see the old file or the whole new one, never a half-written one.
+class AtomicFileWriter {
+ public:
+  AtomicFileWriter(const std::string& path, unsigned mode);
+  ~AtomicFileWriter();  // removes the temporary file unless committed
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void write(const void* data, std::size_t size);
+  void pwrite_at(std::uint64_t offset, const void* data, std::size_t size);
+  std::uint64_t position() const { return position_; }
+  void commit();  // fsync, rename, fsync the directory
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  std::uint64_t position_ = 0;
+  bool committed_ = false;
+};
+
+// Creates `path` with `mode`, refusing to replace an existing file.
+void write_new_file(const std::string& path, const std::string& content, unsigned mode);
+
+std::string errno_text(int err);
+
+}  // namespace kiln

@@ -1,0 +1,426 @@
+#include "format.hpp"
+
+#include <cstring>
+
+#include "error.hpp"
+
+namespace kiln::format {
+namespace {
+
+bool is_portable_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == '+' || c == '@' || c == '=';
+}
+
+template <std::size_t N>
+void expect_magic(ByteReader& r, const std::array<std::uint8_t, N>& magic, const char* what) {
+  ByteView got = r.take(N);
+  if (std::memcmp(got.data, magic.data(), N) != 0) r.fail_here(std::string("bad magic: not ") + what);
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      static const char digits[] = "0123456789abcdef";
+      out += "\\x";
+      out += digits[u >> 4];
+      out += digits[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::manifest: return "manifest";
+    case Role::code: return "code";
+    case Role::source: return "source";
+    case Role::ir: return "ir";
+    case Role::testdata: return "testdata";
+    case Role::meta: return "meta";
+  }
+  return "?";
+}
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::none: return "none";
+    case Backend::cuda: return "cuda";
+    case Backend::hip: return "hip";
+  }
+  return "?";
+}
+
+const char* code_kind_name(CodeKind k) {
+  switch (k) {
+    case CodeKind::none: return "none";
+    case CodeKind::cubin: return "cubin";
+    case CodeKind::ptx: return "ptx";
+    case CodeKind::fatbin: return "fatbin";
+    case CodeKind::amdgpu_elf: return "amdgpu-elf";
+    case CodeKind::offload_bundle: return "offload-bundle";
+  }
+  return "?";
+}
+
+const char* compression_name(Compression c) { return c == Compression::zstd ? "zstd" : "none"; }
+
+bool parse_role(const std::string& s, Role* out) {
+  for (Role r : {Role::manifest, Role::code, Role::source, Role::ir, Role::testdata, Role::meta}) {
+    if (s == role_name(r)) {
+      *out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_backend(const std::string& s, Backend* out) {
+  for (Backend b : {Backend::cuda, Backend::hip}) {
+    if (s == backend_name(b)) {
+      *out = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+long Index::find(const std::string& path) const {
+  std::size_t lo = 0, hi = entries.size();
+  while (lo < hi) {
+    std::size_t mid = (lo + hi) / 2;
+    int c = entries[mid].path.compare(path);
+    if (c == 0) return static_cast<long>(mid);
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
+std::uint64_t align_up(std::uint64_t v) { return (v + kMemberAlignment - 1) & ~(kMemberAlignment - 1); }
+
+std::string member_path_problem(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  if (path.size() > kMaxPathLength) return "the path is longer than " + std::to_string(kMaxPathLength) + " bytes";
+  if (path.front() == '/') return "the path " + quoted(path) + " is absolute";
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(start, end - start);
+    if (part.empty()) return "the path " + quoted(path) + " has an empty component";
+    if (part == "." || part == "..") return "the path " + quoted(path) + " has a '" + part + "' component";
+    for (char c : part) {
+      if (c == '\\') return "the path " + quoted(path) + " contains a backslash";
+      if (!is_portable_name_char(c)) {
+        return "the path " + quoted(path) +
+               " has a character outside [A-Za-z0-9._+@=-] (non-ASCII names are refused because "
+               "two byte strings can name one file after Unicode normalisation)";
+      }
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+std::string package_name_problem(const std::string& name) {
+  if (name.empty() || name.size() > kMaxPackageLength) {
+    return "a package name has 1 to " + std::to_string(kMaxPackageLength) + " characters";
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front())) return "a package name starts with a lowercase letter or digit: " + quoted(name);
+  for (char c : name) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') {
+      return "a package name uses only [a-z0-9._-]: " + quoted(name);
+    }
+  }
+  return "";
+}
+
+std::string revision_problem(const std::string& revision) {
+  if (revision.empty() || revision.size() > kMaxRevisionLength) {
+    return "a kernel_revision has 1 to " + std::to_string(kMaxRevisionLength) + " characters";
+  }
+  for (char c : revision) {
+    if (!is_portable_name_char(c) && c != ':' && c != '/') {
+      return "a kernel_revision uses only [A-Za-z0-9._+@=:/-]: " + quoted(revision);
+    }
+  }
+  return "";
+}
+
+std::string arch_tags_problem(const std::string& arch) {
+  if (arch.size() > kMaxArchLength) return "the arch tags are longer than " + std::to_string(kMaxArchLength) + " bytes";
+  if (arch.empty()) return "";
+  std::size_t start = 0;
+  while (start <= arch.size()) {
+    std::size_t end = arch.find(',', start);
+    if (end == std::string::npos) end = arch.size();
+    if (end == start) return "the arch tags " + quoted(arch) + " have an empty tag";
+    for (std::size_t i = start; i < end; ++i) {
+      char c = arch[i];
+      bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == ':' || c == '+' || c == '-';
+      if (!ok) return "the arch tags " + quoted(arch) + " have a character outside [a-z0-9_:+-]";
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+std::string signer_problem(const std::string& signer) {
+  if (signer.empty() || signer.size() > kMaxSignerLength) {
+    return "a signer name has 1 to " + std::to_string(kMaxSignerLength) + " characters";
+  }
+  for (char c : signer) {
+    if (c < 0x20 || c > 0x7e) return "a signer name uses printable ASCII only: " + quoted(signer);
+  }
+  return "";
+}
+
+// ---- header ---------------------------------------------------------------------------
+
+std::vector<std::uint8_t> encode_header(const Header& h) {
+  ByteWriter w;
+  w.bytes(kFileMagic.data(), kFileMagic.size());
+  w.u32(kFormatVersion);
+  w.u32(0);  // flags
+  w.u64(h.index_offset);
+  w.u64(h.index_size);
+  w.u64(h.signature_block_size);
+  for (int i = 0; i < 24; ++i) w.u8(0);
+  return std::move(w.buffer());
+}
+
+Header decode_header(ByteView bytes) {
+  if (bytes.size < kHeaderSize) {
+    fail(Errc::malformed, "header: the file has " + std::to_string(bytes.size) +
+                              " bytes, fewer than the 64-byte header; not a kiln archive");
+  }
+  ByteReader r(bytes.sub(0, kHeaderSize), "header");
+  expect_magic(r, kFileMagic, "a kiln archive");
+  std::uint32_t version = r.u32();
+  if (version != kFormatVersion) {
+    r.fail_here("format version " + std::to_string(version) + " is not supported (this kiln reads version 1)");
+  }
+  if (r.u32() != 0) r.fail_here("flags must be zero in format version 1");
+  Header h;
+  h.index_offset = r.u64();
+  h.index_size = r.u64();
+  h.signature_block_size = r.u64();
+  for (int i = 0; i < 24; ++i) {
+    if (r.u8() != 0) r.fail_here("reserved bytes must be zero");
+  }
+  return h;
+}
+
+// ---- index ----------------------------------------------------------------------------
+
+std::vector<std::uint8_t> encode_index(const Index& index) {
+  ByteWriter w;
+  w.bytes(kIndexMagic.data(), kIndexMagic.size());
+  w.u32(static_cast<std::uint32_t>(index.entries.size()));
+  w.u64(index.sequence);
+  w.string16(index.package);
+  w.string16(index.kernel_revision);
+  for (const Entry& e : index.entries) {
+    w.string16(e.path);
+    w.u8(static_cast<std::uint8_t>(e.role));
+    w.u8(static_cast<std::uint8_t>(e.backend));
+    w.u8(static_cast<std::uint8_t>(e.kind));
+    w.u8(static_cast<std::uint8_t>(e.compression));
+    w.string16(e.arch);
+    w.u64(e.offset);
+    w.u64(e.stored_size);
+    w.u64(e.content_size);
+    w.bytes(e.stored_sha256.data(), 32);
+    w.bytes(e.content_sha256.data(), 32);
+  }
+  return std::move(w.buffer());
+}
+
+Index decode_index(ByteView bytes) {
+  ByteReader r(bytes, "index");
+  expect_magic(r, kIndexMagic, "a kiln index");
+  Index index;
+  std::uint32_t count = r.u32();
+  if (count > kMaxEntries) r.fail_here("entry count " + std::to_string(count) + " is over the limit");
+  index.sequence = r.u64();
+  index.package = r.string16();
+  if (auto p = package_name_problem(index.package); !p.empty()) r.fail_here(p);
+  index.kernel_revision = r.string16();
+  if (auto p = revision_problem(index.kernel_revision); !p.empty()) r.fail_here(p);
+
+  // An entry takes at least 2+4+2+24+64 bytes, so a count the remaining bytes cannot
+  // hold is refused before anything is reserved for it.
+  constexpr std::size_t kMinEntrySize = 96;
+  if (static_cast<std::uint64_t>(count) * kMinEntrySize > r.remaining()) {
+    r.fail_here("entry count " + std::to_string(count) + " cannot fit in the index's remaining bytes");
+  }
+  index.entries.reserve(count);
+  std::uint64_t next_offset = kHeaderSize;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Entry e;
+    e.path = r.string16();
+    std::string where = "index entry " + std::to_string(i);
+    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(where + ": " + p);
+    where += " ('" + e.path + "')";
+    if (!index.entries.empty() && !(index.entries.back().path < e.path)) {
+      r.fail_here(where + ": paths must be unique and sorted bytewise");
+    }
+    std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
+    if (role < 1 || role > 6) r.fail_here(where + ": unknown role " + std::to_string(role));
+    if (backend > 2) r.fail_here(where + ": unknown backend " + std::to_string(backend));
+    if (kind > 5) r.fail_here(where + ": unknown code kind " + std::to_string(kind));
+    if (compression > 1) r.fail_here(where + ": unknown compression " + std::to_string(compression));
+    e.role = static_cast<Role>(role);
+    e.backend = static_cast<Backend>(backend);
+    e.kind = static_cast<CodeKind>(kind);
+    e.compression = static_cast<Compression>(compression);
+    bool is_code = e.role == Role::code;
+    if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
+      r.fail_here(where + ": backend and code kind are set exactly for code members");
+    }
+    e.arch = r.string16();
+    if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where + ": " + p);
+    if (is_code == e.arch.empty()) r.fail_here(where + ": arch tags are set exactly for code members");
+    e.offset = r.u64();
+    e.stored_size = r.u64();
+    e.content_size = r.u64();
+    if (e.offset != next_offset) {
+      r.fail_here(where + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
+                  " (members are packed in index order, each 64-byte aligned)");
+    }
+    if (e.stored_size > (1ull << 62)) r.fail_here(where + ": stored size is absurd");
+    next_offset = align_up(e.offset + e.stored_size);
+    ByteView stored = r.take(32);
+    std::memcpy(e.stored_sha256.data(), stored.data, 32);
+    ByteView content = r.take(32);
+    std::memcpy(e.content_sha256.data(), content.data, 32);
+    if (e.compression == Compression::none &&
+        (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
+      r.fail_here(where + ": an uncompressed member's stored and content size and digest must be equal");
+    }
+    index.entries.push_back(std::move(e));
+  }
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
+  long manifest = index.find(kManifestPath);
+  if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
+    fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");
+  }
+  for (const Entry& e : index.entries) {
+    if (e.role == Role::manifest && e.path != kManifestPath) {
+      fail(Errc::malformed, "index: member '" + e.path + "' has role manifest; only 'kiln.toml' may");
+    }
+  }
+  return index;
+}
+
+// ---- signed attributes ---------------------------------------------------------------
+
+std::string encode_attributes(const SignedAttributes& a) {
+  std::string s;
+  s += "kiln-signature: 1\n";
+  s += "archive: " + digest_string(a.archive_digest) + "\n";
+  s += "package: " + a.package + "\n";
+  s += "sequence: " + std::to_string(a.sequence) + "\n";
+  s += "key-id: " + a.key_id + "\n";
+  s += "signer: " + a.signer + "\n";
+  s += "created: " + std::to_string(a.created) + "\n";
+  return s;
+}
+
+namespace {
+
+bool parse_decimal_u64(const std::string& s, std::uint64_t* out) {
+  if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) return false;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+SignedAttributes decode_attributes(const std::string& text) {
+  static const char* const keys[] = {"kiln-signature", "archive", "package", "sequence", "key-id", "signer", "created"};
+  std::string values[7];
+  std::size_t pos = 0;
+  for (int i = 0; i < 7; ++i) {
+    std::string prefix = std::string(keys[i]) + ": ";
+    if (text.compare(pos, prefix.size(), prefix) != 0) {
+      fail(Errc::malformed, std::string("signed attributes: line ") + std::to_string(i + 1) + " should start with '" +
+                                prefix + "'");
+    }
+    pos += prefix.size();
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) fail(Errc::malformed, "signed attributes: line " + std::to_string(i + 1) + " has no newline");
+    values[i] = text.substr(pos, nl - pos);
+    pos = nl + 1;
+  }
+  if (pos != text.size()) fail(Errc::malformed, "signed attributes: bytes after the 'created' line");
+  SignedAttributes a;
+  if (values[0] != "1") fail(Errc::malformed, "signed attributes: unsupported kiln-signature version '" + values[0] + "'");
+  if (!parse_digest_string(values[1], &a.archive_digest)) fail(Errc::malformed, "signed attributes: bad archive digest");
+  a.package = values[2];
+  if (auto p = package_name_problem(a.package); !p.empty()) fail(Errc::malformed, "signed attributes: " + p);
+  if (!parse_decimal_u64(values[3], &a.sequence)) fail(Errc::malformed, "signed attributes: bad sequence");
+  a.key_id = values[4];
+  bool hex_ok = a.key_id.size() == 32;
+  for (char c : a.key_id) hex_ok = hex_ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex_ok) fail(Errc::malformed, "signed attributes: key-id is not 32 lowercase hex digits");
+  a.signer = values[5];
+  if (auto p = signer_problem(a.signer); !p.empty()) fail(Errc::malformed, "signed attributes: " + p);
+  if (!parse_decimal_u64(values[6], &a.created)) fail(Errc::malformed, "signed attributes: bad created time");
+  if (encode_attributes(a) != text) fail(Errc::malformed, "signed attributes: not in canonical form");
+  return a;
+}
+
+// ---- signature block -------------------------------------------------------------------
+
+std::vector<std::uint8_t> encode_signature_block(const std::vector<SignatureRecord>& records) {
+  ByteWriter w;
+  w.bytes(kSignatureMagic.data(), kSignatureMagic.size());
+  w.u32(static_cast<std::uint32_t>(records.size()));
+  for (const SignatureRecord& rec : records) {
+    w.string16(rec.attributes_text);
+    w.bytes(rec.signature.data(), rec.signature.size());
+  }
+  return std::move(w.buffer());
+}
+
+std::vector<SignatureRecord> decode_signature_block(ByteView bytes) {
+  if (bytes.size > kMaxSignatureBlockSize) fail(Errc::malformed, "signature block: larger than 1 MiB");
+  ByteReader r(bytes, "signature block");
+  expect_magic(r, kSignatureMagic, "a kiln signature block");
+  std::uint32_t count = r.u32();
+  if (count > kMaxSignatures) r.fail_here("more than " + std::to_string(kMaxSignatures) + " signatures");
+  std::vector<SignatureRecord> records;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    SignatureRecord rec;
+    rec.attributes_text = r.string16();
+    if (rec.attributes_text.size() > kMaxAttributesLength) r.fail_here("signature " + std::to_string(i) + ": attributes too long");
+    try {
+      rec.attributes = decode_attributes(rec.attributes_text);
+    } catch (const Error& e) {
+      r.fail_here("signature " + std::to_string(i) + ": " + e.what());
+    }
+    ByteView sig = r.take(64);
+    std::memcpy(rec.signature.data(), sig.data, 64);
+    records.push_back(std::move(rec));
+  }
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last signature");
+  return records;
+}
+
+}  // namespace kiln::format

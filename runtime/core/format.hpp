@@ -1,0 +1,128 @@
+// Archive format v1: the constants and the in-memory form of the index and signature
+// block. schema/FORMAT.md is the specification; this file must agree with it byte for byte.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bytes.hpp"
+#include "ed25519.hpp"
+#include "sha256.hpp"
+
+namespace kiln::format {
+
+// "KILN" then CR LF SUB LF, as PNG does, so that text-mode transfers are caught at once.
+constexpr std::array<std::uint8_t, 8> kFileMagic = {'K', 'I', 'L', 'N', 0x0d, 0x0a, 0x1a, 0x0a};
+constexpr std::array<std::uint8_t, 8> kIndexMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '1'};
+constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint64_t kHeaderSize = 64;
+constexpr std::uint64_t kMemberAlignment = 64;  // lets a reader use raw members in place
+
+// Hard bounds on what a reader accepts, so that no field can make it allocate or loop
+// without limit. Writers refuse to produce anything beyond them.
+constexpr std::uint64_t kMaxIndexSize = 256ull << 20;
+constexpr std::uint32_t kMaxEntries = 1u << 20;
+constexpr std::size_t kMaxPathLength = 1024;
+constexpr std::size_t kMaxArchLength = 256;
+constexpr std::size_t kMaxPackageLength = 128;
+constexpr std::size_t kMaxRevisionLength = 128;
+constexpr std::uint64_t kMaxSignatureBlockSize = 1ull << 20;
+constexpr std::uint32_t kMaxSignatures = 64;
+constexpr std::size_t kMaxAttributesLength = 2048;
+constexpr std::size_t kMaxSignerLength = 128;
+
+enum class Role : std::uint8_t { manifest = 1, code = 2, source = 3, ir = 4, testdata = 5, meta = 6 };
+enum class Backend : std::uint8_t { none = 0, cuda = 1, hip = 2 };
+enum class CodeKind : std::uint8_t {
+  none = 0,
+  cubin = 1,
+  ptx = 2,
+  fatbin = 3,
+  amdgpu_elf = 4,
+  offload_bundle = 5,
+};
+enum class Compression : std::uint8_t { none = 0, zstd = 1 };
+
+const char* role_name(Role r);
+const char* backend_name(Backend b);
+const char* code_kind_name(CodeKind k);
+const char* compression_name(Compression c);
+bool parse_role(const std::string& s, Role* out);
+bool parse_backend(const std::string& s, Backend* out);
+
+struct Header {
+  std::uint64_t index_offset = 0;
+  std::uint64_t index_size = 0;
+  std::uint64_t signature_block_size = 0;
+};
+
+struct Entry {
+  std::string path;
+  Role role = Role::meta;
+  Backend backend = Backend::none;
+  CodeKind kind = CodeKind::none;
+  Compression compression = Compression::none;
+  std::string arch;  // comma-separated target tags for code objects, empty otherwise
+  std::uint64_t offset = 0;
+  std::uint64_t stored_size = 0;
+  std::uint64_t content_size = 0;
+  Sha256 stored_sha256{};
+  Sha256 content_sha256{};
+};
+
+struct Index {
+  std::string package;
+  std::string kernel_revision;
+  std::uint64_t sequence = 0;
+  std::vector<Entry> entries;  // sorted by path, bytewise
+
+  // Returns the entry's position or -1.
+  long find(const std::string& path) const;
+};
+
+constexpr const char* kManifestPath = "kiln.toml";
+
+struct SignedAttributes {
+  Sha256 archive_digest{};
+  std::string package;
+  std::uint64_t sequence = 0;
+  std::string key_id;
+  std::string signer;
+  std::uint64_t created = 0;  // seconds since the Unix epoch
+};
+
+struct SignatureRecord {
+  std::string attributes_text;  // the exact signed bytes
+  SignedAttributes attributes;
+  Ed25519Signature signature{};
+};
+
+// Encoding and decoding. Decoders accept exactly the bytes the encoders produce and
+// throw Errc::malformed for anything else, naming the field.
+std::vector<std::uint8_t> encode_header(const Header& h);
+Header decode_header(ByteView bytes);
+
+std::vector<std::uint8_t> encode_index(const Index& index);
+Index decode_index(ByteView bytes);
+
+std::string encode_attributes(const SignedAttributes& a);
+SignedAttributes decode_attributes(const std::string& text);
+
+std::vector<std::uint8_t> encode_signature_block(const std::vector<SignatureRecord>& records);
+std::vector<SignatureRecord> decode_signature_block(ByteView bytes);
+
+// Name rules shared by writer and reader: each returns why the name is refused, or an
+// empty string when it is acceptable. Callers choose the error class (a bad name in a
+// manifest is the author's mistake; in an archive it is a malformed or hostile file).
+std::string member_path_problem(const std::string& path);
+std::string package_name_problem(const std::string& name);
+std::string revision_problem(const std::string& revision);
+std::string arch_tags_problem(const std::string& arch);
+std::string signer_problem(const std::string& signer);
+
+std::uint64_t align_up(std::uint64_t v);
+
+}  // namespace kiln::format

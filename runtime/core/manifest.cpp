@@ -1,0 +1,389 @@
+#include "manifest.hpp"
+
+// toml++ is compiled into this one translation unit, so libkiln carries no runtime
+// dependency on a shared toml++ (the GPU machines do not have Debian's).
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <set>
+
+#include "error.hpp"
+#include "format.hpp"
+
+namespace kiln {
+namespace {
+
+constexpr ScalarType kAllScalarTypes[] = {ScalarType::i8,  ScalarType::i16, ScalarType::i32,  ScalarType::i64,
+                                          ScalarType::u8,  ScalarType::u16, ScalarType::u32,  ScalarType::u64,
+                                          ScalarType::f16, ScalarType::bf16, ScalarType::f32, ScalarType::f64};
+
+const char* toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+SourcePos pos_of(const toml::node& n) {
+  return {static_cast<std::uint32_t>(n.source().begin.line), static_cast<std::uint32_t>(n.source().begin.column)};
+}
+
+// Reads one table strictly: every key must be one the caller asked for, so a typo such
+// as `sequnce` is an error at its own line rather than a silently missing field.
+class TableReader {
+ public:
+  TableReader(const std::string& file, const toml::table& table, std::string where)
+      : file_(file), table_(table), where_(std::move(where)) {}
+
+  [[noreturn]] void fail_at(const toml::node& n, const std::string& message) const {
+    fail_at_pos(pos_of(n), message);
+  }
+  [[noreturn]] void fail_at_pos(SourcePos p, const std::string& message) const {
+    fail(Errc::manifest, file_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column) + ": " + message);
+  }
+
+  const toml::node* get(const std::string& key) {
+    seen_.insert(key);
+    return table_.get(key);
+  }
+
+  const toml::node& require(const std::string& key, const std::string& expected) {
+    const toml::node* n = get(key);
+    if (n == nullptr) fail_at(table_, where_ + " is missing '" + key + "' (expected " + expected + ")");
+    return *n;
+  }
+
+  std::string string(const std::string& key, const std::string& example) {
+    const toml::node& n = require(key, "a string such as " + example);
+    return as_string(n, key, example);
+  }
+
+  std::string optional_string(const std::string& key, const std::string& example, const std::string& fallback) {
+    const toml::node* n = get(key);
+    return n ? as_string(*n, key, example) : fallback;
+  }
+
+  std::string as_string(const toml::node& n, const std::string& key, const std::string& example) const {
+    if (!n.is_string()) {
+      fail_at(n, "'" + key + "' in " + where_ + " must be a string such as " + example + ", found " + toml_type_name(n));
+    }
+    return std::string(*n.value<std::string_view>());
+  }
+
+  std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min, std::int64_t max) const {
+    if (!n.is_integer()) {
+      fail_at(n, "'" + key + "' in " + where_ + " must be an integer, found " + toml_type_name(n));
+    }
+    std::int64_t v = *n.value<std::int64_t>();
+    if (v < min || v > max) {
+      fail_at(n, "'" + key + "' in " + where_ + " must be between " + std::to_string(min) + " and " +
+                     std::to_string(max) + ", found " + std::to_string(v));
+    }
+    return v;
+  }
+
+  double number(const toml::node& n, const std::string& key) const {
+    if (!n.is_number()) fail_at(n, "'" + key + "' in " + where_ + " must be a number, found " + toml_type_name(n));
+    double v = *n.value<double>();
+    if (!std::isfinite(v) || v < 0) fail_at(n, "'" + key + "' in " + where_ + " must be a finite number >= 0");
+    return v;
+  }
+
+  const toml::array& array(const toml::node& n, const std::string& key, const std::string& of) const {
+    if (!n.is_array()) fail_at(n, "'" + key + "' in " + where_ + " must be an array of " + of + ", found " + toml_type_name(n));
+    return *n.as_array();
+  }
+
+  const toml::table& table(const toml::node& n, const std::string& key) const {
+    if (!n.is_table()) fail_at(n, "'" + key + "' in " + where_ + " must be a table, found " + toml_type_name(n));
+    return *n.as_table();
+  }
+
+  // Call after reading every known key.
+  void no_unknown_keys(const std::string& allowed) const {
+    for (auto&& [key, node] : table_) {
+      std::string k(key.str());
+      if (!seen_.count(k)) fail_at(node, "unknown key '" + k + "' in " + where_ + " (known keys: " + allowed + ")");
+    }
+  }
+
+  const std::string& file() const { return file_; }
+  const std::string& where() const { return where_; }
+  const toml::table& node() const { return table_; }
+
+ private:
+  const std::string& file_;
+  const toml::table& table_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+FileRef file_ref(TableReader& t, const toml::node& n, const std::string& key) {
+  std::string path = t.as_string(n, key, "\"build/kernel.sm_90.cubin\"");
+  std::string problem = format::member_path_problem(path);
+  if (!problem.empty()) {
+    t.fail_at(n, "'" + key + "' in " + t.where() + ": " + problem +
+                     " (files are named relative to the manifest's directory, inside it)");
+  }
+  return FileRef{path, pos_of(n)};
+}
+
+std::vector<FileRef> file_list(TableReader& t, const std::string& key) {
+  std::vector<FileRef> out;
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return out;
+  for (const toml::node& item : t.array(*n, key, "file paths")) out.push_back(file_ref(t, item, key));
+  return out;
+}
+
+std::string identifier(TableReader& t, const std::string& key, const std::string& example) {
+  const toml::node& n = t.require(key, "an identifier such as " + example);
+  std::string v = t.as_string(n, key, example);
+  bool ok = !v.empty() && v.size() <= 128 && !(v[0] >= '0' && v[0] <= '9');
+  for (char c : v) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  if (!ok) t.fail_at(n, "'" + key + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*), found '" + v + "'");
+  return v;
+}
+
+KernelParam parse_param(TableReader& kt, const toml::node& n, std::size_t i) {
+  std::string where = kt.where() + " params[" + std::to_string(i) + "]";
+  if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { name = \"a\", type = \"ptr\", dtype = \"f32\" }");
+  TableReader t(kt.file(), *n.as_table(), where);
+  KernelParam p;
+  p.name = identifier(t, "name", "\"a\"");
+  const toml::node& type_node = t.require("type", "\"ptr\" or a scalar type such as \"i32\"");
+  std::string type = t.as_string(type_node, "type", "\"ptr\"");
+  std::string scalar_list = "i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64";
+  if (type == "ptr") {
+    p.is_pointer = true;
+    const toml::node& dn = t.require("dtype", "the element type, one of " + scalar_list);
+    std::string dtype = t.as_string(dn, "dtype", "\"f32\"");
+    if (!parse_scalar_type(dtype, &p.type)) t.fail_at(dn, "unknown dtype '" + dtype + "' (expected one of " + scalar_list + ")");
+    std::string access = t.optional_string("access", "\"read\"", "read_write");
+    if (access == "read") p.access = ParamAccess::read;
+    else if (access == "write") p.access = ParamAccess::write;
+    else if (access == "read_write") p.access = ParamAccess::read_write;
+    else t.fail_at(*t.get("access"), "unknown access '" + access + "' (expected read, write or read_write)");
+  } else if (!parse_scalar_type(type, &p.type)) {
+    t.fail_at(type_node, "unknown parameter type '" + type + "' (expected ptr or one of " + scalar_list + ")");
+  }
+  t.no_unknown_keys("name, type, dtype, access");
+  return p;
+}
+
+std::array<std::uint32_t, 3> dim3(TableReader& t, const std::string& key) {
+  const toml::node& n = t.require(key, "an array of 1 to 3 positive integers such as [16, 16, 1]");
+  const toml::array& a = t.array(n, key, "1 to 3 positive integers");
+  if (a.empty() || a.size() > 3) t.fail_at(n, "'" + key + "' in " + t.where() + " must have 1 to 3 elements, found " + std::to_string(a.size()));
+  std::array<std::uint32_t, 3> out{1, 1, 1};
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    out[i] = static_cast<std::uint32_t>(t.integer(a[i], key, 1, 0x7fffffff));
+  }
+  return out;
+}
+
+ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const KernelSpec& k) {
+  std::string where = kt.where() + " shape[" + std::to_string(i) + "]";
+  if (!n.is_table()) kt.fail_at(n, where + " must be a table");
+  TableReader t(kt.file(), *n.as_table(), where);
+  ShapeSpec s;
+  s.pos = pos_of(n);
+  s.name = t.string("name", "\"m256n256k256\"");
+  if (auto p = format::member_path_problem(s.name); !p.empty() || s.name.find('/') != std::string::npos) {
+    t.fail_at(t.require("name", ""), "shape name '" + s.name + "' must use only [A-Za-z0-9._+@=-]");
+  }
+  if (const toml::node* vn = t.get("values")) {
+    const toml::table& vt = t.table(*vn, "values");
+    for (auto&& [key, value] : vt) {
+      std::string name(key.str());
+      bool known = false;
+      for (const KernelParam& p : k.params) known = known || (p.name == name && !p.is_pointer);
+      if (!known) t.fail_at(value, "shape value '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
+      s.values.emplace_back(name, t.integer(value, name, INT64_MIN, INT64_MAX));
+    }
+  }
+  s.grid = dim3(t, "grid");
+  s.block = dim3(t, "block");
+  if (const toml::node* sm = t.get("shared_mem")) s.shared_mem = static_cast<std::uint32_t>(t.integer(*sm, "shared_mem", 0, 0x7fffffff));
+  std::uint64_t threads = static_cast<std::uint64_t>(s.block[0]) * s.block[1] * s.block[2];
+  if (threads > 1024) t.fail_at(n, where + ": block has " + std::to_string(threads) + " threads; at most 1024 are allowed");
+  t.no_unknown_keys("name, values, grid, block, shared_mem");
+  return s;
+}
+
+CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i) {
+  std::string where = kt.where() + " code[" + std::to_string(i) + "]";
+  if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { arch = \"sm_90a\", file = \"k.sm_90a.cubin\" }");
+  TableReader t(kt.file(), *n.as_table(), where);
+  CodeObjectRef c;
+  c.pos = pos_of(n);
+  const toml::node& an = t.require("arch", "a target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\"");
+  c.arch = t.as_string(an, "arch", "\"sm_90a\"");
+  if (c.arch.empty() || c.arch.find(',') != std::string::npos || !format::arch_tags_problem(c.arch).empty()) {
+    t.fail_at(an, "'arch' in " + where + " must be one target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\", found '" + c.arch + "'");
+  }
+  c.file = file_ref(t, t.require("file", "the code object's path"), "file");
+  t.no_unknown_keys("arch, file");
+  return c;
+}
+
+KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_t i) {
+  std::string where = "kernel[" + std::to_string(i) + "]";
+  if (!n.is_table()) {
+    fail(Errc::manifest, file + ":" + std::to_string(pos_of(n).line) + ":" + std::to_string(pos_of(n).column) + ": " + where + " must be a table");
+  }
+  TableReader t(file, *n.as_table(), where);
+  KernelSpec k;
+  k.pos = pos_of(n);
+  k.name = identifier(t, "name", "\"matmul_relu\"");
+  TableReader named(file, *n.as_table(), "kernel '" + k.name + "'");
+  k.entry = identifier(t, "entry", "\"matmul_relu_f32\"");
+  const toml::node& bn = t.require("backend", "\"cuda\" or \"hip\"");
+  k.backend = t.as_string(bn, "backend", "\"cuda\"");
+  if (k.backend != "cuda" && k.backend != "hip") t.fail_at(bn, "'backend' must be \"cuda\" or \"hip\", found '" + k.backend + "'");
+  if (const toml::node* fn = t.get("fallback")) {
+    std::string f = t.as_string(*fn, "fallback", "\"reference\"");
+    if (f == "reference") k.fallback = FallbackPolicy::reference;
+    else if (f == "refuse") k.fallback = FallbackPolicy::refuse;
+    else t.fail_at(*fn, "'fallback' must be \"reference\" or \"refuse\", found '" + f + "'");
+  }
+  k.sources = file_list(t, "sources");
+  k.ir = file_list(t, "ir");
+  if (const toml::node* pn = t.get("params")) {
+    const toml::array& a = t.array(*pn, "params", "parameter tables");
+    std::set<std::string> names;
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      KernelParam p = parse_param(named, a[j], j);
+      if (!names.insert(p.name).second) t.fail_at(a[j], "parameter '" + p.name + "' is declared twice");
+      k.params.push_back(p);
+    }
+  }
+  const toml::node& cn = t.require("code", "[[kernel.code]] tables naming each code object");
+  const toml::array& ca = t.array(cn, "code", "code object tables");
+  if (ca.empty()) t.fail_at(cn, "kernel '" + k.name + "' lists no code object");
+  std::set<std::string> arches;
+  for (std::size_t j = 0; j < ca.size(); ++j) {
+    CodeObjectRef c = parse_code(named, ca[j], j);
+    if (!arches.insert(c.arch).second) t.fail_at(ca[j], "arch '" + c.arch + "' appears twice in kernel '" + k.name + "'");
+    k.code.push_back(c);
+  }
+  if (const toml::node* sn = t.get("shape")) {
+    const toml::array& sa = t.array(*sn, "shape", "shape tables");
+    std::set<std::string> names;
+    for (std::size_t j = 0; j < sa.size(); ++j) {
+      ShapeSpec s = parse_shape(named, sa[j], j, k);
+      if (!names.insert(s.name).second) t.fail_at(sa[j], "shape '" + s.name + "' appears twice in kernel '" + k.name + "'");
+      k.shapes.push_back(s);
+    }
+  }
+  if (const toml::node* tn = t.get("tolerance")) {
+    TableReader tt(file, t.table(*tn, "tolerance"), "kernel '" + k.name + "' tolerance");
+    if (const toml::node* r = tt.get("rtol")) k.tolerance.rtol = tt.number(*r, "rtol");
+    if (const toml::node* a = tt.get("atol")) k.tolerance.atol = tt.number(*a, "atol");
+    tt.no_unknown_keys("rtol, atol");
+  }
+  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, code, shape, tolerance");
+  return k;
+}
+
+}  // namespace
+
+const char* scalar_type_name(ScalarType t) {
+  static const char* const names[] = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"};
+  return names[static_cast<int>(t)];
+}
+
+std::size_t scalar_type_size(ScalarType t) {
+  static const std::size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
+  return sizes[static_cast<int>(t)];
+}
+
+bool parse_scalar_type(const std::string& s, ScalarType* out) {
+  for (ScalarType t : kAllScalarTypes) {
+    if (s == scalar_type_name(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* param_access_name(ParamAccess a) {
+  switch (a) {
+    case ParamAccess::read: return "read";
+    case ParamAccess::write: return "write";
+    case ParamAccess::read_write: return "read_write";
+  }
+  return "?";
+}
+
+const std::string* Manifest::toolchain_value(const std::string& key) const {
+  for (const auto& kv : toolchain) {
+    if (kv.first == key) return &kv.second;
+  }
+  return nullptr;
+}
+
+Manifest parse_manifest(std::string_view text, const std::string& source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    fail(Errc::manifest, source_name + ":" + std::to_string(e.source().begin.line) + ":" +
+                             std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+  TableReader top(source_name, root, "the manifest");
+  Manifest m;
+
+  const toml::node& pn = top.require("package", "a [package] table");
+  TableReader pkg(source_name, top.table(pn, "package"), "[package]");
+  const toml::node& name_node = pkg.require("name", "a string such as \"matmul-relu\"");
+  m.package = pkg.as_string(name_node, "name", "\"matmul-relu\"");
+  if (auto p = format::package_name_problem(m.package); !p.empty()) pkg.fail_at(name_node, p);
+  const toml::node& rev_node = pkg.require("kernel_revision", "a string such as \"2026.11.30-1\"");
+  m.kernel_revision = pkg.as_string(rev_node, "kernel_revision", "\"2026.11.30-1\"");
+  if (auto p = format::revision_problem(m.kernel_revision); !p.empty()) pkg.fail_at(rev_node, p);
+  m.sequence = static_cast<std::uint64_t>(
+      pkg.integer(pkg.require("sequence", "a positive integer that grows with every release"), "sequence", 1, INT64_MAX));
+  m.description = pkg.optional_string("description", "\"what this package is\"", "");
+  pkg.no_unknown_keys("name, kernel_revision, sequence, description");
+
+  if (const toml::node* tn = top.get("toolchain")) {
+    const toml::table& tt = top.table(*tn, "toolchain");
+    TableReader tool(source_name, tt, "[toolchain]");
+    for (auto&& [key, value] : tt) {
+      std::string k(key.str());
+      m.toolchain.emplace_back(k, tool.as_string(value, k, "\"13.0\""));
+    }
+  }
+
+  if (const toml::node* fn = top.get("files")) {
+    TableReader files(source_name, top.table(*fn, "files"), "[files]");
+    m.extra_files = file_list(files, "extra");
+    files.no_unknown_keys("extra");
+  }
+
+  const toml::node& kn = top.require("kernel", "one or more [[kernel]] tables");
+  const toml::array& ka = top.array(kn, "kernel", "[[kernel]] tables");
+  if (ka.empty()) top.fail_at(kn, "the manifest declares no kernel");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < ka.size(); ++i) {
+    KernelSpec k = parse_kernel(source_name, ka[i], i);
+    if (!names.insert(k.name).second) top.fail_at(ka[i], "kernel '" + k.name + "' is declared twice");
+    m.kernels.push_back(std::move(k));
+  }
+  top.no_unknown_keys("package, toolchain, files, kernel");
+  return m;
+}
+
+}  // namespace kiln

@@ -1,0 +1,91 @@
+// kiln.toml: what a package is, what built it, and for each kernel its code objects,
+// parameters, supported shapes and fallback policy. schema/MANIFEST.md documents it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+struct SourcePos {
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+};
+
+enum class ScalarType { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+const char* scalar_type_name(ScalarType t);
+std::size_t scalar_type_size(ScalarType t);
+bool parse_scalar_type(const std::string& s, ScalarType* out);
+
+enum class ParamAccess { read, write, read_write };
+const char* param_access_name(ParamAccess a);
+
+struct KernelParam {
+  std::string name;
+  bool is_pointer = false;
+  ScalarType type = ScalarType::i32;  // the scalar's type, or the pointee's for a pointer
+  ParamAccess access = ParamAccess::read;  // meaningful for pointers
+};
+
+struct FileRef {
+  std::string path;  // relative to the manifest's directory, also the member's path
+  SourcePos pos;
+};
+
+struct CodeObjectRef {
+  std::string arch;  // what the author claims: sm_90a, compute_90, gfx90a:xnack+, ...
+  FileRef file;
+  SourcePos pos;
+};
+
+struct ShapeSpec {
+  std::string name;
+  std::vector<std::pair<std::string, std::int64_t>> values;  // scalar parameters that fix the shape
+  std::array<std::uint32_t, 3> grid{1, 1, 1};
+  std::array<std::uint32_t, 3> block{1, 1, 1};
+  std::uint32_t shared_mem = 0;
+  SourcePos pos;
+};
+
+enum class FallbackPolicy { reference, refuse };
+
+struct Tolerance {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+};
+
+struct KernelSpec {
+  std::string name;
+  std::string entry;  // the symbol in the code objects
+  std::string backend;  // "cuda" or "hip"
+  FallbackPolicy fallback = FallbackPolicy::reference;
+  std::vector<FileRef> sources;
+  std::vector<FileRef> ir;
+  std::vector<KernelParam> params;
+  std::vector<CodeObjectRef> code;
+  std::vector<ShapeSpec> shapes;
+  Tolerance tolerance;
+  SourcePos pos;
+};
+
+struct Manifest {
+  std::string package;
+  std::string kernel_revision;
+  std::uint64_t sequence = 0;
+  std::string description;
+  std::vector<std::pair<std::string, std::string>> toolchain;  // in file order
+  std::vector<KernelSpec> kernels;
+  std::vector<FileRef> extra_files;  // [files] extra = [...]: stored with role "meta"
+
+  const std::string* toolchain_value(const std::string& key) const;
+};
+
+// Parses and checks a manifest. Throws Errc::manifest with "NAME:LINE:COLUMN: message"
+// saying what was expected there.
+Manifest parse_manifest(std::string_view text, const std::string& source_name);
+
+}  // namespace kiln
