@@ -38,6 +38,14 @@ SourcePos pos_of(const toml::node& n) {
   return {static_cast<std::uint32_t>(n.source().begin.line), static_cast<std::uint32_t>(n.source().begin.column)};
 }
 
+// A key's own position when toml++ recorded one, else its value's.
+SourcePos pos_of_key(const toml::key& key, const toml::node& value) {
+  if (key.source().begin.line != 0) {
+    return {static_cast<std::uint32_t>(key.source().begin.line), static_cast<std::uint32_t>(key.source().begin.column)};
+  }
+  return pos_of(value);
+}
+
 // Reads one table strictly: every key must be one the caller asked for, so a typo such
 // as `sequnce` is an error at its own line rather than a silently missing field.
 class TableReader {
@@ -113,7 +121,7 @@ class TableReader {
   void no_unknown_keys(const std::string& allowed) const {
     for (auto&& [key, node] : table_) {
       std::string k(key.str());
-      if (!seen_.count(k)) fail_at(node, "unknown key '" + k + "' in " + where_ + " (known keys: " + allowed + ")");
+      if (!seen_.count(k)) fail_at_pos(pos_of_key(key, node), "unknown key '" + k + "' in " + where_ + " (known keys: " + allowed + ")");
     }
   }
 

@@ -89,8 +89,8 @@ TrustReport evaluate_signatures(const std::vector<format::SignatureRecord>& reco
     const PublicKey* key = policy.trust ? policy.trust->find(rec.attributes.key_id) : nullptr;
     if (rec.attributes.archive_digest != digest) {
       check.status = SignatureStatus::wrong_archive;
-      check.detail = "it was made for archive " + digest_string(rec.attributes.archive_digest) +
-                     ", not this one (" + digest_string(digest) + ")";
+      check.detail = "it was made over " + digest_string(rec.attributes.archive_digest) + " but this archive's index hashes to " +
+                     digest_string(digest) + ": the index was altered, or the signature belongs to another archive";
     } else if (key == nullptr) {
       check.status = SignatureStatus::untrusted_key;
       check.detail = "key " + rec.attributes.key_id + " is not in the trust set";

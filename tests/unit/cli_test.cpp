@@ -1,0 +1,195 @@
+// The kiln command as a user runs it: exit codes, outputs and messages.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  std::string command = std::string(KILN_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
+
+const char* kPtx =
+    ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry add_f32(.param .u64 p0)\n{\n\tret;\n}\n";
+
+const char* kManifest = R"([package]
+name = "cli-demo"
+kernel_revision = "r1"
+sequence = 2
+
+[[kernel]]
+name = "add"
+entry = "add_f32"
+backend = "cuda"
+sources = ["add.cu"]
+params = [{ name = "x", type = "ptr", dtype = "f32" }]
+code = [{ arch = "compute_90", file = "add.ptx" }]
+)";
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kiln-cli-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    write_file(dir + "/kiln.toml", kManifest);
+    write_file(dir + "/add.ptx", kPtx);
+    write_file(dir + "/add.cu", "// source\n");
+    ASSERT_EQ(run("keygen --out " + dir + "/ci").code, 0);
+    archive = dir + "/demo.kiln";
+    Result packed = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive);
+    ASSERT_EQ(packed.code, 0) << packed.out;
+  }
+  std::string dir, archive;
+};
+
+TEST_F(Cli, KeygenWritesAPrivateKeyOnlyTheOwnerCanRead) {
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/ci.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(read_file(dir + "/ci.key").find("BEGIN PRIVATE KEY"), std::string::npos);
+  EXPECT_NE(read_file(dir + "/ci.pub").find("BEGIN PUBLIC KEY"), std::string::npos);
+  Result again = run("keygen --out " + dir + "/ci");
+  EXPECT_EQ(again.code, 4);
+  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+}
+
+TEST_F(Cli, VerifyDigestAndInspect) {
+  Result verify = run("verify " + archive + " --trust " + dir + "/ci.pub");
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  EXPECT_NE(verify.out.find("verified"), std::string::npos);
+
+  Result digest = run("digest " + archive);
+  EXPECT_EQ(digest.code, 0);
+  ASSERT_EQ(digest.out.size(), 7u + 64u + 1u) << digest.out;  // "sha256:" + hex + newline, nothing else
+  EXPECT_EQ(digest.out.rfind("sha256:", 0), 0u);
+  EXPECT_NE(verify.out.find(digest.out.substr(0, 71)), std::string::npos);
+
+  Result json = run("verify " + archive + " --trust " + dir + "/ci.pub --json");
+  EXPECT_EQ(json.code, 0);
+  EXPECT_NE(json.out.find("\"ok\":true"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"package\":\"cli-demo\""), std::string::npos);
+
+  Result inspect = run("inspect " + archive + " --json");
+  EXPECT_EQ(inspect.code, 0);
+  EXPECT_NE(inspect.out.find("\"arch\":\"compute_90\""), std::string::npos) << inspect.out;
+  Result human = run("inspect " + archive);
+  EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
+}
+
+TEST_F(Cli, OneChangedByteIsRefusedWithExitCodeOneAndNamesTheMember) {
+  std::string bytes = read_file(archive);
+  bytes[200] = static_cast<char>(bytes[200] ^ 1);  // inside the first member
+  write_file(dir + "/bad.kiln", bytes);
+  Result r = run("verify " + dir + "/bad.kiln --trust " + dir + "/ci.pub");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("refused"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("member '"), std::string::npos) << r.out;
+  Result json = run("verify " + dir + "/bad.kiln --trust " + dir + "/ci.pub --json");
+  EXPECT_NE(json.out.find("\"ok\":false"), std::string::npos) << json.out;
+}
+
+TEST_F(Cli, WrongKeyIsRefused) {
+  ASSERT_EQ(run("keygen --out " + dir + "/other").code, 0);
+  Result r = run("verify " + archive + " --trust " + dir + "/other.pub");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("0 distinct trusted signer(s), 1 required"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, SignAddsASecondSignerWithoutChangingTheDigest) {
+  std::string before = run("digest " + archive).out;
+  ASSERT_EQ(run("keygen --out " + dir + "/release").code, 0);
+  Result signed_ = run("sign " + archive + " --key " + dir + "/release.key --signer 'release team'");
+  EXPECT_EQ(signed_.code, 0) << signed_.out;
+  EXPECT_EQ(run("digest " + archive).out, before);
+  ::mkdir((dir + "/trust").c_str(), 0755);
+  write_file(dir + "/trust/ci.pub", read_file(dir + "/ci.pub"));
+  write_file(dir + "/trust/release.pub", read_file(dir + "/release.pub"));
+  Result two = run("verify " + archive + " --trust " + dir + "/trust --threshold 2");
+  EXPECT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("signer 'release team'"), std::string::npos) << two.out;
+  Result twice = run("sign " + archive + " --key " + dir + "/release.key");
+  EXPECT_EQ(twice.code, 3);
+  EXPECT_NE(twice.out.find("already signed"), std::string::npos);
+}
+
+TEST_F(Cli, ExtractWritesVerifiedMembersAndNeverOverwrites) {
+  Result r = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(read_file(dir + "/out/add.ptx"), kPtx);
+  EXPECT_EQ(read_file(dir + "/out/kiln.toml"), kManifest);
+  Result again = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(again.code, 4);
+  EXPECT_NE(again.out.find("never overwrites"), std::string::npos) << again.out;
+  Result unsigned_ = run("extract " + archive + " -C " + dir + "/out2");
+  EXPECT_EQ(unsigned_.code, 3);
+  EXPECT_NE(unsigned_.out.find("--skip-signatures"), std::string::npos);
+}
+
+TEST_F(Cli, ExtractDoesNotFollowALinkPlantedInTheTarget) {
+  write_file(dir + "/kiln.toml", std::string(kManifest) + "ir = [\"ir/add.ll\"]\n");
+  ::mkdir((dir + "/ir").c_str(), 0755);
+  write_file(dir + "/ir/add.ll", "; llvm ir\n");
+  ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive).code, 0);
+  ::mkdir((dir + "/out").c_str(), 0755);
+  ::mkdir((dir + "/elsewhere").c_str(), 0755);
+  ASSERT_EQ(::symlink((dir + "/elsewhere").c_str(), (dir + "/out/ir").c_str()), 0);
+  Result r = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("not a plain folder"), std::string::npos) << r.out;
+  EXPECT_EQ(read_file(dir + "/elsewhere/add.ll"), "");
+}
+
+TEST_F(Cli, BadManifestExitsThreeWithLocation) {
+  write_file(dir + "/kiln.toml", std::string(kManifest).replace(std::string(kManifest).find("sequence = 2"), 12, "sequence = -2"));
+  Result r = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/x.kiln");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("kiln.toml:4:12: 'sequence' in [package] must be between 1 and"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, UsageErrorsExitTwoAndHelpListsExitCodes) {
+  EXPECT_EQ(run("").code, 2);
+  EXPECT_EQ(run("verify").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+  Result help = run("--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("Exit codes"), std::string::npos) << help.out;
+}
+
+TEST_F(Cli, PackIsReproducible) {
+  std::string first = read_file(archive);
+  ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/again.kiln").code, 0);
+  EXPECT_EQ(read_file(dir + "/again.kiln"), first);
+  ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/j1.kiln -j 1").code, 0);
+  EXPECT_EQ(read_file(dir + "/j1.kiln"), first);
+}
+
+}  // namespace

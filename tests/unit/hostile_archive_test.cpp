@@ -1,0 +1,175 @@
+// Archives a hostile signer or packer could produce — structurally wrong but validly
+// signed — are refused at open or at first use, each with a reason naming the problem.
+#include <gtest/gtest.h>
+
+#include "compress.hpp"
+#include "error.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+class Hostile : public ::testing::Test {
+ protected:
+  PackageIdentity id = test::default_identity();
+  PrivateKey key = PrivateKey::generate();
+  TrustSet trust = test::trust_of({&key});
+
+  test::RawArchive base() {
+    test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+    raw.signers = {Signer{&key, "hostile", 0}};
+    return raw;
+  }
+  // Expects the archive to be refused with `code` and a message containing `reason`.
+  void expect_refused(const test::RawArchive& raw, Errc code, const std::string& reason, std::uint64_t limit = 4ull << 30) {
+    std::vector<std::uint8_t> bytes = test::assemble(raw);
+    ReadOptions options;
+    options.policy = TrustPolicy{&trust, 1};
+    options.max_member_size = limit;
+    try {
+      std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+      a->verify_all(1, true, nullptr);
+      FAIL() << "accepted; expected: " << reason;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+  std::size_t position(const test::RawArchive& raw, const std::string& path) {
+    for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+      if (raw.index.entries[i].path == path) return i;
+    }
+    throw std::runtime_error("no member " + path);
+  }
+};
+
+TEST_F(Hostile, BaseArchiveIsAccepted) {
+  std::vector<std::uint8_t> bytes = test::assemble(base());
+  EXPECT_NO_THROW(test::open_and_verify(bytes, trust));
+}
+
+TEST_F(Hostile, PathAttacksAreRefusedAtOpen) {
+  const std::pair<std::string, std::string> attacks[] = {
+      {"../../etc/cron.d/x", "'..' component"},
+      {"/etc/passwd", "absolute"},
+      {"src\\..\\x", "backslash"},
+      {"src/./x", "'.' component"},
+      {"caf\xc3\xa9.cu", "Unicode normalisation"},
+  };
+  for (const auto& [path, reason] : attacks) {
+    test::RawArchive raw = base();
+    raw.index.entries[position(raw, "src/add.cu")].path = path;
+    // The path rule is checked before the order rule, so the order does not matter here.
+    expect_refused(raw, Errc::malformed, reason);
+  }
+}
+
+TEST_F(Hostile, DuplicateAndUnsortedNamesAreRefused) {
+  test::RawArchive dup = base();
+  std::size_t i = position(dup, "src/add.cu");
+  dup.index.entries.insert(dup.index.entries.begin() + static_cast<long>(i) + 1, dup.index.entries[i]);
+  dup.stored.insert(dup.stored.begin() + static_cast<long>(i) + 1, dup.stored[i]);
+  expect_refused(dup, Errc::malformed, "paths must be unique and sorted");
+
+  test::RawArchive unsorted = base();
+  std::swap(unsorted.index.entries[1], unsorted.index.entries[2]);
+  std::swap(unsorted.stored[1], unsorted.stored[2]);
+  expect_refused(unsorted, Errc::malformed, "paths must be unique and sorted");
+}
+
+TEST_F(Hostile, IndexThatDisagreesWithTheManifestIsRefused) {
+  test::RawArchive raw = base();
+  raw.index.kernel_revision = "rev-forged";
+  expect_refused(raw, Errc::integrity, "kiln.toml says");
+}
+
+TEST_F(Hostile, MemberWhoseDeclaredSizeLiesIsRefused) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "tests/vector.bin");
+  raw.index.entries[i].stored_size += 1000;
+  raw.index.entries[i].content_size += 1000;
+  expect_refused(raw, Errc::malformed, "");
+}
+
+TEST_F(Hostile, ZstdFrameWhoseContentSizeLiesIsRefused) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> big(1 << 20, 'x');
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(big), 3);
+  format::Entry& e = raw.index.entries[i];
+  e.compression = format::Compression::zstd;
+  e.stored_size = frame.size();
+  e.stored_sha256 = sha256(frame.data(), frame.size());
+  e.content_size = 1000;  // the index claims 1000 bytes; the frame holds 1 MiB
+  raw.stored[i] = frame;
+  expect_refused(raw, Errc::malformed, "the zstd frame declares 1048576 bytes but the index says 1000");
+}
+
+TEST_F(Hostile, DecompressionBombIsRefusedBeforeAllocating) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> zeros(64u << 20, 0);
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(zeros), 19);
+  ASSERT_LT(frame.size(), 64u * 1024) << "64 MiB of zeros should compress to a few KiB";
+  format::Entry& e = raw.index.entries[i];
+  e.compression = format::Compression::zstd;
+  e.stored_size = frame.size();
+  e.stored_sha256 = sha256(frame.data(), frame.size());
+  e.content_size = zeros.size();
+  e.content_sha256 = sha256(zeros.data(), zeros.size());
+  raw.stored[i] = frame;
+  // With a 16 MiB cap, the member is refused on its declared size alone.
+  expect_refused(raw, Errc::limit, "over the reader's limit of 16777216", 16u << 20);
+}
+
+TEST_F(Hostile, TwoFramesInOneMemberAreRefused) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
+  std::vector<std::uint8_t> two = frame;
+  two.insert(two.end(), frame.begin(), frame.end());
+  format::Entry& e = raw.index.entries[i];
+  e.compression = format::Compression::zstd;
+  e.stored_size = two.size();
+  e.stored_sha256 = sha256(two.data(), two.size());
+  raw.stored[i] = two;
+  expect_refused(raw, Errc::malformed, "exactly one frame is allowed");
+}
+
+TEST_F(Hostile, UnknownRoleAndCodeWithoutArchAreRefused) {
+  test::RawArchive raw = base();
+  raw.index.entries[position(raw, "k.ptx")].arch = "";
+  expect_refused(raw, Errc::malformed, "arch tags are set exactly for code members");
+  test::RawArchive role = base();
+  role.index.entries[position(role, "src/add.cu")].role = static_cast<format::Role>(9);
+  expect_refused(role, Errc::malformed, "unknown role 9");
+}
+
+TEST_F(Hostile, SecondManifestRoleIsRefused) {
+  test::RawArchive raw = base();
+  raw.index.entries[position(raw, "src/add.cu")].role = format::Role::manifest;
+  expect_refused(raw, Errc::malformed, "only 'kiln.toml' may");
+}
+
+TEST_F(Hostile, LazyVerificationCatchesAMemberAtFirstUse) {
+  // Opening checks the signature and the manifest only; a broken code member is caught
+  // when it is first read, not silently passed on.
+  test::RawArchive raw = base();
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::size_t i = static_cast<std::size_t>(a->index().find("k.ptx"));
+  bytes[a->index().entries[i].offset] ^= 1;
+  try {
+    a->read_member(i);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::integrity);
+    EXPECT_NE(std::string(e.what()).find("member 'k.ptx': stored bytes do not match"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

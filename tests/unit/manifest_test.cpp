@@ -1,0 +1,146 @@
+// kiln.toml: accepted forms, and for each mistake the promised file:line:column message.
+#include <gtest/gtest.h>
+
+#include "error.hpp"
+#include "manifest.hpp"
+
+namespace kiln {
+namespace {
+
+const char* kGood = R"(# a comment
+[package]
+name = "matmul-relu"
+kernel_revision = "2026.11.30-1"
+sequence = 3
+description = "demo"
+
+[toolchain]
+framework = "nvcc"
+cuda = "13.0"
+
+[files]
+extra = ["LICENSE.txt"]
+
+[[kernel]]
+name = "matmul_relu"
+entry = "matmul_relu_f32"
+backend = "cuda"
+fallback = "refuse"
+sources = ["src/k.cu"]
+ir = ["k.ptx"]
+params = [
+  { name = "a", type = "ptr", dtype = "f32", access = "read" },
+  { name = "c", type = "ptr", dtype = "bf16", access = "write" },
+  { name = "m", type = "i32" },
+]
+code = [
+  { arch = "sm_90a", file = "k.sm_90a.cubin" },
+  { arch = "compute_90", file = "k.ptx" },
+]
+tolerance = { rtol = 1e-3, atol = 0 }
+
+[[kernel.shape]]
+name = "m256"
+values = { m = 256 }
+grid = [16, 16]
+block = [16, 16, 1]
+shared_mem = 4096
+)";
+
+TEST(Manifest, ParsesEveryField) {
+  Manifest m = parse_manifest(kGood, "kiln.toml");
+  EXPECT_EQ(m.package, "matmul-relu");
+  EXPECT_EQ(m.kernel_revision, "2026.11.30-1");
+  EXPECT_EQ(m.sequence, 3u);
+  ASSERT_NE(m.toolchain_value("cuda"), nullptr);
+  EXPECT_EQ(*m.toolchain_value("cuda"), "13.0");
+  ASSERT_EQ(m.extra_files.size(), 1u);
+  ASSERT_EQ(m.kernels.size(), 1u);
+  const KernelSpec& k = m.kernels[0];
+  EXPECT_EQ(k.entry, "matmul_relu_f32");
+  EXPECT_EQ(k.fallback, FallbackPolicy::refuse);
+  ASSERT_EQ(k.params.size(), 3u);
+  EXPECT_TRUE(k.params[1].is_pointer);
+  EXPECT_EQ(k.params[1].type, ScalarType::bf16);
+  EXPECT_EQ(k.params[1].access, ParamAccess::write);
+  EXPECT_FALSE(k.params[2].is_pointer);
+  ASSERT_EQ(k.code.size(), 2u);
+  EXPECT_EQ(k.code[0].arch, "sm_90a");
+  EXPECT_EQ(k.code[0].file.pos.line, 28u);
+  ASSERT_EQ(k.shapes.size(), 1u);
+  EXPECT_EQ(k.shapes[0].grid[0], 16u);
+  EXPECT_EQ(k.shapes[0].grid[2], 1u);
+  EXPECT_EQ(k.shapes[0].shared_mem, 4096u);
+  EXPECT_EQ(k.shapes[0].values.at(0).second, 256);
+  EXPECT_DOUBLE_EQ(k.tolerance.rtol, 1e-3);
+}
+
+struct BadCase {
+  std::string find, replace;  // applied to kGood
+  std::string message;        // must appear in the error, location included
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << "'" << c.replace << "'"; }
+
+class ManifestErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ManifestErrors, NamesFileLineColumnAndWhatWasExpected) {
+  const BadCase& c = GetParam();
+  std::string text = kGood;
+  std::size_t at = text.find(c.find);
+  ASSERT_NE(at, std::string::npos) << c.find;
+  text.replace(at, c.find.size(), c.replace);
+  try {
+    parse_manifest(text, "kiln.toml");
+    FAIL() << "accepted a manifest with: " << c.replace;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::manifest);
+    EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << "got: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachMistake, ManifestErrors,
+    ::testing::Values(
+        BadCase{"sequence = 3", "sequence = \"3\"", "kiln.toml:5:12: 'sequence' in [package] must be an integer, found a string"},
+        BadCase{"sequence = 3", "sequence = 0", "kiln.toml:5:12: 'sequence' in [package] must be between 1 and"},
+        BadCase{"sequence = 3", "sequnce = 3", "kiln.toml:2:1: [package] is missing 'sequence'"},
+        BadCase{"description = \"demo\"", "descripton = \"demo\"", "kiln.toml:6:1: unknown key 'descripton' in [package]"},
+        BadCase{"name = \"matmul-relu\"", "name = \"Matmul Relu\"", "kiln.toml:3:8: a package name starts with a lowercase"},
+        BadCase{"name = \"matmul-relu\"", "name = \"matmul-relu", "kiln.toml:3:"},
+        BadCase{"backend = \"cuda\"", "backend = \"metal\"", "kiln.toml:18:11: 'backend' must be \"cuda\" or \"hip\", found 'metal'"},
+        BadCase{"fallback = \"refuse\"", "fallback = \"maybe\"", "kiln.toml:19:12: 'fallback' must be \"reference\" or \"refuse\""},
+        BadCase{"sources = [\"src/k.cu\"]", "sources = [\"../k.cu\"]", "kiln.toml:20:12: 'sources' in kernel[0]: the path '../k.cu' has a '..' component"},
+        BadCase{"sources = [\"src/k.cu\"]", "sources = [\"/abs/k.cu\"]", "kiln.toml:20:12: 'sources' in kernel[0]: the path '/abs/k.cu' is absolute"},
+        BadCase{"dtype = \"bf16\"", "dtype = \"f128\"", "kiln.toml:24:39: unknown dtype 'f128'"},
+        BadCase{"{ name = \"m\", type = \"i32\" }", "{ name = \"m\", type = \"int\" }", "unknown parameter type 'int' (expected ptr or one of"},
+        BadCase{"{ name = \"m\", type = \"i32\" }", "{ name = \"a\", type = \"i32\" }", "parameter 'a' is declared twice"},
+        BadCase{"arch = \"sm_90a\"", "arch = \"sm_90a,sm_80\"", "kiln.toml:28:12: 'arch' in kernel 'matmul_relu' code[0] must be one target"},
+        BadCase{"{ arch = \"compute_90\", file = \"k.ptx\" }", "{ arch = \"sm_90a\", file = \"k.ptx\" }", "arch 'sm_90a' appears twice"},
+        BadCase{"grid = [16, 16]", "grid = [16, 0]", "kiln.toml:36:13: 'grid' in kernel 'matmul_relu' shape[0] must be between 1 and"},
+        BadCase{"grid = [16, 16]", "grid = [1, 1, 1, 1]", "must have 1 to 3 elements, found 4"},
+        BadCase{"block = [16, 16, 1]", "block = [64, 32, 1]", "block has 2048 threads; at most 1024"},
+        BadCase{"values = { m = 256 }", "values = { q = 256 }", "kiln.toml:35:16: shape value 'q' is not a scalar parameter of kernel 'matmul_relu'"},
+        BadCase{"values = { m = 256 }", "values = { a = 256 }", "shape value 'a' is not a scalar parameter"},
+        BadCase{"tolerance = { rtol = 1e-3, atol = 0 }", "tolerance = { rtol = -1.0 }", "'rtol' in kernel 'matmul_relu' tolerance must be a finite number >= 0"},
+        BadCase{"entry = \"matmul_relu_f32\"", "entry = \"matmul-relu\"", "kiln.toml:17:9: 'entry' in kernel[0] must be an identifier"},
+        BadCase{"cuda = \"13.0\"", "cuda = 13.0", "kiln.toml:10:8: 'cuda' in [toolchain] must be a string"},
+        BadCase{"extra = [\"LICENSE.txt\"]", "extra = \"LICENSE.txt\"", "kiln.toml:13:9: 'extra' in [files] must be an array of file paths, found a string"}));
+
+TEST(Manifest, MissingKernelAndPackageAreNamed) {
+  try {
+    parse_manifest("[package]\nname = \"x\"\nkernel_revision = \"r\"\nsequence = 1\n", "m.toml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m.toml:1:1: the manifest is missing 'kernel'"), std::string::npos) << e.what();
+  }
+  try {
+    parse_manifest("", "m.toml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing 'package'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// kiln pack's planning step: files read relative to the manifest, code objects checked
+// against the arch the manifest claims, links and reserved names refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "error.hpp"
+#include "file_io.hpp"
+#include "pack_plan.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+class PackPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir = test::make_temp_dir(); }
+  void write(const std::string& name, const std::string& content) {
+    std::string path = dir + "/" + name;
+    auto slash = name.rfind('/');
+    if (slash != std::string::npos) ::mkdir((dir + "/" + name.substr(0, slash)).c_str(), 0755);
+    std::ofstream(path, std::ios::binary) << content;
+  }
+  std::string expect_error(Errc code) {
+    try {
+      cli::plan_pack(dir + "/kiln.toml");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "plan_pack accepted the manifest";
+    return "";
+  }
+  std::string dir;
+  PackageIdentity id = test::default_identity();
+};
+
+TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
+  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("k.ptx", test::small_ptx("sm_90"));
+  cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
+  ASSERT_EQ(plan.members.size(), 3u);  // kiln.toml, k.ptx, kiln/observed-toolchain.toml
+  bool saw_code = false;
+  for (const MemberInput& m : plan.members) {
+    if (m.path == "k.ptx") {
+      saw_code = true;
+      EXPECT_EQ(m.arch, "compute_90");
+      EXPECT_EQ(m.kind, format::CodeKind::ptx);
+    }
+  }
+  EXPECT_TRUE(saw_code);
+}
+
+TEST_F(PackPlanTest, ArchClaimThatTheFileContradictsIsRefusedWithItsLocation) {
+  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("k.ptx", test::small_ptx("sm_80"));  // claimed compute_90 in the manifest
+  std::string why = expect_error(Errc::code_object);
+  EXPECT_NE(why.find("kiln.toml:11:9: kernel 'add' claims arch 'compute_90' for 'k.ptx' but the file is built for compute_80"),
+            std::string::npos)
+      << why;
+}
+
+TEST_F(PackPlanTest, NotACodeObjectIsRefused) {
+  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("k.ptx", "just some text");
+  std::string why = expect_error(Errc::code_object);
+  EXPECT_NE(why.find("'k.ptx': not a cubin, PTX, fatbin"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, MissingFileNamesTheManifestLine) {
+  write("kiln.toml", test::small_manifest(id, "missing.ptx"));
+  std::string why = expect_error(Errc::io);
+  EXPECT_NE(why.find("kiln.toml:11:39: "), std::string::npos) << why;
+  EXPECT_NE(why.find("missing.ptx: cannot open"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, SymbolicLinkIsRefused) {
+  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("real.ptx", test::small_ptx("sm_90"));
+  ASSERT_EQ(::symlink("real.ptx", (dir + "/k.ptx").c_str()), 0);
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("is a symbolic link"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, DeviceFileIsRefused) {
+  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  ASSERT_EQ(::symlink("/dev/zero", (dir + "/k.ptx").c_str()), 0);  // refused as a link first
+  expect_error(Errc::manifest);
+  ::unlink((dir + "/k.ptx").c_str());
+  ASSERT_EQ(::mkfifo((dir + "/k.ptx").c_str(), 0644), 0);
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, ReservedNamesAreRefused) {
+  std::string manifest = test::small_manifest(id, "k.ptx") + "sources = [\"kiln/observed-toolchain.toml\"]\n";
+  write("kiln.toml", manifest);
+  write("k.ptx", test::small_ptx("sm_90"));
+  write("kiln/observed-toolchain.toml", "forged");
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("is reserved"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, RealNvccOutputPacksAndAWrongClaimIsRefused) {
+#ifndef KILN_EXAMPLE_CUDA_DIR
+  GTEST_SKIP() << "nvcc was not found when this build was configured";
+#else
+  std::string example = KILN_EXAMPLE_CUDA_DIR;
+  for (const char* f : {"kiln.toml", "matmul_relu.cu", "matmul_relu.sm_80.cubin", "matmul_relu.sm_90a.cubin",
+                        "matmul_relu.compute_90.ptx"}) {
+    write(f, test::read_text_file(example + "/" + f));
+  }
+  cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
+  EXPECT_EQ(plan.manifest.kernels.at(0).code.size(), 3u);
+  // Claim sm_90a for the sm_80 cubin: the file's own e_flags and ptxas note say otherwise.
+  std::string manifest = test::read_text_file(example + "/kiln.toml");
+  std::string from = "{ arch = \"sm_80\", file = \"matmul_relu.sm_80.cubin\" }";
+  std::string to = "{ arch = \"sm_90\", file = \"matmul_relu.sm_80.cubin\" }";
+  manifest.replace(manifest.find(from), from.size(), to);
+  write("kiln.toml", manifest);
+  std::string why = expect_error(Errc::code_object);
+  EXPECT_NE(why.find("claims arch 'sm_90' for 'matmul_relu.sm_80.cubin' but the file is built for sm_80"), std::string::npos) << why;
+#endif
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,130 @@
+// Writing then reading gives back every member, byte for byte, and writing is
+// reproducible.
+#include <gtest/gtest.h>
+
+#include "error.hpp"
+#include "file_io.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+class RoundTrip : public ::testing::Test {
+ protected:
+  PrivateKey key = PrivateKey::generate();
+};
+
+TEST_F(RoundTrip, EveryMemberComesBackIdentical) {
+  PackageIdentity id = test::default_identity();
+  std::vector<std::uint8_t> bytes = test::build_signed({&key});
+  TrustSet trust = test::trust_of({&key});
+  std::unique_ptr<Archive> a = test::open_and_verify(bytes, trust);
+  EXPECT_TRUE(a->authenticated());
+  EXPECT_EQ(a->index().package, id.package);
+  EXPECT_EQ(a->index().kernel_revision, id.kernel_revision);
+  EXPECT_EQ(a->index().sequence, id.sequence);
+  EXPECT_EQ(a->manifest().kernels.at(0).name, "add");
+
+  std::vector<MemberInput> originals = test::small_members(id);
+  ASSERT_EQ(a->index().entries.size(), originals.size());
+  bool saw_raw = false, saw_zstd = false;
+  for (const MemberInput& m : originals) {
+    long i = a->index().find(m.path);
+    ASSERT_GE(i, 0) << m.path;
+    const format::Entry& e = a->index().entries[static_cast<std::size_t>(i)];
+    EXPECT_EQ(e.role, m.role);
+    EXPECT_EQ(e.arch, m.arch);
+    EXPECT_EQ(e.content_size, m.content.size());
+    EXPECT_EQ(e.offset % format::kMemberAlignment, 0u);
+    EXPECT_EQ(a->read_member(m.path), m.content) << m.path;
+    saw_raw = saw_raw || e.compression == format::Compression::none;
+    saw_zstd = saw_zstd || e.compression == format::Compression::zstd;
+  }
+  EXPECT_TRUE(saw_raw) << "the random blob should have been stored raw";
+  EXPECT_TRUE(saw_zstd) << "the text members should have been compressed";
+}
+
+TEST_F(RoundTrip, SameInputsAndKeyGiveIdenticalBytesWhateverTheThreadCount) {
+  std::vector<std::uint8_t> one = test::build_signed({&key}, test::default_identity(), 1);
+  std::vector<std::uint8_t> again = test::build_signed({&key}, test::default_identity(), 1);
+  std::vector<std::uint8_t> four = test::build_signed({&key}, test::default_identity(), 4);
+  EXPECT_EQ(one, again);
+  EXPECT_EQ(one, four);
+}
+
+TEST_F(RoundTrip, InputOrderDoesNotMatter) {
+  PackageIdentity id = test::default_identity();
+  std::vector<MemberInput> members = test::small_members(id);
+  std::vector<MemberInput> reversed(members.rbegin(), members.rend());
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  EXPECT_EQ(build_archive(id, members, signers, {}), build_archive(id, reversed, signers, {}));
+}
+
+TEST_F(RoundTrip, FileWriteMatchesMemoryAndMapsBack) {
+  std::string dir = test::make_temp_dir();
+  PackageIdentity id = test::default_identity();
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  Sha256 digest = write_archive_file(dir + "/a.kiln", id, test::small_members(id), signers, {});
+  std::vector<std::uint8_t> in_memory = build_archive(id, test::small_members(id), signers, {});
+  std::string on_disk = test::read_text_file(dir + "/a.kiln");
+  EXPECT_EQ(std::vector<std::uint8_t>(on_disk.begin(), on_disk.end()), in_memory);
+  TrustSet trust = test::trust_of({&key});
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_file(dir + "/a.kiln", options);
+  EXPECT_EQ(a->digest(), digest);
+  a->verify_all(2, true, nullptr);
+}
+
+TEST_F(RoundTrip, AddingASignatureKeepsTheDigestAndBothSignersCount) {
+  std::string dir = test::make_temp_dir();
+  PackageIdentity id = test::default_identity();
+  Sha256 digest = write_archive_file(dir + "/a.kiln", id, test::small_members(id), {Signer{&key, "ci", 0}}, {});
+  PrivateKey second = PrivateKey::generate();
+  format::SignatureRecord rec = add_signature_to_file(dir + "/a.kiln", Signer{&second, "release", 5}, 1);
+  EXPECT_EQ(rec.attributes.archive_digest, digest);
+
+  TrustSet both = test::trust_of({&key, &second});
+  ReadOptions options;
+  options.policy = TrustPolicy{&both, 2};
+  std::unique_ptr<Archive> a = Archive::open_file(dir + "/a.kiln", options);
+  EXPECT_EQ(a->digest(), digest);
+  EXPECT_EQ(a->trust_report().distinct_trusted_signers, 2u);
+  EXPECT_EQ(a->signatures().at(1).attributes.signer, "release");
+
+  try {
+    add_signature_to_file(dir + "/a.kiln", Signer{&second, "release", 5}, 1);
+    FAIL() << "the same key signed twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already signed by key " + second.public_key().key_id()), std::string::npos);
+  }
+}
+
+TEST_F(RoundTrip, WriterRefusesBadMembers) {
+  PackageIdentity id = test::default_identity();
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  auto expect_refusal = [&](std::vector<MemberInput> members, const std::string& reason) {
+    try {
+      build_archive(id, std::move(members), signers, {});
+      FAIL() << "accepted: " << reason;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  };
+  auto members = test::small_members(id);
+  members[2].path = "../escape.cu";
+  expect_refusal(members, "'..'");
+  members = test::small_members(id);
+  members[2].path = "/abs.cu";
+  expect_refusal(members, "absolute");
+  members = test::small_members(id);
+  members.push_back(members[2]);
+  expect_refusal(members, "given twice");
+  members = test::small_members(id);
+  members.erase(members.begin());
+  expect_refusal(members, "kiln.toml");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,133 @@
+// Trust: which signatures count, and what is refused.
+#include <gtest/gtest.h>
+
+#include "error.hpp"
+#include "file_io.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+std::string refusal(const std::vector<std::uint8_t>& bytes, const TrustSet& trust, unsigned threshold = 1) {
+  try {
+    test::open_and_verify(bytes, trust, threshold);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::signature) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Signatures, UnknownKeyIsRefusedAndNamed) {
+  PrivateKey signer = PrivateKey::generate(), other = PrivateKey::generate();
+  std::string why = refusal(test::build_signed({&signer}), test::trust_of({&other}));
+  EXPECT_NE(why.find("0 distinct trusted signer(s), 1 required"), std::string::npos) << why;
+}
+
+TEST(Signatures, NoSignatureIsRefused) {
+  PrivateKey k = PrivateKey::generate();
+  std::string why = refusal(test::build_signed({}), test::trust_of({&k}));
+  EXPECT_NE(why.find("carries no signature"), std::string::npos) << why;
+}
+
+TEST(Signatures, WrongSignatureBytesWithATrustedKeyIdAreRefused) {
+  PrivateKey k = PrivateKey::generate();
+  std::vector<std::uint8_t> bytes = test::build_signed({&k});
+  bytes[bytes.size() - 1] ^= 0x01;  // last byte of the Ed25519 signature
+  std::string why = refusal(bytes, test::trust_of({&k}));
+  EXPECT_NE(why.find("does not verify with trusted key " + k.public_key().key_id()), std::string::npos) << why;
+}
+
+TEST(Signatures, SignatureCopiedFromAnotherArchiveIsRefused) {
+  PrivateKey k = PrivateKey::generate();
+  PackageIdentity id = test::default_identity();
+  // A genuine signature over another archive of the same package and sequence.
+  PackageIdentity other_id = id;
+  other_id.kernel_revision = "rev-2";
+  std::vector<MemberInput> other_members = test::small_members(other_id);
+  std::vector<std::uint8_t> other = build_archive(other_id, other_members, {Signer{&k, "s", 0}}, {});
+  std::unique_ptr<Archive> other_archive = Archive::open_memory(other.data(), other.size(), ReadOptions{});
+  format::SignatureRecord stolen = other_archive->signatures().at(0);
+
+  test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+  raw.extra_records.push_back(stolen);
+  std::string why = refusal(test::assemble(raw), test::trust_of({&k}));
+  EXPECT_NE(why.find("the index was altered, or the signature belongs to another archive"), std::string::npos) << why;
+}
+
+TEST(Signatures, OneKeySigningTwiceCountsOnce) {
+  PrivateKey a = PrivateKey::generate(), b = PrivateKey::generate();
+  PackageIdentity id = test::default_identity();
+  test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+  raw.signers = {Signer{&a, "first", 1}, Signer{&a, "again", 2}};
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  TrustSet trust = test::trust_of({&a, &b});
+  std::string why = refusal(bytes, trust, 2);
+  EXPECT_NE(why.find("1 distinct trusted signer(s), 2 required"), std::string::npos) << why;
+  EXPECT_NE(why.find("a key counts once"), std::string::npos) << why;
+  // With the second key's signature added, the threshold of two is met.
+  raw.signers.push_back(Signer{&b, "second", 3});
+  EXPECT_EQ(refusal(test::assemble(raw), trust, 2), "");
+}
+
+TEST(Signatures, SignatureNamingAnotherSequenceIsRefused) {
+  PrivateKey k = PrivateKey::generate();
+  PackageIdentity id = test::default_identity();
+  test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+  std::vector<std::uint8_t> index = format::encode_index([&] {
+    auto copy = raw;
+    std::uint64_t offset = format::kHeaderSize;
+    for (std::size_t i = 0; i < copy.index.entries.size(); ++i) {
+      copy.index.entries[i].offset = offset;
+      offset = format::align_up(offset + copy.stored[i].size());
+    }
+    return copy.index;
+  }());
+  // Signed over the right digest but claiming sequence 99: replaying approval of one
+  // release as approval of another must fail.
+  raw.extra_records.push_back(make_signature(sha256(index.data(), index.size()), id.package, 99, Signer{&k, "s", 0}));
+  try {
+    test::open_and_verify(test::assemble(raw), test::trust_of({&k}));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 99"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrustSetLoading, DirectoryOfKeysAndClearErrors) {
+  std::string dir = test::make_temp_dir();
+  PrivateKey a = PrivateKey::generate(), b = PrivateKey::generate();
+  write_new_file(dir + "/a.pub", a.public_key().to_pem(), 0644);
+  write_new_file(dir + "/b.pem", b.public_key().to_pem(), 0644);
+  write_new_file(dir + "/notes.txt", "not a key", 0644);
+  TrustSet set = TrustSet::load(dir);
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_NE(set.find(a.public_key().key_id()), nullptr);
+
+  std::string empty = test::make_temp_dir();
+  try {
+    TrustSet::load(empty);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no *.pub or *.pem key"), std::string::npos);
+  }
+  write_new_file(dir + "/broken.pub", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", 0644);
+  try {
+    TrustSet::load(dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.pub: not a PEM public key"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Keys, PemRoundTripAndPrivateKeyIsNotAPublicKey) {
+  PrivateKey k = PrivateKey::generate();
+  PrivateKey back = PrivateKey::from_pem(k.to_pem(), "mem");
+  EXPECT_EQ(back.public_key().key_id(), k.public_key().key_id());
+  EXPECT_EQ(PublicKey::from_pem(k.public_key().to_pem(), "mem").raw(), k.public_key().raw());
+  EXPECT_THROW(PublicKey::from_pem(k.to_pem(), "mem"), Error);
+  EXPECT_THROW(PrivateKey::from_pem(k.public_key().to_pem(), "mem"), Error);
+}
+
+}  // namespace
+}  // namespace kiln

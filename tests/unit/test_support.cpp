@@ -1,0 +1,151 @@
+#include "test_support.hpp"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "sha256.hpp"
+#include "trust.hpp"
+
+namespace kiln::test {
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
+
+PackageIdentity default_identity() { return PackageIdentity{"demo-pkg", "rev-1", 7}; }
+
+std::string small_manifest(const PackageIdentity& id, const std::string& code_path) {
+  std::ostringstream m;
+  m << "[package]\nname = \"" << id.package << "\"\nkernel_revision = \"" << id.kernel_revision
+    << "\"\nsequence = " << id.sequence << "\n\n"
+    << "[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n"
+    << "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }, { name = \"n\", type = \"i32\" }]\n"
+    << "code = [{ arch = \"compute_90\", file = \"" << code_path << "\" }]\n";
+  return m.str();
+}
+
+std::string small_ptx(const std::string& target) {
+  return "//\n// Generated for a kiln test\n//\n\n.version 8.0\n.target " + target +
+         "\n.address_size 64\n\n.visible .entry add_f32(\n\t.param .u64 add_f32_param_0,\n"
+         "\t.param .u32 add_f32_param_1\n)\n{\n\tret;\n}\n";
+}
+
+std::vector<MemberInput> small_members(const PackageIdentity& id) {
+  std::vector<MemberInput> members;
+  MemberInput manifest;
+  manifest.path = "kiln.toml";
+  manifest.role = format::Role::manifest;
+  manifest.content = bytes_of(small_manifest(id));
+  members.push_back(manifest);
+
+  MemberInput code;
+  code.path = "k.ptx";
+  code.role = format::Role::code;
+  code.backend = format::Backend::cuda;
+  code.kind = format::CodeKind::ptx;
+  code.arch = "compute_90";
+  code.content = bytes_of(small_ptx());
+  members.push_back(code);
+
+  MemberInput source;
+  source.path = "src/add.cu";
+  source.role = format::Role::source;
+  source.content = bytes_of("extern \"C\" __global__ void add_f32(float* x, int n) {}\n");
+  members.push_back(source);
+
+  // Incompressible bytes, so the archive has a raw member as well as zstd ones.
+  MemberInput blob;
+  blob.path = "tests/vector.bin";
+  blob.role = format::Role::testdata;
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 300; ++i) {
+    state = state * 1664525u + 1013904223u;
+    blob.content.push_back(static_cast<std::uint8_t>(state >> 24));
+  }
+  members.push_back(blob);
+  return members;
+}
+
+std::vector<std::uint8_t> build_signed(const std::vector<const PrivateKey*>& keys, const PackageIdentity& id, int threads) {
+  std::vector<Signer> signers;
+  for (std::size_t i = 0; i < keys.size(); ++i) signers.push_back(Signer{keys[i], "signer-" + std::to_string(i), 1700000000});
+  WriteOptions options;
+  options.threads = static_cast<unsigned>(threads);
+  return build_archive(id, small_members(id), signers, options);
+}
+
+TrustSet trust_of(const std::vector<const PrivateKey*>& keys) {
+  TrustSet t;
+  for (const PrivateKey* k : keys) t.add(k->public_key(), "test key " + k->public_key().key_id());
+  return t;
+}
+
+std::unique_ptr<Archive> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust, unsigned threshold) {
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, threshold};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  a->verify_all(1, true, nullptr);
+  return a;
+}
+
+RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> members) {
+  std::sort(members.begin(), members.end(), [](const MemberInput& a, const MemberInput& b) { return a.path < b.path; });
+  RawArchive raw;
+  raw.index.package = id.package;
+  raw.index.kernel_revision = id.kernel_revision;
+  raw.index.sequence = id.sequence;
+  for (const MemberInput& m : members) {
+    format::Entry e;
+    e.path = m.path;
+    e.role = m.role;
+    e.backend = m.backend;
+    e.kind = m.kind;
+    e.arch = m.arch;
+    e.compression = format::Compression::none;
+    e.stored_size = e.content_size = m.content.size();
+    e.stored_sha256 = e.content_sha256 = sha256(m.content.data(), m.content.size());
+    raw.index.entries.push_back(e);
+    raw.stored.push_back(m.content);
+  }
+  return raw;
+}
+
+std::vector<std::uint8_t> assemble(RawArchive raw) {
+  std::vector<std::uint8_t> body;
+  std::uint64_t offset = format::kHeaderSize;
+  for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+    raw.index.entries[i].offset = offset;
+    body.insert(body.end(), raw.stored[i].begin(), raw.stored[i].end());
+    std::uint64_t end = offset + raw.stored[i].size();
+    body.resize(body.size() + (format::align_up(end) - end), 0);
+    offset = format::align_up(end);
+  }
+  std::vector<std::uint8_t> index = format::encode_index(raw.index);
+  Sha256 digest = sha256(index.data(), index.size());
+  std::vector<format::SignatureRecord> records;
+  for (const Signer& s : raw.signers) records.push_back(make_signature(digest, raw.index.package, raw.index.sequence, s));
+  records.insert(records.end(), raw.extra_records.begin(), raw.extra_records.end());
+  std::vector<std::uint8_t> sigs = format::encode_signature_block(records);
+  format::Header h{offset, index.size(), sigs.size()};
+  std::vector<std::uint8_t> out = format::encode_header(h);
+  out.insert(out.end(), body.begin(), body.end());
+  out.insert(out.end(), index.begin(), index.end());
+  out.insert(out.end(), sigs.begin(), sigs.end());
+  return out;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string make_temp_dir() {
+  char tmpl[] = "/tmp/kiln-test-XXXXXX";
+  char* dir = ::mkdtemp(tmpl);
+  return dir ? std::string(dir) : std::string();
+}
+
+}  // namespace kiln::test

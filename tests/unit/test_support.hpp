@@ -1,0 +1,55 @@
+// Helpers shared by the unit tests: keys, small real-looking archives, and a builder for
+// hostile archives that the real writer would refuse to produce.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "archive_reader.hpp"
+#include "archive_writer.hpp"
+#include "ed25519.hpp"
+#include "format.hpp"
+
+namespace kiln::test {
+
+std::vector<std::uint8_t> bytes_of(const std::string& s);
+
+// A manifest whose identity matches `id`, with one kernel naming `code_path`.
+std::string small_manifest(const PackageIdentity& id, const std::string& code_path = "k.ptx");
+
+PackageIdentity default_identity();
+
+// A small PTX file (real syntax, made up here, so tests need no nvcc).
+std::string small_ptx(const std::string& target = "sm_90");
+
+// Members of a small archive: kiln.toml, one PTX code member, a source and a test blob.
+std::vector<MemberInput> small_members(const PackageIdentity& id);
+
+std::vector<std::uint8_t> build_signed(const std::vector<const PrivateKey*>& keys,
+                                       const PackageIdentity& id = default_identity(), int threads = 1);
+
+TrustSet trust_of(const std::vector<const PrivateKey*>& keys);
+
+// Opens, authenticates (threshold 1 unless given) and deep-verifies `bytes`; throws what
+// the reader throws.
+std::unique_ptr<Archive> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust,
+                                         unsigned threshold = 1);
+
+// Lays out header, members, index and signatures from parts, with no validation at all,
+// so a test can present exactly the malformed structure it is about.
+struct RawArchive {
+  format::Index index;
+  std::vector<std::vector<std::uint8_t>> stored;  // per entry; offsets are recomputed
+  std::vector<Signer> signers;
+  std::vector<format::SignatureRecord> extra_records;  // appended after the signers' records
+};
+std::vector<std::uint8_t> assemble(RawArchive raw);
+
+// A RawArchive holding `members` stored raw (no compression), ready to be tampered with.
+RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> members);  // sorted by path
+
+std::string read_text_file(const std::string& path);
+std::string make_temp_dir();
+
+}  // namespace kiln::test
