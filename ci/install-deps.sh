@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   openssl               # the verify benchmark's baseline
+  python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
 )
 
 missing=()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The main demo: build kiln, pack the example matmul + ReLU kernel, verify it, show its
+# digest, then change one byte and watch verification refuse it. Run ci/install-deps.sh
+# first (the README's first set-up command does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${KILN_BUILD_DIR:-build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
+kiln="$build/bin/kiln"
+example="$build/examples/cuda_matmul_relu"
+demo="$build/demo"
+if [ ! -f "$example/matmul_relu.sm_90a.cubin" ]; then
+  echo "demo: the example needs nvcc (the CUDA toolkit) to build its cubins; none was found." >&2
+  exit 1
+fi
+rm -rf "$demo" && mkdir -p "$demo"
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+
+step "$kiln" keygen --out "$demo/release"
+step "$kiln" pack "$example/kiln.toml" --key "$demo/release.key" -o "$demo/matmul-relu.kiln"
+step "$kiln" verify "$demo/matmul-relu.kiln" --trust "$demo/release.pub"
+step "$kiln" inspect "$demo/matmul-relu.kiln"
+step "$kiln" digest "$demo/matmul-relu.kiln"
+
+# Change one byte inside the sm_90a cubin member and verify again: refused, naming it.
+offset=$("$kiln" inspect "$demo/matmul-relu.kiln" --json | python3 -c '
+import json, sys
+m = [m for m in json.load(sys.stdin)["members"] if m["path"].endswith("sm_90a.cubin")][0]
+print(m["offset"] + m["stored_size"] // 2)')
+cp "$demo/matmul-relu.kiln" "$demo/tampered.kiln"
+printf '\x5a' | dd of="$demo/tampered.kiln" bs=1 seek="$offset" conv=notrunc status=none
+printf '\n\033[1m# one byte changed at offset %s\033[0m' "$offset"
+set +e
+step "$kiln" verify "$demo/tampered.kiln" --trust "$demo/release.pub"
+status=$?
+set -e
+echo "exit status $status (1 = refused)"
+[ "$status" -eq 1 ]
