@@ -69,7 +69,7 @@ class MemberSet {
     m.path = ref.path;
     m.role = role;
     try {
-      m.content = read_regular_file_nofollow(base_ + "/" + ref.path, kMaxInputFileSize);
+      m.mapped = MappedFile::open_regular_nofollow(base_ + "/" + ref.path, kMaxInputFileSize);
     } catch (const Error& e) {
       fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name_, ref.pos) + ": " + e.what());
     }
@@ -147,7 +147,7 @@ PackPlan plan_pack(const std::string& manifest_path) {
       }
       CodeObjectInfo info;
       try {
-        info = inspect_code_object(ByteView(m->content), "'" + c.file.path + "'");
+        info = inspect_code_object(m->bytes(), "'" + c.file.path + "'");
       } catch (const Error& e) {
         fail(Errc::code_object, where(manifest_name, c.file.pos) + ": " + e.what());
       }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -15,77 +16,52 @@
 namespace kiln {
 namespace {
 
-struct Prepared {
-  format::Index index;
-  std::vector<std::vector<std::uint8_t>> stored;  // per entry, in index order
-};
-
 // A member is kept raw when zstd saves less than 1/32 of it: cubins full of already
 // dense machine code often do not pay for the decompression at load time.
 bool compression_pays(std::size_t content, std::size_t compressed) { return compressed < content - content / 32; }
 
-void compress_members(std::vector<MemberInput>& members, Prepared& out, const WriteOptions& options) {
-  std::uint64_t total = 0;
-  for (const auto& m : members) total += m.content.size();
-  std::atomic<std::uint64_t> done{0};
-  std::atomic<std::size_t> next{0};
-  std::mutex error_mutex;
-  std::string error;
-  Errc error_code = Errc::internal;
+// Where the bytes go: appended in order, and the header patched in place at the end
+// (its offsets are known only once every member has been written).
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void append(const std::uint8_t* data, std::size_t size) = 0;
+  virtual void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) = 0;
+};
 
-  auto worker = [&] {
-    for (;;) {
-      std::size_t i = next.fetch_add(1);
-      if (i >= members.size()) return;
-      try {
-        MemberInput& m = members[i];
-        format::Entry& e = out.index.entries[i];
-        e.content_size = m.content.size();
-        e.content_sha256 = sha256(m.content.data(), m.content.size());
-        std::vector<std::uint8_t> packed = zstd_compress(ByteView(m.content), options.level);
-        if (compression_pays(m.content.size(), packed.size())) {
-          e.compression = format::Compression::zstd;
-          e.stored_sha256 = sha256(packed.data(), packed.size());
-          out.stored[i] = std::move(packed);
-          std::vector<std::uint8_t>().swap(m.content);
-        } else {
-          e.compression = format::Compression::none;
-          e.stored_sha256 = e.content_sha256;
-          out.stored[i] = std::move(m.content);
-        }
-        e.stored_size = out.stored[i].size();
-        std::uint64_t now = done.fetch_add(e.content_size) + e.content_size;
-        if (options.progress) options.progress(now, total);
-      } catch (const Error& e) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (error.empty()) {
-          error = e.what();
-          error_code = e.code();
-        }
-      }
-    }
-  };
-  unsigned n = std::max(1u, std::min<unsigned>(options.threads, static_cast<unsigned>(members.size())));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (!error.empty()) fail(error_code, error);
-}
+class MemorySink : public Sink {
+ public:
+  void append(const std::uint8_t* data, std::size_t size) override { out.insert(out.end(), data, data + size); }
+  void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
+    std::copy(data, data + size, out.begin() + static_cast<long>(offset));
+  }
+  std::vector<std::uint8_t> out;
+};
 
-Prepared prepare(const PackageIdentity& id, std::vector<MemberInput>& members, const WriteOptions& options) {
+class FileSink : public Sink {
+ public:
+  explicit FileSink(AtomicFileWriter& file) : file_(file) {}
+  void append(const std::uint8_t* data, std::size_t size) override { file_.write(data, size); }
+  void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override { file_.pwrite_at(offset, data, size); }
+
+ private:
+  AtomicFileWriter& file_;
+};
+
+// Validates and sorts the members and fills in everything about each entry that does not
+// depend on compression.
+format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& members) {
   auto bad = [](const std::string& why) { fail(Errc::invalid_argument, why); };
   if (auto p = format::package_name_problem(id.package); !p.empty()) bad(p);
   if (auto p = format::revision_problem(id.kernel_revision); !p.empty()) bad(p);
   if (members.size() > format::kMaxEntries) bad("too many members (" + std::to_string(members.size()) + ")");
   std::sort(members.begin(), members.end(), [](const MemberInput& a, const MemberInput& b) { return a.path < b.path; });
 
-  Prepared out;
-  out.index.package = id.package;
-  out.index.kernel_revision = id.kernel_revision;
-  out.index.sequence = id.sequence;
-  out.index.entries.resize(members.size());
-  out.stored.resize(members.size());
+  format::Index index;
+  index.package = id.package;
+  index.kernel_revision = id.kernel_revision;
+  index.sequence = id.sequence;
+  index.entries.resize(members.size());
   bool has_manifest = false;
   for (std::size_t i = 0; i < members.size(); ++i) {
     const MemberInput& m = members[i];
@@ -101,7 +77,7 @@ Prepared prepare(const PackageIdentity& id, std::vector<MemberInput>& members, c
       bad("member '" + m.path + "': exactly the member 'kiln.toml' has role manifest");
     }
     has_manifest = has_manifest || m.role == format::Role::manifest;
-    format::Entry& e = out.index.entries[i];
+    format::Entry& e = index.entries[i];
     e.path = m.path;
     e.role = m.role;
     e.backend = m.backend;
@@ -109,14 +85,7 @@ Prepared prepare(const PackageIdentity& id, std::vector<MemberInput>& members, c
     e.arch = m.arch;
   }
   if (!has_manifest) bad("an archive needs its 'kiln.toml' member");
-
-  compress_members(members, out, options);
-  std::uint64_t offset = format::kHeaderSize;
-  for (format::Entry& e : out.index.entries) {
-    e.offset = offset;
-    offset = format::align_up(offset + e.stored_size);
-  }
-  return out;
+  return index;
 }
 
 std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const PackageIdentity& id,
@@ -133,35 +102,145 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
   return records;
 }
 
-// Writes [header][members][index][signatures] through `sink(offset, bytes, size)`.
-template <typename Sink>
-Sha256 emit(const PackageIdentity& id, Prepared& prepared, const std::vector<Signer>& signers, Sink&& sink) {
-  std::vector<std::uint8_t> index_bytes = format::encode_index(prepared.index);
+// Compresses members on `threads` workers while the calling thread writes each one, in
+// index order, as soon as it and every member before it are done. Writing overlaps
+// compression, and each member's buffers are released once written.
+class MemberPipeline {
+ public:
+  MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
+      : members_(members), index_(index), options_(options), stored_(members.size()), done_(members.size(), false) {
+    for (const auto& m : members) total_ += m.bytes().size;
+  }
+
+  void run(Sink& sink) {
+    unsigned n = std::max(1u, std::min<unsigned>(options_.threads, static_cast<unsigned>(members_.size())));
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < n; ++t) workers.emplace_back([this] { work(); });
+    try {
+      write_in_order(sink);
+    } catch (...) {
+      stop_with_error_from_writer();
+      for (auto& w : workers) w.join();
+      throw;
+    }
+    for (auto& w : workers) w.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::size_t i = next_.fetch_add(1);
+      if (i >= members_.size() || failed_.load()) return;
+      try {
+        compress_one(i);
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!failed_.exchange(true)) {
+          error_ = e.what();
+          error_code_ = e.code();
+        }
+        ready_.notify_all();
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_[i] = true;
+      }
+      ready_.notify_all();
+    }
+  }
+
+  void compress_one(std::size_t i) {
+    MemberInput& m = members_[i];
+    ByteView content = m.bytes();
+    format::Entry& e = index_.entries[i];
+    e.content_size = content.size;
+    e.content_sha256 = sha256(content.data, content.size);
+    std::vector<std::uint8_t> packed = zstd_compress(content, options_.level);
+    Stored& out = stored_[i];
+    if (compression_pays(content.size, packed.size())) {
+      e.compression = format::Compression::zstd;
+      e.stored_sha256 = sha256(packed.data(), packed.size());
+      out.owned = std::move(packed);
+      out.view = ByteView(out.owned);
+      m.content = {};
+      m.mapped.reset();
+    } else {
+      // Stored raw: written straight from the input, which stays alive until then.
+      e.compression = format::Compression::none;
+      e.stored_sha256 = e.content_sha256;
+      out.view = content;
+    }
+    e.stored_size = out.view.size;
+    std::uint64_t now = progress_.fetch_add(e.content_size) + e.content_size;
+    if (options_.progress) options_.progress(now, total_);
+  }
+
+  void write_in_order(Sink& sink) {
+    static const std::uint8_t zeros[format::kMemberAlignment] = {};
+    std::uint64_t offset = format::kHeaderSize;
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [&] { return done_[i] || failed_.load(); });
+        if (failed_) fail(error_code_, error_);
+      }
+      index_.entries[i].offset = offset;
+      sink.append(stored_[i].view.data, stored_[i].view.size);
+      std::uint64_t end = offset + stored_[i].view.size;
+      sink.append(zeros, static_cast<std::size_t>(format::align_up(end) - end));
+      offset = format::align_up(end);
+      stored_[i] = Stored{};  // release what was written
+      members_[i].content = {};
+      members_[i].mapped.reset();
+    }
+  }
+
+  void stop_with_error_from_writer() {
+    failed_.store(true);
+    next_.store(members_.size());
+  }
+
+  std::vector<MemberInput>& members_;
+  format::Index& index_;
+  const WriteOptions& options_;
+  struct Stored {
+    std::vector<std::uint8_t> owned;  // the zstd frame, when compressed
+    ByteView view;                    // what to write: the frame, or the input itself
+  };
+  std::vector<Stored> stored_;
+  std::vector<bool> done_;  // guarded by mutex_
+  std::uint64_t total_ = 0;
+  std::atomic<std::uint64_t> progress_{0};
+  std::atomic<std::size_t> next_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::string error_;
+  Errc error_code_ = Errc::internal;
+};
+
+// Writes [header][members][index][signatures] to `sink` and returns the digest.
+Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& members, const std::vector<Signer>& signers,
+                     const WriteOptions& options, Sink& sink) {
+  format::Index index = plan_index(id, members);
+  std::vector<std::uint8_t> placeholder(format::kHeaderSize, 0);
+  sink.append(placeholder.data(), placeholder.size());
+  MemberPipeline(members, index, options).run(sink);
+
+  std::vector<std::uint8_t> index_bytes = format::encode_index(index);
   if (index_bytes.size() > format::kMaxIndexSize) fail(Errc::limit, "the index would exceed 256 MiB");
   Sha256 digest = sha256(index_bytes.data(), index_bytes.size());
   std::vector<std::uint8_t> sig_block = format::encode_signature_block(sign_all(digest, id, signers));
-
+  const format::Entry& last = index.entries.back();
   format::Header header;
-  const format::Entry& last = prepared.index.entries.back();
   header.index_offset = format::align_up(last.offset + last.stored_size);
   header.index_size = index_bytes.size();
   header.signature_block_size = sig_block.size();
+  sink.append(index_bytes.data(), index_bytes.size());
+  sink.append(sig_block.data(), sig_block.size());
   std::vector<std::uint8_t> header_bytes = format::encode_header(header);
-
-  static const std::uint8_t zeros[format::kMemberAlignment] = {};
-  std::uint64_t pos = 0;
-  auto put = [&](const std::uint8_t* p, std::size_t n) {
-    sink(p, n);
-    pos += n;
-  };
-  put(header_bytes.data(), header_bytes.size());
-  for (std::size_t i = 0; i < prepared.index.entries.size(); ++i) {
-    put(prepared.stored[i].data(), prepared.stored[i].size());
-    put(zeros, static_cast<std::size_t>(format::align_up(pos) - pos));
-    std::vector<std::uint8_t>().swap(prepared.stored[i]);  // release as we go
-  }
-  put(index_bytes.data(), index_bytes.size());
-  put(sig_block.data(), sig_block.size());
+  sink.patch(0, header_bytes.data(), header_bytes.size());
   return digest;
 }
 
@@ -186,17 +265,16 @@ format::SignatureRecord make_signature(const Sha256& digest, const std::string& 
 
 std::vector<std::uint8_t> build_archive(const PackageIdentity& id, std::vector<MemberInput> members,
                                         const std::vector<Signer>& signers, const WriteOptions& options) {
-  Prepared prepared = prepare(id, members, options);
-  std::vector<std::uint8_t> out;
-  emit(id, prepared, signers, [&](const std::uint8_t* p, std::size_t n) { out.insert(out.end(), p, p + n); });
-  return out;
+  MemorySink sink;
+  write_archive(id, members, signers, options, sink);
+  return std::move(sink.out);
 }
 
 Sha256 write_archive_file(const std::string& path, const PackageIdentity& id, std::vector<MemberInput> members,
                           const std::vector<Signer>& signers, const WriteOptions& options) {
-  Prepared prepared = prepare(id, members, options);
   AtomicFileWriter file(path, 0644);
-  Sha256 digest = emit(id, prepared, signers, [&](const std::uint8_t* p, std::size_t n) { file.write(p, n); });
+  FileSink sink(file);
+  Sha256 digest = write_archive(id, members, signers, options, sink);
   file.commit();
   return digest;
 }

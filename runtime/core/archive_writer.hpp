@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "archive_reader.hpp"
 #include "ed25519.hpp"
+#include "file_io.hpp"
 #include "format.hpp"
 
 namespace kiln {
@@ -18,7 +20,12 @@ struct MemberInput {
   format::Backend backend = format::Backend::none;
   format::CodeKind kind = format::CodeKind::none;
   std::string arch;
+  // The content: bytes held here, or a mapped input file (what kiln pack uses, so that
+  // packing a gigabyte does not first copy a gigabyte).
   std::vector<std::uint8_t> content;
+  std::shared_ptr<const MappedFile> mapped;
+
+  ByteView bytes() const { return mapped ? mapped->bytes() : ByteView(content); }
 };
 
 struct PackageIdentity {
@@ -35,7 +42,7 @@ struct Signer {
 
 struct WriteOptions {
   int level = 9;          // zstd level for every member
-  unsigned threads = 1;   // members are compressed in parallel; the output does not depend on it
+  unsigned threads = 1;   // compression workers; the calling thread writes. The output does not depend on it
   ProgressFn progress;    // called from worker threads with (bytes compressed, total)
 };
 

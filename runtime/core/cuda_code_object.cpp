@@ -1,4 +1,5 @@
 // NVIDIA code objects: cubin (ELF, EM_CUDA), PTX (text), fatbin (NVIDIA's container).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -109,11 +110,15 @@ CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what) {
       fail(Errc::code_object, what + ": fatbin entry at " + std::to_string(off) + " overruns the container");
     }
     ByteView inner(e + entry_header, static_cast<std::size_t>(payload));
+    std::string arch;
     if (kind == 1) {
-      info.targets.push_back("compute_" + std::to_string(sm));
+      arch = "compute_" + std::to_string(sm);
     } else if (kind == 2) {
-      std::string arch = "sm_" + std::to_string(sm);
+      arch = "sm_" + std::to_string(sm);
       if (elf64::has_magic(inner)) arch = inspect_cubin(inner, what + " (fatbin entry)").targets[0];
+    }
+    // Libraries hold many entries per arch; each target is listed once, in file order.
+    if (!arch.empty() && std::find(info.targets.begin(), info.targets.end(), arch) == info.targets.end()) {
       info.targets.push_back(arch);
     }
     off += entry_header + payload;

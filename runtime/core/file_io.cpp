@@ -83,13 +83,35 @@ std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, st
 MappedFile::MappedFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  map(fd.get(), path);
+}
+
+std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::string& path, std::uint64_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ELOOP) fail(Errc::invalid_argument, path + ": is a symbolic link; kiln packs only regular files");
+    fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_size) {
+    fail(Errc::limit, path + ": " + std::to_string(st.st_size) + " bytes is over the limit of " + std::to_string(max_size) + " bytes");
+  }
+  std::shared_ptr<MappedFile> file(new MappedFile);
+  file->map(fd.get(), path);
+  return file;
+}
+
+void MappedFile::map(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;  // mmap of length 0 fails; an empty view is parsed and refused
-  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) fail(Errc::io, path + ": cannot map: " + errno_text(errno));
+  ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint: kiln reads files front to back
   data_ = static_cast<const std::uint8_t*>(p);
 }
 
