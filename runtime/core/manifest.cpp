@@ -6,6 +6,7 @@
 #define TOML_EXCEPTIONS 1
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -60,30 +61,30 @@ class TableReader {
     fail(Errc::manifest, file_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column) + ": " + message);
   }
 
-  const toml::node* get(const std::string& key) {
-    seen_.insert(key);
+  const toml::node* get(std::string_view key) {
+    seen_.push_back(key);
     return table_.get(key);
   }
 
-  const toml::node& require(const std::string& key, const std::string& expected) {
+  const toml::node& require(std::string_view key, const std::string& expected) {
     const toml::node* n = get(key);
-    if (n == nullptr) fail_at(table_, where_ + " is missing '" + key + "' (expected " + expected + ")");
+    if (n == nullptr) fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + expected + ")");
     return *n;
   }
 
-  std::string string(const std::string& key, const std::string& example) {
+  std::string string(std::string_view key, const std::string& example) {
     const toml::node& n = require(key, "a string such as " + example);
     return as_string(n, key, example);
   }
 
-  std::string optional_string(const std::string& key, const std::string& example, const std::string& fallback) {
+  std::string optional_string(std::string_view key, const std::string& example, const std::string& fallback) {
     const toml::node* n = get(key);
     return n ? as_string(*n, key, example) : fallback;
   }
 
-  std::string as_string(const toml::node& n, const std::string& key, const std::string& example) const {
+  std::string as_string(const toml::node& n, std::string_view key, const std::string& example) const {
     if (!n.is_string()) {
-      fail_at(n, "'" + key + "' in " + where_ + " must be a string such as " + example + ", found " + toml_type_name(n));
+      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a string such as " + example + ", found " + toml_type_name(n));
     }
     return std::string(*n.value<std::string_view>());
   }
@@ -120,8 +121,8 @@ class TableReader {
   // Call after reading every known key.
   void no_unknown_keys(const std::string& allowed) const {
     for (auto&& [key, node] : table_) {
-      std::string k(key.str());
-      if (!seen_.count(k)) fail_at_pos(pos_of_key(key, node), "unknown key '" + k + "' in " + where_ + " (known keys: " + allowed + ")");
+      std::string_view k = key.str();
+      if (std::find(seen_.begin(), seen_.end(), k) == seen_.end()) fail_at_pos(pos_of_key(key, node), "unknown key '" + std::string(k) + "' in " + where_ + " (known keys: " + allowed + ")");
     }
   }
 
@@ -133,7 +134,8 @@ class TableReader {
   const std::string& file_;
   const toml::table& table_;
   std::string where_;
-  std::set<std::string> seen_;
+  // The keys asked for: string literals at every call site, so views are safe to keep.
+  std::vector<std::string_view> seen_;
 };
 
 FileRef file_ref(TableReader& t, const toml::node& n, const std::string& key) {
@@ -146,20 +148,21 @@ FileRef file_ref(TableReader& t, const toml::node& n, const std::string& key) {
   return FileRef{path, pos_of(n)};
 }
 
-std::vector<FileRef> file_list(TableReader& t, const std::string& key) {
+std::vector<FileRef> file_list(TableReader& t, std::string_view key) {
   std::vector<FileRef> out;
   const toml::node* n = t.get(key);
   if (n == nullptr) return out;
-  for (const toml::node& item : t.array(*n, key, "file paths")) out.push_back(file_ref(t, item, key));
+  for (const toml::node& item : t.array(*n, std::string(key), "file paths")) out.push_back(file_ref(t, item, std::string(key)));
   return out;
 }
 
-std::string identifier(TableReader& t, const std::string& key, const std::string& example) {
+std::string identifier(TableReader& t, std::string_view key, const std::string& example) {
   const toml::node& n = t.require(key, "an identifier such as " + example);
   std::string v = t.as_string(n, key, example);
+  const std::string name(key);
   bool ok = !v.empty() && v.size() <= 128 && !(v[0] >= '0' && v[0] <= '9');
   for (char c : v) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
-  if (!ok) t.fail_at(n, "'" + key + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*), found '" + v + "'");
+  if (!ok) t.fail_at(n, "'" + name + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*), found '" + v + "'");
   return v;
 }
 
@@ -189,8 +192,9 @@ KernelParam parse_param(TableReader& kt, const toml::node& n, std::size_t i) {
   return p;
 }
 
-std::array<std::uint32_t, 3> dim3(TableReader& t, const std::string& key) {
-  const toml::node& n = t.require(key, "an array of 1 to 3 positive integers such as [16, 16, 1]");
+std::array<std::uint32_t, 3> dim3(TableReader& t, std::string_view key_view) {
+  const std::string key(key_view);
+  const toml::node& n = t.require(key_view, "an array of 1 to 3 positive integers such as [16, 16, 1]");
   const toml::array& a = t.array(n, key, "1 to 3 positive integers");
   if (a.empty() || a.size() > 3) t.fail_at(n, "'" + key + "' in " + t.where() + " must have 1 to 3 elements, found " + std::to_string(a.size()));
   std::array<std::uint32_t, 3> out{1, 1, 1};
