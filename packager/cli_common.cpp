@@ -16,7 +16,11 @@ int exit_code_for(Errc code) {
     case Errc::manifest:
     case Errc::code_object:
     case Errc::invalid_argument:
+    case Errc::not_found:
     case Errc::unsupported: return kExitBadInput;
+    case Errc::refused:
+    case Errc::driver:
+    case Errc::reference_failed: return kExitRefused;
     case Errc::io: return kExitIo;
     case Errc::internal: return kExitInternal;
   }

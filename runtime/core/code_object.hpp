@@ -16,6 +16,7 @@ struct CodeObjectInfo {
   format::CodeKind kind = format::CodeKind::none;
   std::vector<std::string> targets;  // sm_90a, compute_90, gfx90a:xnack+, ... as found in the file
   std::string detail;                // e.g. "PTX ISA 9.0", "ELF ABI v8", "code object v5"
+  std::string ptx_isa;               // PTX only: the `.version` directive, e.g. "9.0"
 };
 
 // Identifies the file's kind by its magic and reads its targets. Throws Errc::code_object

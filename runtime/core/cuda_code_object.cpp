@@ -82,6 +82,7 @@ CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
   info.kind = format::CodeKind::ptx;
   info.targets.push_back("compute_" + target.substr(3));
   info.detail = "PTX ISA " + version;
+  info.ptx_isa = version;
   return info;
 }
 

@@ -13,6 +13,10 @@ const char* errc_name(Errc code) noexcept {
     case Errc::code_object: return "code object mismatch";
     case Errc::limit: return "limit exceeded";
     case Errc::unsupported: return "unsupported";
+    case Errc::not_found: return "not found";
+    case Errc::refused: return "refused";
+    case Errc::driver: return "driver error";
+    case Errc::reference_failed: return "reference failed";
     case Errc::internal: return "internal error";
   }
   return "unknown error";

@@ -19,6 +19,10 @@ enum class Errc {
   code_object,       // a code object's content disagrees with what the manifest claims
   limit,             // an input exceeds a fixed bound (size, count, decompressed size)
   unsupported,       // a valid input using a feature this build does not have
+  not_found,         // no kernel, member or reference by that name
+  refused,           // a call cannot run: no fitting kernel and no usable reference
+  driver,            // the GPU driver failed a call
+  reference_failed,  // the host's reference function reported failure
   internal,          // a library (OpenSSL, zstd) failed in a way input cannot explain
 };
 

@@ -1,0 +1,270 @@
+/*
+ * libkiln: open a signed kiln archive, match its kernels to the GPU in front of it, launch
+ * them, and route every call the archive cannot serve natively to a reference function the
+ * host registered, saying why.
+ *
+ * This header is the whole public API and the contract. Conventions:
+ *  - Every function that can fail returns a kiln_status. Values are fixed and never reused.
+ *  - Opaque handles come in create/destroy pairs; every destroy function accepts NULL.
+ *  - An `out` pointer-to-pointer parameter receives an object the caller owns and destroys.
+ *    A function returning a pointer (a getter) lends it: it lives as long as its parent.
+ *  - Strings are UTF-8, NUL-terminated, and borrowed for the duration of the call unless
+ *    stated. Buffers go as pointer + length.
+ *  - Option structs carry their own size in their first field; fill them with the matching
+ *    *_init function, which works from any language (no macros to expand).
+ *  - The library never prints (logging goes to a callback you set), never exits or aborts,
+ *    and no C++ exception crosses this boundary.
+ *  - Threading is stated per object below.
+ */
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KILN_BUILDING_LIBRARY)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+/* ---- Version --------------------------------------------------------------------------- */
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
+
+/* The version of the library actually loaded, as KILN_VERSION_NUMBER computes it. */
+KILN_API unsigned kiln_version(void);
+/* The same as "MAJOR.MINOR.PATCH"; a static string. */
+KILN_API const char* kiln_version_string(void);
+
+/* ---- Status ---------------------------------------------------------------------------- */
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERR_INVALID_ARGUMENT = 1, /* a NULL handle, a bad option, a wrong argument count */
+  KILN_ERR_IO = 2,               /* the operating system refused: missing file, permission */
+  KILN_ERR_MALFORMED = 3,        /* the archive does not follow the format */
+  KILN_ERR_INTEGRITY = 4,        /* a digest does not match: the archive was changed */
+  KILN_ERR_SIGNATURE = 5,        /* no valid signature from enough trusted keys */
+  KILN_ERR_MANIFEST = 6,         /* kiln.toml inside the archive is not valid */
+  KILN_ERR_CODE_OBJECT = 7,      /* a code object is not what the index says */
+  KILN_ERR_LIMIT = 8,            /* a size or count above a fixed bound */
+  KILN_ERR_UNSUPPORTED = 9,      /* valid, but this build lacks the feature */
+  KILN_ERR_NOT_FOUND = 10,       /* no kernel of that name; no reference of that name */
+  KILN_ERR_REFUSED = 11,         /* the call cannot run: no fitting kernel and no usable reference */
+  KILN_ERR_DRIVER = 12,          /* the GPU driver failed a call; the message has its error */
+  KILN_ERR_REFERENCE_FAILED = 13,/* the host's reference function returned non-zero */
+  KILN_ERR_BUFFER_TOO_SMALL = 14,/* the output buffer is too small; the needed size is returned */
+  KILN_ERR_OUT_OF_MEMORY = 15,
+  KILN_ERR_INTERNAL = 16         /* a bug in kiln; the message says where */
+} kiln_status;
+
+/* A short static description of a status, e.g. "integrity check failed". Never NULL. */
+KILN_API const char* kiln_status_string(kiln_status status);
+
+/* ---- Routes ---------------------------------------------------------------------------- */
+
+typedef enum kiln_route {
+  KILN_ROUTE_NATIVE = 1,    /* a cubin (or fatbin cubin) built for this device runs */
+  KILN_ROUTE_PTX_JIT = 2,   /* PTX compiled by the driver for this device runs */
+  KILN_ROUTE_REFERENCE = 3, /* the host's registered reference function runs instead */
+  KILN_ROUTE_REFUSED = 4    /* nothing runs; the call fails with KILN_ERR_REFUSED */
+} kiln_route;
+
+/* Why a route was chosen. Values are fixed and never reused. */
+typedef enum kiln_reason {
+  KILN_REASON_MATCH = 0,              /* native or PTX-JIT: the code fits this device */
+  KILN_REASON_NO_DRIVER = 1,          /* the GPU driver library could not be loaded */
+  KILN_REASON_NO_DEVICE = 2,          /* the driver reports no such device */
+  KILN_REASON_ARCH_MISMATCH = 3,      /* no code object targets this device's architecture */
+  KILN_REASON_DRIVER_TOO_OLD = 4,     /* the driver is older than the manifest or the PTX needs */
+  KILN_REASON_LOAD_FAILED = 5,        /* every fitting code object failed to load (JIT log kept) */
+  KILN_REASON_UNDECLARED_SHAPE = 6,   /* the arguments match no shape the manifest declares */
+  KILN_REASON_BACKEND_UNAVAILABLE = 7 /* the kernel's backend (e.g. hip) is not built or present */
+} kiln_reason;
+
+KILN_API const char* kiln_route_string(kiln_route route);
+KILN_API const char* kiln_reason_string(kiln_reason reason);
+
+/* ---- Logging --------------------------------------------------------------------------- */
+
+typedef enum kiln_log_level { KILN_LOG_ERROR = 1, KILN_LOG_WARN = 2, KILN_LOG_INFO = 3, KILN_LOG_DEBUG = 4 } kiln_log_level;
+
+/* Called on whichever thread produced the message; `message` is valid only during the call.
+ * Must not call back into the runtime that logs. */
+typedef void (*kiln_log_fn)(kiln_log_level level, const char* message, void* user);
+
+/* ---- Runtime --------------------------------------------------------------------------- */
+
+/* A runtime holds the trust keys, the policy, the registered references, the device
+ * backends and the statistics. Thread-safe: every function taking a kiln_runtime may be
+ * called from any thread at once. It must outlive every archive opened through it. */
+typedef struct kiln_runtime kiln_runtime;
+
+typedef enum kiln_policy {
+  KILN_POLICY_FALLBACK = 0, /* default: a call no kernel fits goes to the registered reference */
+  KILN_POLICY_STRICT = 1    /* a call no kernel fits is refused, reference or not */
+} kiln_policy;
+
+typedef struct kiln_runtime_options {
+  uint32_t size;                 /* sizeof(kiln_runtime_options) as the caller was compiled */
+  uint32_t signature_threshold;  /* distinct trusted signers required; default 1 */
+  const char* trust_path;        /* PEM public key file or a directory of *.pub / *.pem; required */
+  uint32_t policy;               /* a kiln_policy; default KILN_POLICY_FALLBACK */
+  uint32_t log_level;            /* most verbose kiln_log_level passed to the callback; default WARN */
+  kiln_log_fn log_fn;            /* NULL: no logging (the default) */
+  void* log_user;
+  uint64_t max_member_size;      /* largest member decompressed, bytes; default 4 GiB */
+  const char* cuda_driver_path;  /* library to dlopen for CUDA; default "libcuda.so.1" */
+  char* error_buffer;            /* optional: where kiln_runtime_create writes why it failed */
+  size_t error_buffer_size;      /*   (there is no runtime yet to ask); NUL-terminated */
+} kiln_runtime_options;
+
+/* Fills `options` with defaults. `size` is sizeof(kiln_runtime_options) as the caller knows
+ * it: a caller compiled against an older, shorter struct still works. */
+KILN_API kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size);
+
+/* Creates a runtime. Loads the trust keys now (an unreadable key is an error); the GPU driver
+ * is loaded on first need. Fields beyond what this library knows must be zero. */
+KILN_API kiln_status kiln_runtime_create(kiln_runtime** out, const kiln_runtime_options* options);
+KILN_API void kiln_runtime_destroy(kiln_runtime* runtime);
+
+/* The message of the most recent failure of a call on this runtime (or on an archive open
+ * through it), e.g. which file, member, key or check failed. Copied into `buffer` (always
+ * NUL-terminated when capacity > 0); `needed` (may be NULL) receives the full length + 1.
+ * With several threads failing at once on one runtime, it is one of their messages. */
+KILN_API kiln_status kiln_runtime_last_error(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed);
+
+/* ---- References ------------------------------------------------------------------------ */
+
+/* What a reference function is told about the call it replaces. Valid during the call. */
+typedef struct kiln_call_info {
+  uint32_t size;             /* sizeof(kiln_call_info) */
+  const char* kernel;        /* the kernel's name in the manifest */
+  int device;                /* the device index the call was for */
+  uint32_t reason;           /* a kiln_reason: why the reference runs */
+  const char* reason_text;   /* the same in words, with the detail (arch, shape values...) */
+  const char* archive_digest;/* "sha256:..." of the archive the kernel came from */
+} kiln_call_info;
+
+/* A reference implementation of one kernel: receives the same argument array and stream the
+ * launch was given. Return 0 on success; anything else makes the launch fail with
+ * KILN_ERR_REFERENCE_FAILED. Called on the launching thread. */
+typedef int (*kiln_reference_fn)(const kiln_call_info* info, void* const* args, size_t arg_count, void* stream,
+                                 void* user);
+
+/* Registers (or replaces) the reference for kernels named `kernel` in any archive. `fn` NULL
+ * removes it. `user` is passed back unchanged and must stay valid while registered. */
+KILN_API kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_fn fn,
+                                                     void* user);
+
+/* ---- Archives -------------------------------------------------------------------------- */
+
+/* An opened, authenticated archive. Thread-safe. Destroy it only when no launch through its
+ * kernels is in flight. */
+typedef struct kiln_archive kiln_archive;
+
+/* Opens the archive at `path` through a read-only mapping (never a whole-file read), checks
+ * its signatures against the runtime's trust keys and policy, then its index and manifest.
+ * Member digests are checked lazily, right before each member is first used. */
+KILN_API kiln_status kiln_archive_open(kiln_runtime* runtime, const char* path, kiln_archive** out);
+
+/* The same from memory. The bytes are copied, so the caller may free them on return. */
+KILN_API kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, size_t size, kiln_archive** out);
+
+KILN_API void kiln_archive_destroy(kiln_archive* archive);
+
+/* Borrowed strings, valid while the archive lives. */
+KILN_API const char* kiln_archive_digest(const kiln_archive* archive);   /* "sha256:<hex>" */
+KILN_API const char* kiln_archive_package(const kiln_archive* archive);
+KILN_API const char* kiln_archive_revision(const kiln_archive* archive); /* kernel_revision */
+KILN_API uint64_t kiln_archive_sequence(const kiln_archive* archive);
+KILN_API size_t kiln_archive_kernel_count(const kiln_archive* archive);
+/* The name of kernel `index` (< kiln_archive_kernel_count), or NULL. */
+KILN_API const char* kiln_archive_kernel_name(const kiln_archive* archive, size_t index);
+
+/* Resolves every kernel of the archive for `device` now: chooses code objects, verifies and
+ * loads them (JIT-compiling PTX where that is the route), so that no launch pays for a load.
+ * Kernels are resolved in parallel where the driver allows. Kernels that route to the
+ * reference are not an error; a driver failure on a fitting code object is logged, counted
+ * and routes the kernel to the reference (or refuses it under the strict policy). */
+KILN_API kiln_status kiln_archive_warm(kiln_archive* archive, int device);
+
+/* ---- Kernels --------------------------------------------------------------------------- */
+
+/* A kernel resolved for one device. Borrowed from its archive; thread-safe; launches may run
+ * from any number of threads at once. */
+typedef struct kiln_kernel kiln_kernel;
+
+/* Finds `name` and resolves it for `device` (0-based CUDA ordinal), loading its code object
+ * unless kiln_archive_warm already did. Returns KILN_OK with a reference or refused route too:
+ * read the route and reason. KILN_ERR_NOT_FOUND if the archive has no such kernel. */
+KILN_API kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int device, kiln_kernel** out);
+
+KILN_API kiln_route kiln_kernel_route(const kiln_kernel* kernel);
+KILN_API kiln_reason kiln_kernel_reason(const kiln_kernel* kernel);
+/* The reason in words with its detail, e.g. "device sm_90 (cc 9.0): chose sm_90a cubin
+ * 'k.sm_90a.cubin' (exact); rejected sm_80 (needs cc 8.x)". Borrowed. */
+KILN_API const char* kiln_kernel_reason_text(const kiln_kernel* kernel);
+/* The chosen target ("sm_90a", "compute_90") or "" on the reference or refused routes. */
+KILN_API const char* kiln_kernel_target(const kiln_kernel* kernel);
+/* What ran, for the serving layer's logs: borrowed from the archive. */
+KILN_API const char* kiln_kernel_name(const kiln_kernel* kernel);
+KILN_API const char* kiln_kernel_archive_digest(const kiln_kernel* kernel);
+KILN_API const char* kiln_kernel_package(const kiln_kernel* kernel);
+KILN_API const char* kiln_kernel_revision(const kiln_kernel* kernel);
+KILN_API size_t kiln_kernel_param_count(const kiln_kernel* kernel);
+
+/* Launches the kernel on `stream` (a CUstream; NULL is the default stream of the device's
+ * primary context). `args` holds one pointer per manifest parameter, each pointing at the
+ * parameter's value, as cuLaunchKernel takes them; `arg_count` must equal the parameter count.
+ * The launch configuration (grid, block, dynamic shared memory) is the one of the declared
+ * shape whose values equal the scalar arguments; with no such shape, or on a reference route,
+ * the reference runs with the same `args` and `stream` (or, with none registered or under the
+ * strict policy, KILN_ERR_REFUSED). `route_taken` (may be NULL) receives the route this call
+ * took. Asynchronous like cuLaunchKernel: errors of the kernel itself surface on the stream. */
+KILN_API kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
+                                        kiln_route* route_taken);
+
+/* ---- Statistics ------------------------------------------------------------------------ */
+
+typedef struct kiln_stats {
+  uint32_t size;                 /* sizeof(kiln_stats) as the caller knows it; set before the call */
+  uint32_t reserved;
+  uint64_t archives_opened;
+  uint64_t archive_open_failures;
+  uint64_t loads;                /* code objects loaded (cubin, fatbin or PTX) */
+  uint64_t load_failures;
+  uint64_t load_time_ns;         /* total, cubin and fatbin loads */
+  uint64_t jit_compiles;         /* PTX loads */
+  uint64_t jit_failures;
+  uint64_t jit_time_ns;
+  uint64_t launches_native;
+  uint64_t launches_ptx_jit;
+  uint64_t launches_reference;
+  uint64_t launches_refused;
+  uint64_t launch_failures;      /* driver errors at launch, reference failures */
+  uint64_t undeclared_shape_calls;
+} kiln_stats;
+
+/* Copies the runtime's counters (monotonic since creation) into `stats`, as many fields as
+ * stats->size covers. */
+KILN_API kiln_status kiln_runtime_stats(const kiln_runtime* runtime, kiln_stats* stats);
+
+/* The same counters in the Prometheus text exposition format. Copied into `buffer`
+ * (NUL-terminated); KILN_ERR_BUFFER_TOO_SMALL with `needed` set when it does not fit. */
+KILN_API kiln_status kiln_runtime_stats_prometheus(const kiln_runtime* runtime, char* buffer, size_t capacity,
+                                                   size_t* needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KILN_H */

@@ -1,0 +1,137 @@
+#include "cuda_backend.hpp"
+
+#include <chrono>
+#include <vector>
+
+namespace kiln::cuda {
+namespace {
+
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+// Makes the device's primary context current for a scope when it is not already.
+class ContextScope {
+ public:
+  ContextScope(const DriverApi& api, CUcontext wanted) : api_(api) {
+    CUcontext current = nullptr;
+    api_.cuCtxGetCurrent(&current);
+    if (current != wanted) pushed_ = api_.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      api_.cuCtxPopCurrent(&popped);
+    }
+  }
+
+ private:
+  const DriverApi& api_;
+  bool pushed_ = false;
+};
+
+}  // namespace
+
+std::string Device::describe() const {
+  return "device " + std::to_string(ordinal) + " '" + name + "' (cc " + std::to_string(spec.cc_major) + "." +
+         std::to_string(spec.cc_minor) + ", driver " + driver_version_text(spec.driver_version) + ")";
+}
+
+Backend::~Backend() {
+  if (driver_ == nullptr) return;
+  for (auto& [ordinal, device] : devices_) driver_->api().cuDevicePrimaryCtxRelease(device->handle);
+}
+
+const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = devices_.find(ordinal);
+  if (it != devices_.end()) return it->second.get();
+  bool no_device = false;
+  if (driver_ == nullptr) driver_ = Driver::get(driver_path_, why, &no_device);
+  if (driver_ == nullptr) {
+    *kind = no_device ? Unavailable::no_device : Unavailable::no_driver;
+    return nullptr;
+  }
+  const DriverApi& api = driver_->api();
+  int count = 0;
+  CUresult r = api.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= count) {
+    *kind = Unavailable::no_device;
+    *why = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + driver_->describe(r)
+                             : "no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
+                                   std::to_string(count) + ")";
+    return nullptr;
+  }
+  auto d = std::make_unique<Device>();
+  d->ordinal = ordinal;
+  char name[256] = {};
+  if ((r = api.cuDeviceGet(&d->handle, ordinal)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetAttribute(&d->spec.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->handle)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetAttribute(&d->spec.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->handle)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetName(name, sizeof name - 1, d->handle)) != CUDA_SUCCESS ||
+      (r = api.cuDevicePrimaryCtxRetain(&d->primary, d->handle)) != CUDA_SUCCESS) {
+    *kind = Unavailable::no_device;
+    *why = "CUDA device " + std::to_string(ordinal) + " could not be queried: " + driver_->describe(r);
+    return nullptr;
+  }
+  d->spec.driver_version = driver_->version();
+  d->name = name;
+  return devices_.emplace(ordinal, std::move(d)).first->second.get();
+}
+
+LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
+  const DriverApi& api = driver_->api();
+  LoadResult result;
+  // The JIT writes its diagnostics here when PTX fails to compile; kept for the caller.
+  std::vector<char> error_log(16384, '\0');
+  int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(error_log.size() - 1))};
+  auto start = std::chrono::steady_clock::now();
+  CUresult r;
+  ContextScope scope(api, device.primary);
+  if (driver_->has_library_api()) {
+    r = api.cuLibraryLoadData(&result.code.library, image.data, options, values, 2, nullptr, nullptr, 0);
+    if (r == CUDA_SUCCESS) r = api.cuLibraryGetKernel(&result.code.kernel, result.code.library, entry.c_str());
+    if (r == CUDA_SUCCESS && max_dynamic_smem > kDefaultSharedLimit) {
+      r = api.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem),
+                                   result.code.kernel, device.handle);
+    }
+  } else {
+    r = api.cuModuleLoadDataEx(&result.code.module, image.data, 2, options, values);
+    if (r == CUDA_SUCCESS) r = api.cuModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
+    if (r == CUDA_SUCCESS && max_dynamic_smem > kDefaultSharedLimit) {
+      r = api.cuFuncSetAttribute(result.code.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 static_cast<int>(max_dynamic_smem));
+    }
+  }
+  result.nanoseconds = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  if (r != CUDA_SUCCESS) {
+    result.error = driver_->describe(r);
+    if (r == CUDA_ERROR_NOT_FOUND) result.error += ": no kernel named '" + entry + "' in the code object";
+    std::string log(error_log.data());
+    if (!log.empty()) result.error += "; JIT log: " + log;
+    unload(result.code);
+    return result;
+  }
+  result.ok = true;
+  return result;
+}
+
+void Backend::unload(LoadedCode& code) {
+  if (driver_ == nullptr) return;
+  if (code.library != nullptr) driver_->api().cuLibraryUnload(code.library);
+  if (code.module != nullptr) driver_->api().cuModuleUnload(code.module);
+  code = LoadedCode{};
+}
+
+CUresult Backend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
+                         void** args) const {
+  const DriverApi& api = driver_->api();
+  // A CUkernel may be passed where cuLaunchKernel takes a CUfunction (CUDA 12.0+); it runs
+  // in the current context, which must be the device's.
+  CUfunction f = code.kernel != nullptr ? reinterpret_cast<CUfunction>(code.kernel) : code.function;
+  ContextScope scope(api, device.primary);
+  return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,
+                            static_cast<CUstream>(stream), args, nullptr);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,77 @@
+// The CUDA side of the runtime: which devices exist and what they are, loading a verified
+// code object for one of them, and launching. The HIP backend (issue 7) is its twin.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bytes.hpp"
+#include "cuda_driver.hpp"
+#include "cuda_target.hpp"
+
+namespace kiln::cuda {
+
+enum class Unavailable { none, no_driver, no_device };
+
+struct Device {
+  int ordinal = 0;
+  CUdevice handle = 0;
+  CUcontext primary = nullptr;  // retained for the backend's lifetime
+  DeviceSpec spec;
+  std::string name;             // "NVIDIA H200"
+  std::string describe() const; // "device 0 'NVIDIA H200' (cc 9.0, driver 13.0)"
+};
+
+struct LoadedCode {
+  CUlibrary library = nullptr;  // cuLibraryLoadData path (context-independent)
+  CUkernel kernel = nullptr;
+  CUmodule module = nullptr;    // cuModuleLoadDataEx path (older drivers)
+  CUfunction function = nullptr;
+  bool loaded() const { return kernel != nullptr || function != nullptr; }
+};
+
+struct LoadResult {
+  bool ok = false;
+  LoadedCode code;
+  std::string error;   // the driver's error and, for PTX, its JIT error log
+  std::uint64_t nanoseconds = 0;
+};
+
+struct LaunchConfig {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_mem = 0;
+};
+
+class Backend {
+ public:
+  explicit Backend(std::string driver_path) : driver_path_(std::move(driver_path)) {}
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // The device, or null with why it is unavailable. Queried once per ordinal; thread-safe.
+  const Device* device(int ordinal, Unavailable* kind, std::string* why);
+  const Driver* driver() const { return driver_; }
+
+  // Loads a verified image (a cubin, fatbin, or NUL-terminated PTX) and finds `entry` in it.
+  // `max_dynamic_smem` above 48 KiB is granted to the kernel (as Triton's kernels need).
+  LoadResult load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
+  void unload(LoadedCode& code);
+
+  // Launches on `stream` in the device's primary context (made current for the call if the
+  // calling thread has another one current).
+  CUresult launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream,
+                  void** args) const;
+
+ private:
+  std::string driver_path_;
+  const Driver* driver_ = nullptr;
+  std::mutex mutex_;
+  std::map<int, std::unique_ptr<Device>> devices_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,244 @@
+#include "archive.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "code_object.hpp"
+#include "cuda_target.hpp"
+#include "error.hpp"
+#include "runtime.hpp"
+
+namespace {
+
+using kiln::Errc;
+using kiln::Error;
+
+struct Candidate {
+  std::size_t member = 0;
+  std::string path;
+  kiln::format::CodeKind kind = kiln::format::CodeKind::none;
+  kiln::cuda::Target target;  // the best-fitting tag of the member
+  kiln::cuda::Judgement judgement;
+};
+
+std::string candidate_text(const Candidate& c) {
+  return c.target.tag + " " + kiln::format::code_kind_name(c.kind) + " '" + c.path + "' (" + c.judgement.why + ")";
+}
+
+std::vector<std::string> split_tags(const std::string& tags) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= tags.size()) {
+    std::size_t comma = tags.find(',', start);
+    if (comma == std::string::npos) comma = tags.size();
+    if (comma > start) out.push_back(tags.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+kiln::ReadOptions kiln_archive::read_options() const {
+  kiln::ReadOptions options;
+  options.policy = kiln::TrustPolicy{&runtime_.trust(), runtime_.threshold()};
+  options.max_member_size = runtime_.max_member_size();
+  return options;
+}
+
+kiln_archive::kiln_archive(kiln_runtime& runtime, const std::string& path) : runtime_(runtime) {
+  reader_ = kiln::Archive::open_file(path, read_options());
+  digest_ = kiln::digest_string(reader_->digest());
+}
+
+kiln_archive::kiln_archive(kiln_runtime& runtime, std::vector<std::uint8_t> bytes)
+    : runtime_(runtime), owned_bytes_(std::move(bytes)) {
+  reader_ = kiln::Archive::open_memory(owned_bytes_.data(), owned_bytes_.size(), read_options());
+  digest_ = kiln::digest_string(reader_->digest());
+}
+
+kiln_archive::~kiln_archive() {
+  for (auto& [key, slot] : slots_) {
+    if (slot->kernel) runtime_.cuda().unload(slot->kernel->code);
+  }
+}
+
+kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
+  const auto& kernels = reader_->manifest().kernels;
+  auto it = std::find_if(kernels.begin(), kernels.end(), [&](const kiln::KernelSpec& k) { return k.name == name; });
+  if (it == kernels.end()) {
+    throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->index().package + ") has no kernel named '" + name + "'");
+  }
+  if (device < 0) throw Error(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
+  std::size_t index = static_cast<std::size_t>(it - kernels.begin());
+  Slot* slot;
+  {
+    std::lock_guard<std::mutex> lock(slots_mutex_);
+    auto& entry = slots_[{index, device}];
+    if (!entry) entry = std::make_unique<Slot>();
+    slot = entry.get();
+  }
+  // Resolution (which may JIT-compile PTX for a second or more) runs outside the lock, once;
+  // if it throws, the next request tries again.
+  std::call_once(slot->once, [&] {
+    auto k = std::make_unique<kiln_kernel>();
+    k->archive = this;
+    k->spec = &*it;
+    k->device = device;
+    k->shapes = kiln::engine::ShapeTable(*it);
+    k->reference_allowed = runtime_.policy() == KILN_POLICY_FALLBACK && it->fallback == kiln::FallbackPolicy::reference;
+    resolve(*k);
+    slot->kernel = std::move(k);
+  });
+  return slot->kernel.get();
+}
+
+void kiln_archive::warm(int device) {
+  const auto& kernels = reader_->manifest().kernels;
+  std::atomic<std::size_t> next{0};
+  std::mutex error_mutex;
+  std::string first_error;
+  Errc first_code = Errc::internal;
+  auto worker = [&] {
+    for (std::size_t i = next.fetch_add(1); i < kernels.size(); i = next.fetch_add(1)) {
+      try {
+        kernel(kernels[i].name, device);
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (first_error.empty()) {
+          first_error = e.what();
+          first_code = e.code();
+        }
+      }
+    }
+  };
+  // The driver loads modules concurrently; a few threads hide JIT and load latency without
+  // oversubscribing the host a serving process shares.
+  unsigned threads = std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(kernels.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (!first_error.empty()) throw Error(first_code, first_error);
+}
+
+void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text) {
+  k.route = k.reference_allowed ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
+  k.reason = reason;
+  k.reason_text = text;
+  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec->name + "' routes to " + kiln_route_string(k.route) + ": " + text);
+}
+
+void kiln_archive::resolve(kiln_kernel& k) {
+  if (k.spec->backend == "cuda") return resolve_cuda(k);
+  settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
+                      "kernel '" + k.spec->name + "' has backend '" + k.spec->backend + "', which this libkiln cannot run");
+}
+
+void kiln_archive::resolve_cuda(kiln_kernel& k) {
+  kiln::cuda::Unavailable unavailable = kiln::cuda::Unavailable::none;
+  std::string why;
+  const kiln::cuda::Device* device = runtime_.cuda().device(k.device, &unavailable, &why);
+  if (device == nullptr) {
+    return settle_without_code(
+        k, unavailable == kiln::cuda::Unavailable::no_driver ? KILN_REASON_NO_DRIVER : KILN_REASON_NO_DEVICE, why);
+  }
+  k.cuda_device = device;
+  const std::string where = device->describe();
+
+  if (const std::string* min = reader_->manifest().toolchain_value("min_cuda_driver")) {
+    int major = 0, minor = 0;
+    if (!kiln::cuda::parse_version_pair(*min, &major, &minor)) {
+      runtime_.log(KILN_LOG_WARN, "archive " + digest_ + ": min_cuda_driver '" + *min + "' is not MAJOR.MINOR; ignored");
+    } else if (device->spec.driver_version < major * 1000 + minor * 10) {
+      return settle_without_code(k, KILN_REASON_DRIVER_TOO_OLD,
+                                 where + ": the manifest needs a CUDA " + *min + " driver (min_cuda_driver)");
+    }
+  }
+
+  // Judge every code object the manifest lists for this kernel against the device.
+  const kiln::format::Index& index = reader_->index();
+  std::vector<Candidate> fitting, rejected;
+  for (const kiln::CodeObjectRef& ref : k.spec->code) {
+    long m = index.find(ref.file.path);
+    if (m < 0) {
+      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec->name + "' names '" + ref.file.path +
+                                       "', which is not a member");
+    }
+    const kiln::format::Entry& entry = index.entries[static_cast<std::size_t>(m)];
+    Candidate best;
+    best.member = static_cast<std::size_t>(m);
+    best.path = entry.path;
+    best.kind = entry.kind;
+    bool have = false;
+    for (const std::string& tag : split_tags(entry.arch)) {
+      Candidate c = best;
+      if (!kiln::cuda::parse_target(tag, &c.target)) continue;
+      std::string isa;
+      if (entry.kind == kiln::format::CodeKind::ptx && c.target.is_ptx) {
+        // The ISA version decides whether this driver can JIT it; read from verified bytes.
+        std::vector<std::uint8_t> ptx = reader_->read_member(c.member);
+        isa = kiln::inspect_ptx(kiln::ByteView(ptx), entry.path).ptx_isa;
+      }
+      c.judgement = kiln::cuda::judge(c.target, device->spec, isa);
+      bool better = c.judgement.verdict == kiln::cuda::Verdict::fits &&
+                    (best.judgement.verdict != kiln::cuda::Verdict::fits || c.judgement.rank > best.judgement.rank);
+      if (!have || better) {
+        best = c;
+        have = true;
+      }
+    }
+    if (!have) continue;
+    (best.judgement.verdict == kiln::cuda::Verdict::fits ? fitting : rejected).push_back(best);
+  }
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.judgement.rank > b.judgement.rank; });
+
+  std::string rejected_text;
+  for (const Candidate& c : rejected) rejected_text += (rejected_text.empty() ? "" : "; ") + candidate_text(c);
+  std::string load_failures;
+  for (const Candidate& c : fitting) {
+    std::vector<std::uint8_t> image = reader_->read_member(c.member);  // digests checked here
+    bool is_ptx = c.target.is_ptx;
+    // The index's tags were read from the file at pack time and are signed; reading them
+    // again from the verified bytes costs a header parse and catches a packer that lied.
+    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
+    if (std::find(info.targets.begin(), info.targets.end(), c.target.tag) == info.targets.end()) {
+      throw Error(Errc::code_object, "archive " + digest_ + ": member '" + c.path + "' is indexed as " + c.target.tag +
+                                         " but holds code for " + info.targets.front());
+    }
+    if (c.kind == kiln::format::CodeKind::ptx) image.push_back('\0');  // the driver reads PTX as a C string
+    kiln::cuda::LoadResult r = runtime_.cuda().load(*device, kiln::ByteView(image), k.spec->entry, k.shapes.max_shared_mem());
+    kiln::engine::Stats& s = runtime_.stats();
+    if (!r.ok) {
+      kiln::engine::Stats::bump(is_ptx ? s.jit_failures : s.load_failures);
+      std::string text = candidate_text(c) + ": " + r.error;
+      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec->name + "' on " + where + ": load failed: " + text);
+      load_failures += (load_failures.empty() ? "" : "; ") + text;
+      continue;
+    }
+    kiln::engine::Stats::bump(is_ptx ? s.jit_compiles : s.loads);
+    kiln::engine::Stats::bump(is_ptx ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
+    k.code = r.code;
+    k.route = is_ptx ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+    k.reason = KILN_REASON_MATCH;
+    k.target = c.target.tag;
+    k.reason_text = where + ": " + (is_ptx ? "PTX-JIT " : "native ") + candidate_text(c);
+    if (!load_failures.empty()) k.reason_text += "; failed first: " + load_failures;
+    if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
+    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec->name + "': " + k.reason_text);
+    return;
+  }
+  if (!load_failures.empty()) {
+    return settle_without_code(k, KILN_REASON_LOAD_FAILED,
+                               where + ": every fitting code object failed to load: " + load_failures +
+                                   (rejected_text.empty() ? "" : "; rejected: " + rejected_text));
+  }
+  bool driver_old = std::any_of(rejected.begin(), rejected.end(), [](const Candidate& c) {
+    return c.judgement.verdict == kiln::cuda::Verdict::driver_too_old;
+  });
+  settle_without_code(k, driver_old ? KILN_REASON_DRIVER_TOO_OLD : KILN_REASON_ARCH_MISMATCH,
+                      where + " is sm_" + std::to_string(device->spec.cc_major) + std::to_string(device->spec.cc_minor) +
+                          "; no code object fits it: " + (rejected_text.empty() ? "none listed" : rejected_text));
+}

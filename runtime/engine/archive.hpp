@@ -1,0 +1,50 @@
+// struct kiln_archive: an opened, authenticated archive and the kernels resolved from it,
+// one per (kernel, device), created on first request and kept until the archive closes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "archive_reader.hpp"
+#include "kernel.hpp"
+#include "kiln/kiln.h"
+
+struct kiln_runtime;
+
+struct kiln_archive {
+ public:
+  // Opens from a file (mapped) or from bytes this archive owns.
+  kiln_archive(kiln_runtime& runtime, const std::string& path);
+  kiln_archive(kiln_runtime& runtime, std::vector<std::uint8_t> bytes);
+  ~kiln_archive();
+
+  kiln_runtime& runtime() { return runtime_; }
+  const kiln::Archive& reader() const { return *reader_; }
+  const std::string& digest() const { return digest_; }
+
+  // The resolved kernel, created and resolved on first request. Thread-safe.
+  kiln_kernel* kernel(const std::string& name, int device);
+  // Resolves every kernel for `device`, in parallel.
+  void warm(int device);
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::unique_ptr<kiln_kernel> kernel;
+  };
+  void resolve(kiln_kernel& k);
+  void resolve_cuda(kiln_kernel& k);
+  void settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text);
+  kiln::ReadOptions read_options() const;
+
+  kiln_runtime& runtime_;
+  std::vector<std::uint8_t> owned_bytes_;
+  std::unique_ptr<kiln::Archive> reader_;
+  std::string digest_;
+  std::mutex slots_mutex_;
+  std::map<std::pair<std::size_t, int>, std::unique_ptr<Slot>> slots_;
+};

@@ -1,0 +1,50 @@
+#include "runtime.hpp"
+
+#include "error.hpp"
+
+kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
+    : trust_(o.trust_path != nullptr && o.trust_path[0] != '\0'
+                 ? kiln::TrustSet::load(o.trust_path)
+                 : throw kiln::Error(kiln::Errc::invalid_argument,
+                                     "kiln_runtime_options.trust_path is required: a PEM public key or a folder of them")),
+      threshold_(o.signature_threshold),
+      policy_(static_cast<kiln_policy>(o.policy)),
+      log_level_(static_cast<kiln_log_level>(o.log_level)),
+      log_fn_(o.log_fn),
+      log_user_(o.log_user),
+      max_member_size_(o.max_member_size),
+      cuda_(o.cuda_driver_path ? o.cuda_driver_path : "") {
+  if (threshold_ < 1 || threshold_ > 64) {
+    throw kiln::Error(kiln::Errc::invalid_argument, "signature_threshold must be 1 to 64, not " + std::to_string(threshold_));
+  }
+  if (o.policy != KILN_POLICY_FALLBACK && o.policy != KILN_POLICY_STRICT) {
+    throw kiln::Error(kiln::Errc::invalid_argument, "policy must be KILN_POLICY_FALLBACK or KILN_POLICY_STRICT");
+  }
+  if (max_member_size_ == 0) throw kiln::Error(kiln::Errc::invalid_argument, "max_member_size must be above zero");
+}
+
+void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_fn fn, void* user) {
+  std::unique_lock<std::shared_mutex> lock(references_mutex_);
+  if (fn == nullptr) references_.erase(kernel);
+  else references_[kernel] = Reference{fn, user};
+}
+
+kiln_runtime::Reference kiln_runtime::reference(const std::string& kernel) const {
+  std::shared_lock<std::shared_mutex> lock(references_mutex_);
+  auto it = references_.find(kernel);
+  return it == references_.end() ? Reference{} : it->second;
+}
+
+void kiln_runtime::log(kiln_log_level level, const std::string& message) const {
+  if (log_fn_ != nullptr && level <= log_level_) log_fn_(level, message.c_str(), log_user_);
+}
+
+void kiln_runtime::set_error(const std::string& message) const {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  last_error_ = message;
+}
+
+std::string kiln_runtime::last_error() const {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return last_error_;
+}

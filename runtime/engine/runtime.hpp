@@ -1,0 +1,54 @@
+// struct kiln_runtime: trust, policy, references, logging, statistics and the device
+// backends that every archive opened through it shares.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cuda_backend.hpp"
+#include "kiln/kiln.h"
+#include "stats.hpp"
+#include "trust.hpp"
+
+struct kiln_runtime {
+ public:
+  explicit kiln_runtime(const kiln_runtime_options& options);
+
+  struct Reference {
+    kiln_reference_fn fn = nullptr;
+    void* user = nullptr;
+  };
+  void set_reference(const std::string& kernel, kiln_reference_fn fn, void* user);
+  Reference reference(const std::string& kernel) const;
+
+  void log(kiln_log_level level, const std::string& message) const;
+  void set_error(const std::string& message) const;
+  std::string last_error() const;
+
+  const kiln::TrustSet& trust() const { return trust_; }
+  unsigned threshold() const { return threshold_; }
+  kiln_policy policy() const { return policy_; }
+  std::uint64_t max_member_size() const { return max_member_size_; }
+  kiln::cuda::Backend& cuda() { return cuda_; }
+  kiln::engine::Stats& stats() { return stats_; }
+  const kiln::engine::Stats& stats() const { return stats_; }
+
+ private:
+  kiln::TrustSet trust_;
+  unsigned threshold_;
+  kiln_policy policy_;
+  kiln_log_level log_level_;
+  kiln_log_fn log_fn_;
+  void* log_user_;
+  std::uint64_t max_member_size_;
+  kiln::cuda::Backend cuda_;
+  kiln::engine::Stats stats_;
+
+  mutable std::shared_mutex references_mutex_;
+  std::unordered_map<std::string, Reference> references_;
+  mutable std::mutex error_mutex_;
+  mutable std::string last_error_;
+};

@@ -1,0 +1,63 @@
+#include "stats.hpp"
+
+#include <cstddef>
+#include <cstring>
+
+namespace kiln::engine {
+
+void Stats::snapshot(kiln_stats* out) const {
+  kiln_stats full{};
+  full.size = static_cast<std::uint32_t>(sizeof(kiln_stats));
+  auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  full.archives_opened = get(archives_opened);
+  full.archive_open_failures = get(archive_open_failures);
+  full.loads = get(loads);
+  full.load_failures = get(load_failures);
+  full.load_time_ns = get(load_time_ns);
+  full.jit_compiles = get(jit_compiles);
+  full.jit_failures = get(jit_failures);
+  full.jit_time_ns = get(jit_time_ns);
+  full.launches_native = get(launches_native);
+  full.launches_ptx_jit = get(launches_ptx_jit);
+  full.launches_reference = get(launches_reference);
+  full.launches_refused = get(launches_refused);
+  full.launch_failures = get(launch_failures);
+  full.undeclared_shape_calls = get(undeclared_shape_calls);
+  std::size_t n = out->size < sizeof(kiln_stats) ? out->size : sizeof(kiln_stats);
+  std::uint32_t caller_size = out->size;
+  std::memcpy(out, &full, n);
+  out->size = caller_size;
+}
+
+std::string Stats::prometheus() const {
+  auto get = [](const std::atomic<std::uint64_t>& c) { return std::to_string(c.load(std::memory_order_relaxed)); };
+  auto seconds = [](const std::atomic<std::uint64_t>& ns) {
+    return std::to_string(static_cast<double>(ns.load(std::memory_order_relaxed)) / 1e9);
+  };
+  std::string s;
+  s += "# HELP kiln_archives_opened_total Archives opened and verified.\n# TYPE kiln_archives_opened_total counter\n";
+  s += "kiln_archives_opened_total " + get(archives_opened) + "\n";
+  s += "# HELP kiln_archive_open_failures_total Archives refused at open.\n# TYPE kiln_archive_open_failures_total counter\n";
+  s += "kiln_archive_open_failures_total " + get(archive_open_failures) + "\n";
+  s += "# HELP kiln_code_loads_total Code objects loaded, by kind.\n# TYPE kiln_code_loads_total counter\n";
+  s += "kiln_code_loads_total{kind=\"binary\"} " + get(loads) + "\n";
+  s += "kiln_code_loads_total{kind=\"ptx_jit\"} " + get(jit_compiles) + "\n";
+  s += "# HELP kiln_code_load_failures_total Code object loads the driver refused, by kind.\n# TYPE kiln_code_load_failures_total counter\n";
+  s += "kiln_code_load_failures_total{kind=\"binary\"} " + get(load_failures) + "\n";
+  s += "kiln_code_load_failures_total{kind=\"ptx_jit\"} " + get(jit_failures) + "\n";
+  s += "# HELP kiln_code_load_seconds_total Time spent loading code objects, by kind.\n# TYPE kiln_code_load_seconds_total counter\n";
+  s += "kiln_code_load_seconds_total{kind=\"binary\"} " + seconds(load_time_ns) + "\n";
+  s += "kiln_code_load_seconds_total{kind=\"ptx_jit\"} " + seconds(jit_time_ns) + "\n";
+  s += "# HELP kiln_launches_total Kernel calls, by the route each took.\n# TYPE kiln_launches_total counter\n";
+  s += "kiln_launches_total{route=\"native\"} " + get(launches_native) + "\n";
+  s += "kiln_launches_total{route=\"ptx_jit\"} " + get(launches_ptx_jit) + "\n";
+  s += "kiln_launches_total{route=\"reference\"} " + get(launches_reference) + "\n";
+  s += "kiln_launches_total{route=\"refused\"} " + get(launches_refused) + "\n";
+  s += "# HELP kiln_launch_failures_total Calls that failed in the driver or in the reference.\n# TYPE kiln_launch_failures_total counter\n";
+  s += "kiln_launch_failures_total " + get(launch_failures) + "\n";
+  s += "# HELP kiln_undeclared_shape_calls_total Calls whose arguments matched no declared shape.\n# TYPE kiln_undeclared_shape_calls_total counter\n";
+  s += "kiln_undeclared_shape_calls_total " + get(undeclared_shape_calls) + "\n";
+  return s;
+}
+
+}  // namespace kiln::engine

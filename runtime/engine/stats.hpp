@@ -1,0 +1,38 @@
+// The runtime's counters: atomics bumped on the load and launch paths, read as a C struct
+// or as Prometheus text.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "kiln/kiln.h"
+
+namespace kiln::engine {
+
+struct Stats {
+  std::atomic<std::uint64_t> archives_opened{0};
+  std::atomic<std::uint64_t> archive_open_failures{0};
+  std::atomic<std::uint64_t> loads{0};
+  std::atomic<std::uint64_t> load_failures{0};
+  std::atomic<std::uint64_t> load_time_ns{0};
+  std::atomic<std::uint64_t> jit_compiles{0};
+  std::atomic<std::uint64_t> jit_failures{0};
+  std::atomic<std::uint64_t> jit_time_ns{0};
+  std::atomic<std::uint64_t> launches_native{0};
+  std::atomic<std::uint64_t> launches_ptx_jit{0};
+  std::atomic<std::uint64_t> launches_reference{0};
+  std::atomic<std::uint64_t> launches_refused{0};
+  std::atomic<std::uint64_t> launch_failures{0};
+  std::atomic<std::uint64_t> undeclared_shape_calls{0};
+
+  static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
+    counter.fetch_add(by, std::memory_order_relaxed);
+  }
+  // Fills as many fields of `out` as out->size covers (a caller built against an older,
+  // shorter kiln_stats gets its fields and nothing past them).
+  void snapshot(kiln_stats* out) const;
+  std::string prometheus() const;
+};
+
+}  // namespace kiln::engine
