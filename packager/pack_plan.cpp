@@ -1,6 +1,8 @@
 #include "pack_plan.hpp"
 
 #include <cstdio>
+#include <deque>
+#include <iterator>
 #include <map>
 
 #include "code_object.hpp"
@@ -47,8 +49,9 @@ class MemberSet {
   explicit MemberSet(std::string base, std::string manifest_name)
       : base_(std::move(base)), manifest_name_(std::move(manifest_name)) {}
 
-  // Reads a file the manifest names. A file named twice with the same role is stored
-  // once; named with two roles it is an error (one member has one role).
+  // Reads a file the manifest names and returns its member. A file named twice with the
+  // same role is stored once (two kernels may share one code object); named with two roles
+  // it is an error, except PTX listed as code and as IR.
   MemberInput* add(const FileRef& ref, format::Role role) {
     if (ref.path == format::kManifestPath || ref.path.rfind("kiln/", 0) == 0) {
       fail(Errc::manifest, where(manifest_name_, ref.pos) + ": '" + ref.path +
@@ -63,7 +66,7 @@ class MemberSet {
         fail(Errc::manifest, where(manifest_name_, ref.pos) + ": '" + ref.path + "' is already listed as " +
                                  format::role_name(existing.role) + "; one file has one role");
       }
-      return nullptr;
+      return &existing;
     }
     MemberInput m;
     m.path = ref.path;
@@ -79,12 +82,14 @@ class MemberSet {
   }
 
   void add_generated(MemberInput m) { members_.push_back(std::move(m)); }
-  std::vector<MemberInput> take() { return std::move(members_); }
+  std::vector<MemberInput> take() {
+    return std::vector<MemberInput>(std::make_move_iterator(members_.begin()), std::make_move_iterator(members_.end()));
+  }
 
  private:
   std::string base_;
   std::string manifest_name_;
-  std::vector<MemberInput> members_;
+  std::deque<MemberInput> members_;  // a deque: pointers handed out stay valid as it grows
   std::map<std::string, std::size_t> positions_;
 };
 
@@ -141,10 +146,6 @@ PackPlan plan_pack(const std::string& manifest_path) {
     format::Backend backend = k.backend == "cuda" ? format::Backend::cuda : format::Backend::hip;
     for (const CodeObjectRef& c : k.code) {
       MemberInput* m = members.add(c.file, format::Role::code);
-      if (m == nullptr) {
-        fail(Errc::manifest, where(manifest_name, c.file.pos) + ": '" + c.file.path +
-                                 "' is listed twice as code; each code object belongs to one kernel and arch");
-      }
       CodeObjectInfo info;
       try {
         info = inspect_code_object(m->bytes(), "'" + c.file.path + "'");

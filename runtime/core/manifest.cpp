@@ -218,9 +218,17 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
     const toml::table& vt = t.table(*vn, "values");
     for (auto&& [key, value] : vt) {
       std::string name(key.str());
-      bool known = false;
-      for (const KernelParam& p : k.params) known = known || (p.name == name && !p.is_pointer);
-      if (!known) t.fail_at(value, "shape value '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
+      const KernelParam* param = nullptr;
+      for (const KernelParam& p : k.params) {
+        if (p.name == name && !p.is_pointer) param = &p;
+      }
+      if (param == nullptr) t.fail_at(value, "shape value '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
+      bool integral = param->type != ScalarType::f16 && param->type != ScalarType::bf16 && param->type != ScalarType::f32 &&
+                      param->type != ScalarType::f64;
+      if (!integral) {
+        t.fail_at(value, "shape value '" + name + "' names a " + scalar_type_name(param->type) +
+                             " parameter; only integer parameters can fix a shape");
+      }
       s.values.emplace_back(name, t.integer(value, name, INT64_MIN, INT64_MAX));
     }
   }

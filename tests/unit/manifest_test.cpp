@@ -122,6 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"block = [16, 16, 1]", "block = [64, 32, 1]", "block has 2048 threads; at most 1024"},
         BadCase{"values = { m = 256 }", "values = { q = 256 }", "kiln.toml:35:16: shape value 'q' is not a scalar parameter of kernel 'matmul_relu'"},
         BadCase{"values = { m = 256 }", "values = { a = 256 }", "shape value 'a' is not a scalar parameter"},
+        BadCase{"{ name = \"m\", type = \"i32\" }", "{ name = \"m\", type = \"f32\" }", "shape value 'm' names a f32 parameter; only integer parameters can fix a shape"},
         BadCase{"tolerance = { rtol = 1e-3, atol = 0 }", "tolerance = { rtol = -1.0 }", "'rtol' in kernel 'matmul_relu' tolerance must be a finite number >= 0"},
         BadCase{"entry = \"matmul_relu_f32\"", "entry = \"matmul-relu\"", "kiln.toml:17:9: 'entry' in kernel[0] must be an identifier"},
         BadCase{"cuda = \"13.0\"", "cuda = 13.0", "kiln.toml:10:8: 'cuda' in [toolchain] must be a string"},

@@ -1,0 +1,272 @@
+// libkiln through its C API, from C++: options, errors and their messages, tampering, and
+// routing on a machine without a driver (pointed at a missing library, so it holds on any
+// machine, GPU or not).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace {
+
+const std::string kArchives = KILN_TEST_ARCHIVES;
+const std::string kKeys = KILN_TEST_KEYS;
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string last_error(kiln_runtime* rt) {
+  char buf[2048];
+  kiln_runtime_last_error(rt, buf, sizeof buf, nullptr);
+  return buf;
+}
+
+class RuntimeApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kiln_runtime_options o;
+    ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
+    o.trust_path = trust.c_str();
+    o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";
+    ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  }
+  void TearDown() override { kiln_runtime_destroy(rt); }
+  std::string trust = kKeys + "/test.pub";
+  kiln_runtime* rt = nullptr;
+};
+
+TEST(Options, DefaultsAndVersion) {
+  kiln_runtime_options o;
+  ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
+  EXPECT_EQ(o.size, sizeof o);
+  EXPECT_EQ(o.signature_threshold, 1u);
+  EXPECT_EQ(o.policy, static_cast<uint32_t>(KILN_POLICY_FALLBACK));
+  EXPECT_EQ(o.max_member_size, 4ull << 30);
+  EXPECT_EQ(o.log_fn, nullptr);
+  EXPECT_EQ(kiln_version(), static_cast<unsigned>(KILN_VERSION_NUMBER));
+  EXPECT_STREQ(kiln_version_string(), "0.1.0");
+  EXPECT_EQ(kiln_runtime_options_init(nullptr, sizeof o), KILN_ERR_INVALID_ARGUMENT);
+}
+
+TEST(Options, NewerCallerWithNonZeroUnknownBytesIsRefused) {
+  struct Bigger {
+    kiln_runtime_options known;
+    uint64_t future_field;
+  } big;
+  ASSERT_EQ(kiln_runtime_options_init(&big.known, sizeof big), KILN_OK);
+  std::string trust = kKeys + "/test.pub";
+  big.known.trust_path = trust.c_str();
+  big.future_field = 0;
+  kiln_runtime* rt = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &big.known), KILN_OK);  // unknown bytes are zero: fine
+  kiln_runtime_destroy(rt);
+  big.future_field = 7;  // a request this library cannot honour must not be ignored
+  rt = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &big.known), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt, nullptr);
+}
+
+TEST(Options, OlderShorterCallerGetsDefaults) {
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  std::string trust = kKeys + "/test.pub";
+  o.trust_path = trust.c_str();
+  o.size = offsetof(kiln_runtime_options, log_level);  // a caller that knew fewer fields
+  kiln_runtime* rt = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  kiln_runtime_destroy(rt);
+}
+
+TEST(Options, CreateFailureIsExplainedInTheCallersBuffer) {
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  o.trust_path = "/nonexistent/keys.pub";
+  char why[512] = {};
+  o.error_buffer = why;
+  o.error_buffer_size = sizeof why;
+  kiln_runtime* rt = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_ERR_IO);
+  EXPECT_NE(std::string(why).find("/nonexistent/keys.pub"), std::string::npos) << why;
+  o.trust_path = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(why).find("trust_path is required"), std::string::npos) << why;
+}
+
+TEST_F(RuntimeApi, OpensFromPathAndMemoryWithTheSameDigest) {
+  kiln_archive* from_path = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &from_path), KILN_OK) << last_error(rt);
+  std::vector<char> bytes = read_file(kArchives + "/scale.kiln");
+  kiln_archive* from_memory = nullptr;
+  ASSERT_EQ(kiln_archive_open_memory(rt, bytes.data(), bytes.size(), &from_memory), KILN_OK) << last_error(rt);
+  bytes.assign(bytes.size(), 0);  // the library copied what it needs
+  EXPECT_STREQ(kiln_archive_digest(from_path), kiln_archive_digest(from_memory));
+  EXPECT_STREQ(kiln_archive_kernel_name(from_memory, 1), "scale_strict");
+  EXPECT_EQ(kiln_archive_kernel_name(from_memory, 2), nullptr);
+  kiln_archive_destroy(from_path);
+  kiln_archive_destroy(from_memory);
+}
+
+TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
+  std::vector<char> good = read_file(kArchives + "/scale.kiln");
+  ASSERT_GT(good.size(), 200u);
+  // A byte of the index (just before the signature block) breaks the signature.
+  std::vector<char> index_changed = good;
+  index_changed[good.size() - 300] ^= 1;
+  kiln_archive* a = nullptr;
+  EXPECT_EQ(kiln_archive_open_memory(rt, index_changed.data(), index_changed.size(), &a), KILN_ERR_SIGNATURE);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_NE(last_error(rt).find("signature check failed"), std::string::npos) << last_error(rt);
+  // A truncated file is malformed.
+  EXPECT_EQ(kiln_archive_open_memory(rt, good.data(), good.size() - 1, &a), KILN_ERR_MALFORMED);
+  EXPECT_NE(last_error(rt).find("truncated"), std::string::npos) << last_error(rt);
+  // Not an archive at all.
+  EXPECT_EQ(kiln_archive_open_memory(rt, "hello", 5, &a), KILN_ERR_MALFORMED);
+  EXPECT_EQ(kiln_archive_open(rt, "/nonexistent.kiln", &a), KILN_ERR_IO);
+  EXPECT_NE(last_error(rt).find("/nonexistent.kiln"), std::string::npos);
+  kiln_stats s{};
+  s.size = sizeof s;
+  ASSERT_EQ(kiln_runtime_stats(rt, &s), KILN_OK);
+  EXPECT_EQ(s.archive_open_failures, 4u);
+}
+
+TEST_F(RuntimeApi, UntrustedSignerIsRefused) {
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  // The archives are signed by keys/test.key; trusting only a fresh key must refuse them.
+  std::string other = kKeys + "/other-for-runtime-test";
+  std::remove((other + ".key").c_str());
+  std::remove((other + ".pub").c_str());
+  ASSERT_EQ(std::system((std::string(KILN_BINARY) + " keygen --out " + other + " >/dev/null").c_str()), 0);
+  std::string pub = other + ".pub";
+  o.trust_path = pub.c_str();
+  kiln_runtime* strict = nullptr;
+  ASSERT_EQ(kiln_runtime_create(&strict, &o), KILN_OK);
+  kiln_archive* a = nullptr;
+  EXPECT_EQ(kiln_archive_open(strict, (kArchives + "/scale.kiln").c_str(), &a), KILN_ERR_SIGNATURE);
+  EXPECT_NE(last_error(strict).find("0 distinct trusted signer(s), 1 required"), std::string::npos) << last_error(strict);
+  kiln_runtime_destroy(strict);
+}
+
+struct Seen {
+  int calls = 0;
+  std::vector<const void*> args;
+  void* stream = nullptr;
+  unsigned reason = 0;
+  std::string text;
+  std::string digest;
+};
+
+int record_reference(const kiln_call_info* info, void* const* args, size_t n, void* stream, void* user) {
+  auto* seen = static_cast<Seen*>(user);
+  seen->calls++;
+  seen->args.assign(args, args + n);
+  seen->stream = stream;
+  seen->reason = info->reason;
+  seen->text = info->reason_text;
+  seen->digest = info->archive_digest;
+  return 0;
+}
+
+int failing_reference(const kiln_call_info*, void* const*, size_t, void*, void*) { return 42; }
+
+TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_warm(a, 0), KILN_OK) << last_error(rt);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
+  EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_NO_DRIVER);
+  EXPECT_STREQ(kiln_kernel_target(k), "");
+  EXPECT_STREQ(kiln_kernel_archive_digest(k), kiln_archive_digest(a));
+  EXPECT_STREQ(kiln_kernel_package(k), "scale");
+  kiln_kernel* again = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &again), KILN_OK);
+  EXPECT_EQ(again, k) << "a kernel is resolved once per device and reused";
+
+  Seen seen;
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", record_reference, &seen), KILN_OK);
+  float y = 0, x = 0, a_value = 2;
+  unsigned n = 1;
+  float* yp = &y;
+  float* xp = &x;
+  void* args[] = {&yp, &xp, &a_value, &n};
+  int stream = 0;
+  kiln_route taken = KILN_ROUTE_NATIVE;
+  ASSERT_EQ(kiln_kernel_launch(k, args, 4, &stream, &taken), KILN_OK) << last_error(rt);
+  EXPECT_EQ(taken, KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(seen.calls, 1);
+  ASSERT_EQ(seen.args.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(seen.args[static_cast<size_t>(i)], args[i]);
+  EXPECT_EQ(seen.stream, &stream);
+  EXPECT_EQ(seen.reason, static_cast<unsigned>(KILN_REASON_NO_DRIVER));
+  EXPECT_EQ(seen.digest, kiln_archive_digest(a));
+
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", failing_reference, nullptr), KILN_OK);
+  EXPECT_EQ(kiln_kernel_launch(k, args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
+  EXPECT_NE(last_error(rt).find("returned 42"), std::string::npos);
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", nullptr, nullptr), KILN_OK);  // removed
+  EXPECT_EQ(kiln_kernel_launch(k, args, 4, nullptr, nullptr), KILN_ERR_REFUSED);
+
+  char prom[4096];
+  size_t needed = 0;
+  ASSERT_EQ(kiln_runtime_stats_prometheus(rt, prom, sizeof prom, &needed), KILN_OK);
+  std::string text = prom;
+  EXPECT_NE(text.find("kiln_launches_total{route=\"reference\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_launch_failures_total 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_launches_total{route=\"refused\"} 1\n"), std::string::npos) << text;
+  char tiny[8];
+  EXPECT_EQ(kiln_runtime_stats_prometheus(rt, tiny, sizeof tiny, &needed), KILN_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(needed, text.size() + 1);
+  kiln_archive_destroy(a);
+}
+
+TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
+  std::vector<std::string> lines;
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  o.trust_path = trust.c_str();
+  o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";
+  o.log_level = KILN_LOG_INFO;
+  o.log_user = &lines;
+  o.log_fn = [](kiln_log_level, const char* message, void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back(message);
+  };
+  kiln_runtime* logged = nullptr;
+  ASSERT_EQ(kiln_runtime_create(&logged, &o), KILN_OK);
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(logged, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("kernel 'scale' routes to reference"), std::string::npos) << lines.back();
+  kiln_archive_destroy(a);
+  kiln_runtime_destroy(logged);
+}
+
+TEST(Strings, EveryStatusRouteAndReasonHasAName) {
+  for (int s = KILN_OK; s <= KILN_ERR_INTERNAL; ++s) EXPECT_STRNE(kiln_status_string(static_cast<kiln_status>(s)), "unknown status");
+  for (int r = KILN_ROUTE_NATIVE; r <= KILN_ROUTE_REFUSED; ++r) EXPECT_STRNE(kiln_route_string(static_cast<kiln_route>(r)), "unknown");
+  for (int r = KILN_REASON_MATCH; r <= KILN_REASON_BACKEND_UNAVAILABLE; ++r) {
+    EXPECT_STRNE(kiln_reason_string(static_cast<kiln_reason>(r)), "unknown");
+  }
+}
+
+TEST(NullHandles, AreRefusedNotDereferenced) {
+  kiln_archive* a = nullptr;
+  kiln_kernel* k = nullptr;
+  EXPECT_EQ(kiln_archive_open(nullptr, "x", &a), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_archive_get_kernel(nullptr, "x", 0, &k), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_kernel_launch(nullptr, nullptr, 0, nullptr, nullptr), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_runtime_register_reference(nullptr, "x", nullptr, nullptr), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_kernel_route(nullptr), KILN_ROUTE_REFUSED);
+  EXPECT_EQ(kiln_archive_digest(nullptr), nullptr);
+}
+
+}  // namespace

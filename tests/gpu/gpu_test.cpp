@@ -1,0 +1,291 @@
+// The GPU suite: real kernels launched through libkiln on a real device. Every test skips,
+// saying why, on a machine without a CUDA driver or device; ci/gpu-run.sh runs it on the H200.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_driver.hpp"
+#include "kiln/kiln.h"
+
+namespace {
+
+using namespace kiln::cuda;
+
+const std::string kArchives = KILN_TEST_ARCHIVES;
+const std::string kTrust = std::string(KILN_TEST_KEYS) + "/test.pub";
+
+// The driver for the test's own allocations and copies (libkiln loads its own).
+const Driver* test_driver(std::string* why) {
+  bool no_device = false;
+  const Driver* d = Driver::get("", why, &no_device);
+  if (d == nullptr) return nullptr;
+  int count = 0;
+  if (d->api().cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+    *why = "the CUDA driver reports no device";
+    return nullptr;
+  }
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  d->api().cuDeviceGet(&dev, 0);
+  d->api().cuDevicePrimaryCtxRetain(&ctx, dev);
+  d->api().cuCtxSetCurrent(ctx);
+  return d;
+}
+
+#define REQUIRE_GPU()                                                   \
+  std::string why_no_gpu;                                               \
+  const Driver* driver = test_driver(&why_no_gpu);                      \
+  if (driver == nullptr) GTEST_SKIP() << "no CUDA GPU here: " << why_no_gpu; \
+  const DriverApi& cu = driver->api()
+
+#define CU_OK(call) ASSERT_EQ((call), CUDA_SUCCESS) << #call
+
+struct DeviceBuffer {
+  const DriverApi* api = nullptr;
+  CUdeviceptr ptr = 0;
+  ~DeviceBuffer() {
+    if (ptr) api->cuMemFree(ptr);
+  }
+};
+
+// C = relu(A x B) in double precision on the CPU.
+std::vector<double> cpu_matmul_relu(const std::vector<float>& a, const std::vector<float>& b, int m, int n, int k) {
+  std::vector<double> c(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int p = 0; p < k; ++p) acc += static_cast<double>(a[static_cast<size_t>(i) * k + p]) * b[static_cast<size_t>(p) * n + j];
+      c[static_cast<size_t>(i) * n + j] = acc > 0 ? acc : 0;
+    }
+  }
+  return c;
+}
+
+class Runtime {
+ public:
+  explicit Runtime(uint32_t policy = KILN_POLICY_FALLBACK) {
+    kiln_runtime_options o;
+    kiln_runtime_options_init(&o, sizeof o);
+    o.trust_path = kTrust.c_str();
+    o.policy = policy;
+    status = kiln_runtime_create(&rt, &o);
+  }
+  ~Runtime() {
+    kiln_archive_destroy(archive);
+    kiln_runtime_destroy(rt);
+  }
+  kiln_kernel* open_kernel(const std::string& archive_name, int device = 0) {
+    if (kiln_archive_open(rt, (kArchives + "/" + archive_name).c_str(), &archive) != KILN_OK) return nullptr;
+    kiln_kernel* k = nullptr;
+    kiln_archive_get_kernel(archive, "matmul_relu", device, &k);
+    return k;
+  }
+  std::string error() const {
+    char buf[4096];
+    kiln_runtime_last_error(rt, buf, sizeof buf, nullptr);
+    return buf;
+  }
+  kiln_status status;
+  kiln_runtime* rt = nullptr;
+  kiln_archive* archive = nullptr;
+};
+
+struct MatmulRun {
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  size_t unwritten = 0;  // outputs still holding the poison
+  kiln_status status = KILN_ERR_INTERNAL;
+  kiln_route route = KILN_ROUTE_REFUSED;
+};
+
+// Runs C = relu(A x B) for m x n x k through `kernel` on fresh random data, C poisoned first.
+MatmulRun run_matmul(const DriverApi& cu, kiln_kernel* kernel, int m, int n, int k, unsigned seed) {
+  MatmulRun out;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(m) * k), b(static_cast<size_t>(k) * n), c(static_cast<size_t>(m) * n);
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  DeviceBuffer da{&cu}, db{&cu}, dc{&cu};
+  if (cu.cuMemAlloc(&da.ptr, a.size() * 4) || cu.cuMemAlloc(&db.ptr, b.size() * 4) || cu.cuMemAlloc(&dc.ptr, c.size() * 4) ||
+      cu.cuMemcpyHtoD(da.ptr, a.data(), a.size() * 4) || cu.cuMemcpyHtoD(db.ptr, b.data(), b.size() * 4) ||
+      cu.cuMemsetD8(dc.ptr, 0xff, c.size() * 4)) {  // 0xffffffff is a NaN: unwritten outputs show
+    return out;
+  }
+  void* args[] = {&da.ptr, &db.ptr, &dc.ptr, &m, &n, &k};
+  out.status = kiln_kernel_launch(kernel, args, 6, nullptr, &out.route);
+  if (out.status != KILN_OK || cu.cuCtxSynchronize() != CUDA_SUCCESS ||
+      cu.cuMemcpyDtoH(c.data(), dc.ptr, c.size() * 4) != CUDA_SUCCESS) {
+    if (out.status == KILN_OK) out.status = KILN_ERR_DRIVER;
+    return out;
+  }
+  std::vector<double> ref = cpu_matmul_relu(a, b, m, n, k);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (std::isnan(c[i])) {
+      ++out.unwritten;
+      continue;
+    }
+    double err = std::fabs(c[i] - ref[i]);
+    out.max_abs_error = std::max(out.max_abs_error, err);
+    out.max_rel_error = std::max(out.max_rel_error, err / std::max(1e-6, std::fabs(ref[i])));
+  }
+  return out;
+}
+
+// A reference that runs the same computation on the CPU through the device pointers, as a
+// host's PyTorch fallback would run on the GPU.
+int host_reference(const kiln_call_info* info, void* const* args, size_t n_args, void*, void* user) {
+  auto* calls = static_cast<std::vector<std::string>*>(user);
+  calls->push_back(std::string(kiln_reason_string(static_cast<kiln_reason>(info->reason))) + ": " + info->reason_text);
+  if (n_args != 6) return 1;
+  std::string why;
+  const DriverApi& cu = test_driver(&why)->api();
+  CUdeviceptr a = *static_cast<CUdeviceptr*>(args[0]), b = *static_cast<CUdeviceptr*>(args[1]),
+              c = *static_cast<CUdeviceptr*>(args[2]);
+  int m = *static_cast<int*>(args[3]), n = *static_cast<int*>(args[4]), k = *static_cast<int*>(args[5]);
+  std::vector<float> ha(static_cast<size_t>(m) * k), hb(static_cast<size_t>(k) * n), hc(static_cast<size_t>(m) * n);
+  if (cu.cuMemcpyDtoH(ha.data(), a, ha.size() * 4) || cu.cuMemcpyDtoH(hb.data(), b, hb.size() * 4)) return 2;
+  std::vector<double> ref = cpu_matmul_relu(ha, hb, m, n, k);
+  for (size_t i = 0; i < hc.size(); ++i) hc[i] = static_cast<float>(ref[i]);
+  return cu.cuMemcpyHtoD(c, hc.data(), hc.size() * 4) == CUDA_SUCCESS ? 0 : 3;
+}
+
+TEST(Gpu, NativeCubinComputesMatmulReluCorrectly) {
+  REQUIRE_GPU();
+  Runtime r;
+  ASSERT_EQ(r.status, KILN_OK);
+  kiln_kernel* k = r.open_kernel("matmul-relu.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  std::printf("matmul-relu.kiln: route %s, target %s: %s\n", kiln_route_string(kiln_kernel_route(k)), kiln_kernel_target(k),
+              kiln_kernel_reason_text(k));
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+  int major = 0;
+  CUdevice dev = 0;
+  cu.cuDeviceGet(&dev, 0);
+  cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (major == 9) EXPECT_STREQ(kiln_kernel_target(k), "sm_90a") << "an exact 'a' cubin is preferred on cc 9.0";
+  for (auto [m, n, kk] : {std::tuple<int, int, int>{256, 256, 256}, {1024, 1024, 1024}}) {
+    MatmulRun run = run_matmul(cu, k, m, n, kk, 1234u + static_cast<unsigned>(m));
+    ASSERT_EQ(run.status, KILN_OK) << r.error();
+    EXPECT_EQ(run.route, KILN_ROUTE_NATIVE);
+    EXPECT_EQ(run.unwritten, 0u);
+    EXPECT_LT(run.max_abs_error, 1e-4) << m << "x" << n << "x" << kk;
+    std::printf("  native %dx%dx%d: max abs error %.3g, max rel error %.3g, unwritten %zu\n", m, n, kk, run.max_abs_error,
+                run.max_rel_error, run.unwritten);
+  }
+}
+
+TEST(Gpu, PtxOnlyArchiveTakesTheJitRouteAndComputesCorrectly) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("matmul-relu-ptx-only.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  std::printf("matmul-relu-ptx-only.kiln: route %s: %s\n", kiln_route_string(kiln_kernel_route(k)), kiln_kernel_reason_text(k));
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_PTX_JIT) << kiln_kernel_reason_text(k);
+  EXPECT_STREQ(kiln_kernel_target(k), "compute_90");
+  MatmulRun run = run_matmul(cu, k, 256, 256, 256, 99);
+  ASSERT_EQ(run.status, KILN_OK) << r.error();
+  EXPECT_EQ(run.route, KILN_ROUTE_PTX_JIT);
+  EXPECT_EQ(run.unwritten, 0u);
+  EXPECT_LT(run.max_abs_error, 1e-4);
+  std::printf("  ptx-jit 256x256x256: max abs error %.3g, unwritten %zu\n", run.max_abs_error, run.unwritten);
+  kiln_stats s{};
+  s.size = sizeof s;
+  kiln_runtime_stats(r.rt, &s);
+  EXPECT_EQ(s.jit_compiles, 1u);
+  EXPECT_GT(s.jit_time_ns, 0u);
+  EXPECT_EQ(s.launches_ptx_jit, 1u);
+}
+
+TEST(Gpu, ForeignArchesRouteToTheRegisteredReference) {
+  REQUIRE_GPU();
+  Runtime r;
+  std::vector<std::string> calls;
+  ASSERT_EQ(kiln_runtime_register_reference(r.rt, "matmul_relu", host_reference, &calls), KILN_OK);
+  kiln_kernel* k = r.open_kernel("matmul-relu-foreign.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  std::printf("matmul-relu-foreign.kiln: route %s (%s): %s\n", kiln_route_string(kiln_kernel_route(k)),
+              kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_ARCH_MISMATCH);
+  std::string text = kiln_kernel_reason_text(k);
+  EXPECT_NE(text.find("sm_80"), std::string::npos) << text;
+  EXPECT_NE(text.find("sm_100"), std::string::npos) << text;
+  EXPECT_NE(text.find("compute_100"), std::string::npos) << text;
+  MatmulRun run = run_matmul(cu, k, 256, 256, 256, 7);
+  ASSERT_EQ(run.status, KILN_OK) << r.error();
+  EXPECT_EQ(run.route, KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(run.unwritten, 0u);
+  EXPECT_LT(run.max_abs_error, 1e-4);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].rfind("arch-mismatch: ", 0), 0u) << calls[0];
+}
+
+TEST(Gpu, UndeclaredShapeGoesToTheReference) {
+  REQUIRE_GPU();
+  Runtime r;
+  std::vector<std::string> calls;
+  kiln_runtime_register_reference(r.rt, "matmul_relu", host_reference, &calls);
+  kiln_kernel* k = r.open_kernel("matmul-relu.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE);
+  MatmulRun run = run_matmul(cu, k, 300, 256, 256, 5);  // m = 300 is not a declared shape
+  ASSERT_EQ(run.status, KILN_OK) << r.error();
+  EXPECT_EQ(run.route, KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(run.unwritten, 0u);
+  EXPECT_LT(run.max_abs_error, 1e-4);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0].find("undeclared-shape: the call (m=300 n=256 k=256) matches no declared shape"), std::string::npos)
+      << calls[0];
+}
+
+TEST(Gpu, StrictPolicyRefusesForeignArchesEvenWithAReference) {
+  REQUIRE_GPU();
+  Runtime r(KILN_POLICY_STRICT);
+  std::vector<std::string> calls;
+  kiln_runtime_register_reference(r.rt, "matmul_relu", host_reference, &calls);
+  kiln_kernel* k = r.open_kernel("matmul-relu-foreign.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFUSED);
+  MatmulRun run = run_matmul(cu, k, 256, 256, 256, 8);
+  EXPECT_EQ(run.status, KILN_ERR_REFUSED);
+  EXPECT_TRUE(calls.empty());
+}
+
+TEST(Gpu, WarmUpLoadsEveryKernelBeforeTheFirstCall) {
+  REQUIRE_GPU();
+  Runtime r;
+  ASSERT_EQ(kiln_archive_open(r.rt, (kArchives + "/matmul-relu.kiln").c_str(), &r.archive), KILN_OK) << r.error();
+  ASSERT_EQ(kiln_archive_warm(r.archive, 0), KILN_OK) << r.error();
+  kiln_stats before{};
+  before.size = sizeof before;
+  kiln_runtime_stats(r.rt, &before);
+  EXPECT_EQ(before.loads, 1u);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(r.archive, "matmul_relu", 0, &k), KILN_OK);
+  MatmulRun run = run_matmul(cu, k, 256, 256, 256, 3);
+  ASSERT_EQ(run.status, KILN_OK);
+  kiln_stats after{};
+  after.size = sizeof after;
+  kiln_runtime_stats(r.rt, &after);
+  EXPECT_EQ(after.loads, 1u) << "the launch must not load anything";
+  EXPECT_EQ(after.launches_native, 1u);
+}
+
+TEST(Gpu, AMissingDeviceOrdinalRoutesToTheReference) {
+  REQUIRE_GPU();
+  int count = 0;
+  cu.cuDeviceGetCount(&count);
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("matmul-relu.kiln", count);  // one past the last device
+  ASSERT_NE(k, nullptr) << r.error();
+  EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_NO_DEVICE);
+  EXPECT_NE(std::string(kiln_kernel_reason_text(k)).find("no CUDA device " + std::to_string(count)), std::string::npos);
+}
+
+}  // namespace
