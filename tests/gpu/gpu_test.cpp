@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -15,8 +16,13 @@ namespace {
 
 using namespace kiln::cuda;
 
-const std::string kArchives = KILN_TEST_ARCHIVES;
-const std::string kTrust = std::string(KILN_TEST_KEYS) + "/test.pub";
+// Paths baked in at build time, overridable where the build folder has moved (the GPU runner).
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+const std::string kArchives = env_or("KILN_TEST_ARCHIVES", KILN_TEST_ARCHIVES);
+const std::string kTrust = env_or("KILN_TEST_KEYS", KILN_TEST_KEYS) + "/test.pub";
 
 // The driver for the test's own allocations and copies (libkiln loads its own).
 const Driver* test_driver(std::string* why) {

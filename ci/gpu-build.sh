@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds everything the GPU run needs, here (the GPU machine has no network and none of
+# Debian's -dev packages), with OpenSSL, zstd and libstdc++ linked statically, and stages
+# the binaries, libkiln and the signed test archives into .gpu-stage/ for the device call:
+#   ci/gpu-build.sh && <device run, carry .gpu-stage>: ci/gpu-run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build-gpu
+stage=.gpu-stage
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON >/dev/null
+cmake --build "$build" -j "$(nproc)"
+rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
+cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_c_api_test,kiln_runtime_api_tests} "$stage/bin/"
+cp -P "$build"/lib/libkiln.so* "$stage/lib/"
+cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
+mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop-1.kiln,noop-3000.kiln,noop.sm_90a.cubin} "$stage/bench/"
+grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
+echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

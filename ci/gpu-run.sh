@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole GPU run, in one call on the GPU machine, over what ci/gpu-build.sh staged:
+# the GPU test suite through libkiln on the real driver, the C API test, the runtime API
+# tests, and the runtime benchmark against the raw driver. Prints a short table last.
+# Full output goes to $OUT/gpu-run.log when $OUT is set (the device tool's output folder).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=$(pwd)/.gpu-stage
+log=${OUT:-/tmp}/gpu-run.log
+export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KILN_TEST_ARCHIVES="$stage/archives" KILN_TEST_KEYS="$stage/keys" KILN_BINARY="$stage/bin/kiln"
+
+declare -A result
+run() {  # run NAME COMMAND...: records pass/fail, keeps the output in the log
+  local name=$1; shift
+  echo "===== $name: $*" | tee -a "$log"
+  if "$@" 2>&1 | tee -a "$log"; then result[$name]=pass; else result[$name]=FAIL; fi
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  uname -r
+} 2>&1 | tee "$log"
+
+run gpu_tests "$stage/bin/kiln_gpu_tests" --gtest_color=no
+run runtime_api_tests "$stage/bin/kiln_runtime_api_tests" --gtest_color=no
+run c_api_test "$stage/bin/kiln_c_api_test" "$stage/archives/scale.kiln" "$stage/keys/test.pub"
+run bench "$stage/bin/kiln_runtime_bench" "$stage/bench" "$stage/keys/test.pub"
+
+echo
+echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
+printf '%-20s %s\n' "step" "result"
+for step in gpu_tests runtime_api_tests c_api_test bench; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
+grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
+sed -n '/^kiln runtime benchmark on/,$p' "$log"
+for step in gpu_tests runtime_api_tests c_api_test bench; do [ "${result[$step]:-}" = pass ] || exit 1; done
