@@ -6,6 +6,7 @@
 #include <map>
 
 #include "code_object.hpp"
+#include "kernel_table.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "format.hpp"
@@ -186,6 +187,12 @@ PackPlan plan_pack(const std::string& manifest_path) {
   observed.role = format::Role::meta;
   observed.content.assign(record.begin(), record.end());
   members.add_generated(std::move(observed));
+
+  MemberInput table;
+  table.path = kKernelTablePath;
+  table.role = format::Role::meta;
+  table.content = encode_kernel_table(plan.manifest);
+  members.add_generated(std::move(table));
 
   plan.members = members.take();
   return plan;

@@ -187,7 +187,7 @@ KILN_API const char* kiln_archive_package(const kiln_archive* archive);
 KILN_API const char* kiln_archive_revision(const kiln_archive* archive); /* kernel_revision */
 KILN_API uint64_t kiln_archive_sequence(const kiln_archive* archive);
 KILN_API size_t kiln_archive_kernel_count(const kiln_archive* archive);
-/* The name of kernel `index` (< kiln_archive_kernel_count), or NULL. */
+/* The name of kernel `index` (< kiln_archive_kernel_count), or NULL. Kernels are in name order. */
 KILN_API const char* kiln_archive_kernel_name(const kiln_archive* archive, size_t index);
 
 /* Resolves every kernel of the archive for `device` now: chooses code objects, verifies and

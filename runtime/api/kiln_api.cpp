@@ -221,11 +221,11 @@ const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->digest().
 const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().index().package.c_str() : nullptr; }
 const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().index().kernel_revision.c_str() : nullptr; }
 uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->reader().index().sequence : 0; }
-size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->reader().manifest().kernels.size() : 0; }
+size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->reader().kernel_table().size() : 0; }
 
 const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
-  if (a == nullptr || index >= a->reader().manifest().kernels.size()) return nullptr;
-  return a->reader().manifest().kernels[index].name.c_str();
+  if (a == nullptr || index >= a->reader().kernel_table().size()) return nullptr;
+  return a->reader().kernel_table().name(index).c_str();
 }
 
 kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
@@ -243,13 +243,13 @@ kiln_route kiln_kernel_route(const kiln_kernel* k) { return k ? k->route : KILN_
 kiln_reason kiln_kernel_reason(const kiln_kernel* k) { return k ? k->reason : KILN_REASON_NO_DEVICE; }
 const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? k->reason_text.c_str() : ""; }
 const char* kiln_kernel_target(const kiln_kernel* k) { return k ? k->target.c_str() : ""; }
-const char* kiln_kernel_name(const kiln_kernel* k) { return k ? k->spec->name.c_str() : ""; }
+const char* kiln_kernel_name(const kiln_kernel* k) { return k ? k->spec.name.c_str() : ""; }
 const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? k->archive->digest().c_str() : ""; }
 const char* kiln_kernel_package(const kiln_kernel* k) { return k ? k->archive->reader().index().package.c_str() : ""; }
 const char* kiln_kernel_revision(const kiln_kernel* k) {
   return k ? k->archive->reader().index().kernel_revision.c_str() : "";
 }
-size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec->params.size() : 0; }
+size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec.params.size() : 0; }
 
 kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                kiln_route* route_taken) {

@@ -99,17 +99,42 @@ void Archive::parse(const ReadOptions& options) {
     }
   }
 
-  // The index binds the manifest: its member is checked now, parsed, and must agree.
-  std::size_t manifest_pos = static_cast<std::size_t>(index_.find(format::kManifestPath));
-  std::vector<std::uint8_t> manifest_bytes = read_member(manifest_pos);
-  manifest_ = parse_manifest(std::string_view(reinterpret_cast<const char*>(manifest_bytes.data()), manifest_bytes.size()),
-                             name_ + ":kiln.toml");
-  if (manifest_.package != index_.package || manifest_.kernel_revision != index_.kernel_revision ||
-      manifest_.sequence != index_.sequence) {
-    fail(Errc::integrity, name_ + ": the index says package '" + index_.package + "' revision '" + index_.kernel_revision +
-                              "' sequence " + std::to_string(index_.sequence) + " but kiln.toml says '" + manifest_.package +
-                              "' '" + manifest_.kernel_revision + "' " + std::to_string(manifest_.sequence));
+  // The kernel table is what the runtime reads: checked, decoded, and bound to the index.
+  long table = index_.find(kKernelTablePath);
+  if (table < 0 || index_.entries[static_cast<std::size_t>(table)].role != format::Role::meta) {
+    refuse(std::string("index: no '") + kKernelTablePath + "' member with role meta");
   }
+  kernel_table_ = KernelTable::decode(read_member(static_cast<std::size_t>(table)), name_ + ": " + kKernelTablePath);
+  if (kernel_table_.package() != index_.package || kernel_table_.kernel_revision() != index_.kernel_revision ||
+      kernel_table_.sequence() != index_.sequence) {
+    fail(Errc::integrity, name_ + ": the index says package '" + index_.package + "' revision '" + index_.kernel_revision +
+                              "' sequence " + std::to_string(index_.sequence) + " but " + kKernelTablePath + " says '" +
+                              kernel_table_.package() + "' '" + kernel_table_.kernel_revision() + "' " +
+                              std::to_string(kernel_table_.sequence()));
+  }
+}
+
+const Manifest& Archive::manifest() const {
+  std::call_once(manifest_once_, [this] {
+    std::size_t position = static_cast<std::size_t>(index_.find(format::kManifestPath));
+    std::vector<std::uint8_t> bytes = read_member(position);
+    Manifest m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                                name_ + ":kiln.toml");
+    if (m.package != index_.package || m.kernel_revision != index_.kernel_revision || m.sequence != index_.sequence) {
+      fail(Errc::integrity, name_ + ": the index says package '" + index_.package + "' revision '" +
+                                index_.kernel_revision + "' sequence " + std::to_string(index_.sequence) +
+                                " but kiln.toml says '" + m.package + "' '" + m.kernel_revision + "' " +
+                                std::to_string(m.sequence));
+    }
+    // The packer derives the table from kiln.toml; a signer who shipped two descriptions
+    // that disagree gets the archive refused rather than one of them believed.
+    if (encode_kernel_table(m) != kernel_table_.bytes()) {
+      fail(Errc::integrity, name_ + ": kiln.toml and " + kKernelTablePath +
+                                " describe different kernels (the table was not derived from this manifest)");
+    }
+    manifest_ = std::move(m);
+  });
+  return manifest_;
 }
 
 ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
@@ -160,6 +185,7 @@ std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
 }
 
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
+  manifest();  // parses kiln.toml and checks it against the index and the kernel table
   const auto& entries = index_.entries;
   // Padding between members is covered by no digest, so it must be zero to leave no byte
   // of the file free for an attacker to change unnoticed.

@@ -1,18 +1,21 @@
 // Reads archive format v1 from a mapped file or from memory, in the order that keeps
 // unverified bytes away from parsers: header, then the index's SHA-256 (the archive's
-// digest) and the signatures over it, and only then the index and the manifest.
-// Member bytes are checked lazily, right before first use.
+// digest) and the signatures over it, and only then the index and the kernel table.
+// Member bytes are checked lazily, right before first use; kiln.toml is parsed only when
+// asked for (tools, full verification), never on the runtime's open path.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "bytes.hpp"
 #include "format.hpp"
+#include "kernel_table.hpp"
 #include "manifest.hpp"
 #include "trust.hpp"
 
@@ -45,7 +48,10 @@ class Archive {
   const format::Header& header() const { return header_; }
   const Sha256& digest() const { return digest_; }
   const format::Index& index() const { return index_; }
-  const Manifest& manifest() const { return manifest_; }
+  const KernelTable& kernel_table() const { return kernel_table_; }
+  // kiln.toml, parsed on first call (thread-safe), and checked against the index and the
+  // kernel table: an archive whose two descriptions disagree is refused (Errc::integrity).
+  const Manifest& manifest() const;
   const std::vector<format::SignatureRecord>& signatures() const { return signatures_; }
   bool authenticated() const { return authenticated_; }
   const TrustReport& trust_report() const { return trust_report_; }
@@ -59,7 +65,8 @@ class Archive {
   std::vector<std::uint8_t> read_member(const std::string& path) const;
 
   // Verifies every member's stored digest and that all padding is zero, on `threads`
-  // threads. With `deep`, also decompresses each member and checks its content digest.
+  // threads, and that kiln.toml and the kernel table agree. With `deep`, also decompresses
+  // each member and checks its content digest.
   void verify_all(unsigned threads, bool deep, const ProgressFn& progress) const;
 
   // Stored bytes without any check: for tools that show or copy raw bytes they are about
@@ -79,7 +86,9 @@ class Archive {
   format::Header header_;
   Sha256 digest_{};
   format::Index index_;
-  Manifest manifest_;
+  KernelTable kernel_table_;
+  mutable std::once_flag manifest_once_;
+  mutable Manifest manifest_;
   std::vector<format::SignatureRecord> signatures_;
   TrustReport trust_report_;
   bool authenticated_ = false;

@@ -64,13 +64,13 @@ kiln_archive::~kiln_archive() {
 }
 
 kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
-  const auto& kernels = reader_->manifest().kernels;
-  auto it = std::find_if(kernels.begin(), kernels.end(), [&](const kiln::KernelSpec& k) { return k.name == name; });
-  if (it == kernels.end()) {
+  const kiln::KernelTable& table = reader_->kernel_table();
+  long found = table.find(name);
+  if (found < 0) {
     throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->index().package + ") has no kernel named '" + name + "'");
   }
   if (device < 0) throw Error(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
-  std::size_t index = static_cast<std::size_t>(it - kernels.begin());
+  std::size_t index = static_cast<std::size_t>(found);
   Slot* slot;
   {
     std::lock_guard<std::mutex> lock(slots_mutex_);
@@ -83,10 +83,11 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
   std::call_once(slot->once, [&] {
     auto k = std::make_unique<kiln_kernel>();
     k->archive = this;
-    k->spec = &*it;
+    k->spec = table.kernel(index);
     k->device = device;
-    k->shapes = kiln::engine::ShapeTable(*it);
-    k->reference_allowed = runtime_.policy() == KILN_POLICY_FALLBACK && it->fallback == kiln::FallbackPolicy::reference;
+    k->shapes = kiln::engine::ShapeTable(k->spec);
+    k->reference_allowed =
+        runtime_.policy() == KILN_POLICY_FALLBACK && k->spec.fallback == kiln::FallbackPolicy::reference;
     resolve(*k);
     slot->kernel = std::move(k);
   });
@@ -94,15 +95,15 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
 }
 
 void kiln_archive::warm(int device) {
-  const auto& kernels = reader_->manifest().kernels;
+  const kiln::KernelTable& table = reader_->kernel_table();
   std::atomic<std::size_t> next{0};
   std::mutex error_mutex;
   std::string first_error;
   Errc first_code = Errc::internal;
   auto worker = [&] {
-    for (std::size_t i = next.fetch_add(1); i < kernels.size(); i = next.fetch_add(1)) {
+    for (std::size_t i = next.fetch_add(1); i < table.size(); i = next.fetch_add(1)) {
       try {
-        kernel(kernels[i].name, device);
+        kernel(table.name(i), device);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (first_error.empty()) {
@@ -115,7 +116,7 @@ void kiln_archive::warm(int device) {
   // The driver loads modules concurrently; a few threads hide JIT and load latency without
   // oversubscribing the host a serving process shares.
   unsigned threads = std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(kernels.size()));
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(table.size()));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
@@ -127,13 +128,13 @@ void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const
   k.route = k.reference_allowed ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
   k.reason = reason;
   k.reason_text = text;
-  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec->name + "' routes to " + kiln_route_string(k.route) + ": " + text);
+  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "' routes to " + kiln_route_string(k.route) + ": " + text);
 }
 
 void kiln_archive::resolve(kiln_kernel& k) {
-  if (k.spec->backend == "cuda") return resolve_cuda(k);
+  if (k.spec.backend == "cuda") return resolve_cuda(k);
   settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
-                      "kernel '" + k.spec->name + "' has backend '" + k.spec->backend + "', which this libkiln cannot run");
+                      "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
 }
 
 void kiln_archive::resolve_cuda(kiln_kernel& k) {
@@ -147,7 +148,7 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
   k.cuda_device = device;
   const std::string where = device->describe();
 
-  if (const std::string* min = reader_->manifest().toolchain_value("min_cuda_driver")) {
+  if (const std::string* min = reader_->kernel_table().toolchain_value("min_cuda_driver")) {
     int major = 0, minor = 0;
     if (!kiln::cuda::parse_version_pair(*min, &major, &minor)) {
       runtime_.log(KILN_LOG_WARN, "archive " + digest_ + ": min_cuda_driver '" + *min + "' is not MAJOR.MINOR; ignored");
@@ -160,10 +161,10 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
   // Judge every code object the manifest lists for this kernel against the device.
   const kiln::format::Index& index = reader_->index();
   std::vector<Candidate> fitting, rejected;
-  for (const kiln::CodeObjectRef& ref : k.spec->code) {
+  for (const kiln::CodeObjectRef& ref : k.spec.code) {
     long m = index.find(ref.file.path);
     if (m < 0) {
-      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec->name + "' names '" + ref.file.path +
+      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path +
                                        "', which is not a member");
     }
     const kiln::format::Entry& entry = index.entries[static_cast<std::size_t>(m)];
@@ -209,12 +210,12 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
                                          " but holds code for " + info.targets.front());
     }
     if (c.kind == kiln::format::CodeKind::ptx) image.push_back('\0');  // the driver reads PTX as a C string
-    kiln::cuda::LoadResult r = runtime_.cuda().load(*device, kiln::ByteView(image), k.spec->entry, k.shapes.max_shared_mem());
+    kiln::cuda::LoadResult r = runtime_.cuda().load(*device, kiln::ByteView(image), k.spec.entry, k.shapes.max_shared_mem());
     kiln::engine::Stats& s = runtime_.stats();
     if (!r.ok) {
       kiln::engine::Stats::bump(is_ptx ? s.jit_failures : s.load_failures);
       std::string text = candidate_text(c) + ": " + r.error;
-      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec->name + "' on " + where + ": load failed: " + text);
+      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + where + ": load failed: " + text);
       load_failures += (load_failures.empty() ? "" : "; ") + text;
       continue;
     }
@@ -227,7 +228,7 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
     k.reason_text = where + ": " + (is_ptx ? "PTX-JIT " : "native ") + candidate_text(c);
     if (!load_failures.empty()) k.reason_text += "; failed first: " + load_failures;
     if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
-    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec->name + "': " + k.reason_text);
+    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "': " + k.reason_text);
     return;
   }
   if (!load_failures.empty()) {

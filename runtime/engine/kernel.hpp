@@ -13,7 +13,7 @@ struct kiln_archive;
 
 struct kiln_kernel {
   kiln_archive* archive = nullptr;
-  const kiln::KernelSpec* spec = nullptr;
+  kiln::KernelSpec spec;               // decoded from the archive's kernel table
   int device = 0;
   kiln_route route = KILN_ROUTE_REFUSED;
   kiln_reason reason = KILN_REASON_ARCH_MISMATCH;

@@ -4,6 +4,7 @@
 
 #include "compress.hpp"
 #include "error.hpp"
+#include "kernel_table.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
@@ -80,7 +81,31 @@ TEST_F(Hostile, DuplicateAndUnsortedNamesAreRefused) {
 TEST_F(Hostile, IndexThatDisagreesWithTheManifestIsRefused) {
   test::RawArchive raw = base();
   raw.index.kernel_revision = "rev-forged";
-  expect_refused(raw, Errc::integrity, "kiln.toml says");
+  expect_refused(raw, Errc::integrity, "the index says package 'demo-pkg' revision 'rev-forged'");
+}
+
+TEST_F(Hostile, KernelTableThatDisagreesWithKilnTomlIsRefusedByFullVerification) {
+  test::RawArchive raw = base();
+  // A signer ships a kernel table naming another entry symbol than kiln.toml does.
+  Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
+  m.kernels[0].entry = "evil_entry";
+  std::vector<std::uint8_t> forged = encode_kernel_table(m);
+  std::size_t i = position(raw, kKernelTablePath);
+  raw.index.entries[i].stored_size = raw.index.entries[i].content_size = forged.size();
+  raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 = sha256(forged.data(), forged.size());
+  raw.stored[i] = forged;
+  expect_refused(raw, Errc::integrity, "kiln.toml and kiln/kernels.bin describe different kernels");
+}
+
+TEST_F(Hostile, MalformedKernelTableIsRefusedAtOpen) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, kKernelTablePath);
+  std::vector<std::uint8_t> broken = raw.stored[i];
+  broken.resize(broken.size() - 3);  // the last record now overruns the table
+  raw.index.entries[i].stored_size = raw.index.entries[i].content_size = broken.size();
+  raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 = sha256(broken.data(), broken.size());
+  raw.stored[i] = broken;
+  expect_refused(raw, Errc::malformed, "kiln/kernels.bin");
 }
 
 TEST_F(Hostile, MemberWhoseDeclaredSizeLiesIsRefused) {

@@ -40,7 +40,7 @@ TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
   write("kiln.toml", test::small_manifest(id, "k.ptx"));
   write("k.ptx", test::small_ptx("sm_90"));
   cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
-  ASSERT_EQ(plan.members.size(), 3u);  // kiln.toml, k.ptx, kiln/observed-toolchain.toml
+  ASSERT_EQ(plan.members.size(), 4u);  // kiln.toml, k.ptx, kiln/observed-toolchain.toml, kiln/kernels.bin
   bool saw_code = false;
   for (const MemberInput& m : plan.members) {
     if (m.path == "k.ptx") {

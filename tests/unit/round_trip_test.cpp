@@ -4,6 +4,7 @@
 
 #include "error.hpp"
 #include "file_io.hpp"
+#include "kernel_table.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
@@ -124,6 +125,79 @@ TEST_F(RoundTrip, WriterRefusesBadMembers) {
   members = test::small_members(id);
   members.erase(members.begin());
   expect_refusal(members, "kiln.toml");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(KernelTable, RoundTripsEveryFieldTheRuntimeUses) {
+  const char* text = R"([package]
+name = "p"
+kernel_revision = "r"
+sequence = 2
+[toolchain]
+min_cuda_driver = "12.4"
+[[kernel]]
+name = "zeta"
+entry = "zeta_entry"
+backend = "cuda"
+fallback = "refuse"
+params = [{ name = "x", type = "ptr", dtype = "bf16", access = "write" }, { name = "n", type = "u64" }]
+code = [{ arch = "sm_90a", file = "z.cubin" }, { arch = "compute_90", file = "z.ptx" }]
+tolerance = { rtol = 0.5, atol = 0.25 }
+[[kernel.shape]]
+name = "big"
+values = { n = -3 }
+grid = [7, 8, 9]
+block = [32, 2]
+shared_mem = 65536
+[[kernel]]
+name = "alpha"
+entry = "a"
+backend = "hip"
+code = [{ arch = "gfx90a", file = "a.co" }]
+)";
+  Manifest m = parse_manifest(text, "kiln.toml");
+  KernelTable t = KernelTable::decode(encode_kernel_table(m), "table");
+  EXPECT_EQ(t.package(), "p");
+  EXPECT_EQ(t.sequence(), 2u);
+  ASSERT_NE(t.toolchain_value("min_cuda_driver"), nullptr);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.name(0), "alpha");  // sorted by name
+  EXPECT_EQ(t.find("zeta"), 1);
+  EXPECT_EQ(t.find("nope"), -1);
+  KernelSpec z = t.kernel(1);
+  EXPECT_EQ(z.entry, "zeta_entry");
+  EXPECT_EQ(z.fallback, FallbackPolicy::refuse);
+  ASSERT_EQ(z.params.size(), 2u);
+  EXPECT_EQ(z.params[0].type, ScalarType::bf16);
+  EXPECT_EQ(z.params[0].access, ParamAccess::write);
+  EXPECT_EQ(z.params[1].type, ScalarType::u64);
+  ASSERT_EQ(z.code.size(), 2u);
+  EXPECT_EQ(z.code[1].file.path, "z.ptx");
+  ASSERT_EQ(z.shapes.size(), 1u);
+  EXPECT_EQ(z.shapes[0].values.at(0).second, -3);
+  EXPECT_EQ(z.shapes[0].grid[2], 9u);
+  EXPECT_EQ(z.shapes[0].block[2], 1u);
+  EXPECT_EQ(z.shapes[0].shared_mem, 65536u);
+  EXPECT_DOUBLE_EQ(z.tolerance.atol, 0.25);
+  EXPECT_EQ(t.kernel(0).backend, "hip");
+  // Every truncation of the table is refused, at decode or when a kernel is read.
+  std::vector<std::uint8_t> bytes = encode_kernel_table(m);
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+    bool refused = false;
+    try {
+      KernelTable c = KernelTable::decode(cut, "cut");
+      for (std::size_t i = 0; i < c.size(); ++i) c.kernel(i);
+    } catch (const Error&) {
+      refused = true;
+    }
+    EXPECT_TRUE(refused) << "truncation to " << n << " bytes accepted";
+  }
 }
 
 }  // namespace

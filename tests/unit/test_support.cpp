@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernel_table.hpp"
 #include "sha256.hpp"
 #include "trust.hpp"
 
@@ -38,6 +39,12 @@ std::vector<MemberInput> small_members(const PackageIdentity& id) {
   manifest.role = format::Role::manifest;
   manifest.content = bytes_of(small_manifest(id));
   members.push_back(manifest);
+
+  MemberInput table;
+  table.path = kKernelTablePath;
+  table.role = format::Role::meta;
+  table.content = encode_kernel_table(parse_manifest(small_manifest(id), "kiln.toml"));
+  members.push_back(table);
 
   MemberInput code;
   code.path = "k.ptx";

@@ -1,0 +1,203 @@
+#include "kernel_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bytes.hpp"
+#include "error.hpp"
+#include "format.hpp"
+
+namespace kiln {
+namespace {
+
+constexpr std::array<std::uint8_t, 8> kMagic = {'K', 'I', 'L', 'N', 'K', 'T', 'B', '1'};
+constexpr std::uint32_t kMaxCount = 1u << 20;
+
+std::uint64_t double_bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+double bits_double(std::uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
+
+void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
+  w.u32(static_cast<std::uint32_t>(files.size()));
+  for (const FileRef& f : files) w.string16(f.path);
+}
+
+std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
+  ByteWriter w;
+  w.string16(k.entry);
+  w.string16(k.backend);
+  w.u8(k.fallback == FallbackPolicy::reference ? 0 : 1);
+  put_list(w, k.sources);
+  put_list(w, k.ir);
+  w.u32(static_cast<std::uint32_t>(k.params.size()));
+  for (const KernelParam& p : k.params) {
+    w.string16(p.name);
+    w.u8(p.is_pointer ? 1 : 0);
+    w.u8(static_cast<std::uint8_t>(p.type));
+    w.u8(static_cast<std::uint8_t>(p.access));
+  }
+  w.u32(static_cast<std::uint32_t>(k.code.size()));
+  for (const CodeObjectRef& c : k.code) {
+    w.string16(c.arch);
+    w.string16(c.file.path);
+  }
+  w.u32(static_cast<std::uint32_t>(k.shapes.size()));
+  for (const ShapeSpec& s : k.shapes) {
+    w.string16(s.name);
+    w.u32(static_cast<std::uint32_t>(s.values.size()));
+    for (const auto& [name, value] : s.values) {
+      w.string16(name);
+      w.u64(static_cast<std::uint64_t>(value));
+    }
+    for (std::uint32_t v : s.grid) w.u32(v);
+    for (std::uint32_t v : s.block) w.u32(v);
+    w.u32(s.shared_mem);
+  }
+  w.u64(double_bits(k.tolerance.rtol));
+  w.u64(double_bits(k.tolerance.atol));
+  return std::move(w.buffer());
+}
+
+std::uint32_t count(ByteReader& r, const char* what) {
+  std::uint32_t n = r.u32();
+  // Every listed item takes at least two bytes, so a count the bytes cannot hold is refused
+  // before anything is reserved for it.
+  if (n > kMaxCount || static_cast<std::uint64_t>(n) * 2 > r.remaining()) r.fail_here(std::string("bad ") + what + " count");
+  return n;
+}
+
+std::vector<FileRef> get_list(ByteReader& r, const char* what) {
+  std::vector<FileRef> out(count(r, what));
+  for (FileRef& f : out) f.path = r.string16();
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_kernel_table(const Manifest& m) {
+  std::vector<const KernelSpec*> kernels;
+  for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
+  std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
+  std::vector<std::vector<std::uint8_t>> records;
+  for (const KernelSpec* k : kernels) records.push_back(encode_kernel(*k));
+
+  ByteWriter w;
+  w.bytes(kMagic.data(), kMagic.size());
+  w.string16(m.package);
+  w.string16(m.kernel_revision);
+  w.u64(m.sequence);
+  w.u32(static_cast<std::uint32_t>(m.toolchain.size()));
+  for (const auto& [key, value] : m.toolchain) {
+    w.string16(key);
+    w.string16(value);
+  }
+  w.u32(static_cast<std::uint32_t>(kernels.size()));
+  std::uint32_t offset = 0;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    w.string16(kernels[i]->name);
+    w.u32(offset);
+    w.u32(static_cast<std::uint32_t>(records[i].size()));
+    offset += static_cast<std::uint32_t>(records[i].size());
+  }
+  for (const auto& r : records) w.bytes(r.data(), r.size());
+  return std::move(w.buffer());
+}
+
+KernelTable KernelTable::decode(std::vector<std::uint8_t> bytes, const std::string& what) {
+  KernelTable t;
+  t.bytes_ = std::move(bytes);
+  t.what_ = what;
+  ByteReader r(ByteView(t.bytes_), what);
+  ByteView magic = r.take(8);
+  if (std::memcmp(magic.data, kMagic.data(), 8) != 0) r.fail_here("bad magic: not a kiln kernel table");
+  t.package_ = r.string16();
+  t.revision_ = r.string16();
+  t.sequence_ = r.u64();
+  std::uint32_t tools = count(r, "toolchain");
+  for (std::uint32_t i = 0; i < tools; ++i) {
+    std::string key = r.string16();
+    t.toolchain_.emplace_back(key, r.string16());
+  }
+  std::uint32_t kernels = count(r, "kernel");
+  t.names_.reserve(kernels);
+  t.records_.reserve(kernels);
+  std::uint64_t expected_offset = 0;
+  for (std::uint32_t i = 0; i < kernels; ++i) {
+    std::string name = r.string16();
+    if (!t.names_.empty() && !(t.names_.back() < name)) r.fail_here("kernel names must be unique and sorted");
+    std::uint32_t offset = r.u32(), size = r.u32();
+    if (offset != expected_offset) r.fail_here("kernel '" + name + "' record is not where the previous one ends");
+    expected_offset += size;
+    t.names_.push_back(std::move(name));
+    t.records_.emplace_back(offset, size);
+  }
+  if (expected_offset != r.remaining()) r.fail_here("the kernel records do not fill the rest of the table exactly");
+  std::size_t body = r.offset();
+  for (auto& rec : t.records_) rec.first += static_cast<std::uint32_t>(body);
+  return t;
+}
+
+const std::string* KernelTable::toolchain_value(const std::string& key) const {
+  for (const auto& kv : toolchain_) {
+    if (kv.first == key) return &kv.second;
+  }
+  return nullptr;
+}
+
+long KernelTable::find(const std::string& name) const {
+  auto it = std::lower_bound(names_.begin(), names_.end(), name);
+  return it != names_.end() && *it == name ? static_cast<long>(it - names_.begin()) : -1;
+}
+
+KernelSpec KernelTable::kernel(std::size_t i) const {
+  const auto& [offset, size] = records_.at(i);
+  ByteReader r(ByteView(bytes_.data() + offset, size), what_ + " kernel '" + names_[i] + "'");
+  KernelSpec k;
+  k.name = names_[i];
+  k.entry = r.string16();
+  k.backend = r.string16();
+  std::uint8_t fallback = r.u8();
+  if (fallback > 1) r.fail_here("bad fallback");
+  k.fallback = fallback == 0 ? FallbackPolicy::reference : FallbackPolicy::refuse;
+  k.sources = get_list(r, "source");
+  k.ir = get_list(r, "ir");
+  k.params.resize(count(r, "param"));
+  for (KernelParam& p : k.params) {
+    p.name = r.string16();
+    std::uint8_t is_pointer = r.u8(), type = r.u8(), access = r.u8();
+    if (is_pointer > 1 || type > static_cast<std::uint8_t>(ScalarType::f64) || access > 2) r.fail_here("bad parameter");
+    p.is_pointer = is_pointer == 1;
+    p.type = static_cast<ScalarType>(type);
+    p.access = static_cast<ParamAccess>(access);
+  }
+  k.code.resize(count(r, "code"));
+  for (CodeObjectRef& c : k.code) {
+    c.arch = r.string16();
+    c.file.path = r.string16();
+  }
+  k.shapes.resize(count(r, "shape"));
+  for (ShapeSpec& s : k.shapes) {
+    s.name = r.string16();
+    std::uint32_t values = count(r, "value");
+    for (std::uint32_t v = 0; v < values; ++v) {
+      std::string name = r.string16();
+      s.values.emplace_back(name, static_cast<std::int64_t>(r.u64()));
+    }
+    for (std::uint32_t& v : s.grid) v = r.u32();
+    for (std::uint32_t& v : s.block) v = r.u32();
+    s.shared_mem = r.u32();
+  }
+  k.tolerance.rtol = bits_double(r.u64());
+  k.tolerance.atol = bits_double(r.u64());
+  if (r.remaining() != 0) r.fail_here("trailing bytes in the kernel record");
+  return k;
+}
+
+}  // namespace kiln
