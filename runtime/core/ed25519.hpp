@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+struct evp_pkey_st;  // OpenSSL's EVP_PKEY
+
 namespace kiln {
 
 using Ed25519Signature = std::array<std::uint8_t, 64>;
@@ -26,6 +28,9 @@ class PublicKey {
  private:
   Ed25519PublicRaw raw_{};
   std::string key_id_;
+  // OpenSSL's key object, made once per key: rebuilding it for every verification cost
+  // more than the verification itself in the cold-start benchmark.
+  std::shared_ptr<::evp_pkey_st> pkey_;
 };
 
 class PrivateKey {
