@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main demo: build kiln, pack the example matmul + ReLU kernel, verify it, show its
-# digest, then change one byte and watch verification refuse it. Run ci/install-deps.sh
+# digest, open it through the runtime and show the route its kernel takes on this machine,
+# then change one byte and watch verification refuse it. Run ci/install-deps.sh
 # first (the README's first set-up command does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ step "$kiln" pack "$example/kiln.toml" --key "$demo/release.key" -o "$demo/matmu
 step "$kiln" verify "$demo/matmul-relu.kiln" --trust "$demo/release.pub"
 step "$kiln" inspect "$demo/matmul-relu.kiln"
 step "$kiln" digest "$demo/matmul-relu.kiln"
+
+# Open it through libkiln, as a serving process would, and see which route the kernel takes
+# on this machine (native or PTX-JIT on a GPU; the reference, with the reason, without one).
+step "$build/bin/matmul_demo_c" "$demo/matmul-relu.kiln" "$demo/release.pub"
 
 # Change one byte inside the sm_90a cubin member and verify again: refused, naming it.
 offset=$("$kiln" inspect "$demo/matmul-relu.kiln" --json | python3 -c '

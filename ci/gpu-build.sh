@@ -10,7 +10,7 @@ stage=.gpu-stage
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
-cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_c_api_test,kiln_runtime_api_tests} "$stage/bin/"
+cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
 cp -P "$build"/lib/libkiln.so* "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop-1.kiln,noop-3000.kiln,noop.sm_90a.cubin} "$stage/bench/"

@@ -26,12 +26,16 @@ run() {  # run NAME COMMAND...: records pass/fail, keeps the output in the log
 run gpu_tests "$stage/bin/kiln_gpu_tests" --gtest_color=no
 run runtime_api_tests "$stage/bin/kiln_runtime_api_tests" --gtest_color=no
 run c_api_test "$stage/bin/kiln_c_api_test" "$stage/archives/scale.kiln" "$stage/keys/test.pub"
+run demo_c "$stage/bin/matmul_demo_c" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
+run demo_cpp "$stage/bin/matmul_demo_cpp" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
+run verify_on_gpu_host "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub"
 run bench "$stage/bin/kiln_runtime_bench" "$stage/bench" "$stage/keys/test.pub"
 
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
-for step in gpu_tests runtime_api_tests c_api_test bench; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
+for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
 sed -n '/^kiln runtime benchmark on/,$p' "$log"
-for step in gpu_tests runtime_api_tests c_api_test bench; do [ "${result[$step]:-}" = pass ] || exit 1; done
+for step in $steps; do [ "${result[$step]:-}" = pass ] || exit 1; done
