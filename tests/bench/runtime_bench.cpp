@@ -159,25 +159,52 @@ int main(int argc, char** argv) {
       cu.cuLibraryUnload(lib);
       return t;
     };
-    auto kiln_once = [&](const std::string& archive, const char* kernel) {
+    // Phases of one kiln cold start, to show where the time goes: create (trust keys),
+    // open (map, hash the index, check the signature, read the kernel table), get (verify
+    // and load the code object), first launch and synchronise.
+    struct Phases {
+      std::vector<double> create, open, get, launch;
+    };
+    Phases one_phases, many_phases;
+    auto kiln_once = [&](const std::string& archive, const char* kernel, Phases* phases) {
       auto t0 = Clock::now();
-      double t;
-      {
-        Kiln k(trust, archive, kernel);
-        if (kiln_kernel_launch(k.kernel, args, 2, nullptr, nullptr) != KILN_OK) die("launch: " + k.error());
-        check(cu.cuCtxSynchronize(), "sync", d);
-        t = seconds_since(t0);
-      }
-      return t;
+      kiln_runtime_options o;
+      kiln_runtime_options_init(&o, sizeof o);
+      o.trust_path = trust.c_str();
+      kiln_runtime* rt = nullptr;
+      kiln_archive* a = nullptr;
+      kiln_kernel* k = nullptr;
+      if (kiln_runtime_create(&rt, &o) != KILN_OK) die("kiln_runtime_create failed");
+      auto t1 = Clock::now();
+      if (kiln_archive_open(rt, archive.c_str(), &a) != KILN_OK) die("open failed");
+      auto t2 = Clock::now();
+      if (kiln_archive_get_kernel(a, kernel, 0, &k) != KILN_OK || kiln_kernel_route(k) != KILN_ROUTE_NATIVE) die("get failed");
+      auto t3 = Clock::now();
+      if (kiln_kernel_launch(k, args, 2, nullptr, nullptr) != KILN_OK) die("launch failed");
+      check(cu.cuCtxSynchronize(), "sync", d);
+      auto t4 = Clock::now();
+      kiln_archive_destroy(a);
+      kiln_runtime_destroy(rt);
+      auto us = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double, std::micro>(y - x).count(); };
+      phases->create.push_back(us(t0, t1));
+      phases->open.push_back(us(t1, t2));
+      phases->get.push_back(us(t2, t3));
+      phases->launch.push_back(us(t3, t4));
+      return std::chrono::duration<double>(t4 - t0).count();
     };
     std::vector<double> raw_t, kiln_t, one_t, many_t;
+    Phases discard;
     raw_once();
-    kiln_once(dir + "/noop-1.kiln", "noop_00000");
-    kiln_once(dir + "/noop-3000.kiln", "noop_01500");
+    kiln_once(dir + "/noop-1.kiln", "noop_00000", &discard);
+    kiln_once(dir + "/noop-3000.kiln", "noop_01500", &discard);
     for (int r = 0; r < reps; ++r) {
       raw_t.push_back(raw_once() * 1e6);
-      kiln_t.push_back(kiln_once(dir + "/noop-1.kiln", "noop_00000") * 1e6);
-      many_t.push_back(kiln_once(dir + "/noop-3000.kiln", "noop_01500") * 1e6);
+      kiln_t.push_back(kiln_once(dir + "/noop-1.kiln", "noop_00000", &one_phases) * 1e6);
+      many_t.push_back(kiln_once(dir + "/noop-3000.kiln", "noop_01500", &many_phases) * 1e6);
+    }
+    for (auto [label, p] : {std::pair<const char*, Phases*>{"1 kernel", &one_phases}, {"3000 kernels", &many_phases}}) {
+      std::printf("kiln cold start phases (%s), medians in us: create %.1f, open %.1f, get+load %.1f, launch+sync %.1f\n",
+                  label, median(p->create), median(p->open), median(p->get), median(p->launch));
     }
     one_t = kiln_t;
     std::printf("cold start: raw %.1f us, kiln (1 kernel) %.1f us, kiln (3000 kernels) %.1f us (medians of %d)\n",
