@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -230,6 +232,51 @@ TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
   char tiny[8];
   EXPECT_EQ(kiln_runtime_stats_prometheus(rt, tiny, sizeof tiny, &needed), KILN_ERR_BUFFER_TOO_SMALL);
   EXPECT_EQ(needed, text.size() + 1);
+  kiln_archive_destroy(a);
+}
+
+int counting_reference(const kiln_call_info*, void* const* args, size_t, void*, void* user) {
+  static_cast<std::atomic<int>*>(user)->fetch_add(1);
+  float* y = *static_cast<float**>(args[0]);
+  *y = *static_cast<float*>(args[2]);  // each thread's own output
+  return 0;
+}
+
+TEST_F(RuntimeApi, ManyThreadsResolveAndLaunchTheSameKernelAtOnce) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  std::atomic<int> calls{0};
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", counting_reference, &calls), KILN_OK);
+  constexpr int kThreads = 8, kLaunches = 500;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  std::vector<kiln_kernel*> seen(kThreads, nullptr);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      kiln_kernel* k = nullptr;
+      if (kiln_archive_get_kernel(a, "scale", 0, &k) != KILN_OK) {
+        failures++;
+        return;
+      }
+      seen[static_cast<size_t>(t)] = k;
+      float y = 0, x = 0, value = static_cast<float>(t);
+      unsigned n = 1;
+      float* yp = &y;
+      float* xp = &x;
+      void* args[] = {&yp, &xp, &value, &n};
+      for (int i = 0; i < kLaunches; ++i) {
+        if (kiln_kernel_launch(k, args, 4, nullptr, nullptr) != KILN_OK || y != value) failures++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(calls.load(), kThreads * kLaunches);
+  for (kiln_kernel* k : seen) EXPECT_EQ(k, seen[0]) << "one resolution, shared by every thread";
+  kiln_stats s{};
+  s.size = sizeof s;
+  kiln_runtime_stats(rt, &s);
+  EXPECT_EQ(s.launches_reference, static_cast<uint64_t>(kThreads * kLaunches));
   kiln_archive_destroy(a);
 }
 
