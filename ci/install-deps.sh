@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev
   openssl               # the verify benchmark's baseline
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
+  python3-pytest              # the Python bindings' tests
 )
 
 missing=()

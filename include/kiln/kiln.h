@@ -222,6 +222,25 @@ KILN_API const char* kiln_kernel_package(const kiln_kernel* kernel);
 KILN_API const char* kiln_kernel_revision(const kiln_kernel* kernel);
 KILN_API size_t kiln_kernel_param_count(const kiln_kernel* kernel);
 
+/* Element types, as the manifest names them (i8 ... f64). Values are fixed. */
+typedef enum kiln_dtype {
+  KILN_DTYPE_I8 = 1, KILN_DTYPE_I16 = 2, KILN_DTYPE_I32 = 3, KILN_DTYPE_I64 = 4,
+  KILN_DTYPE_U8 = 5, KILN_DTYPE_U16 = 6, KILN_DTYPE_U32 = 7, KILN_DTYPE_U64 = 8,
+  KILN_DTYPE_F16 = 9, KILN_DTYPE_BF16 = 10, KILN_DTYPE_F32 = 11, KILN_DTYPE_F64 = 12
+} kiln_dtype;
+
+typedef struct kiln_param_info {
+  uint32_t size;       /* sizeof(kiln_param_info) as the caller knows it; set before the call */
+  uint32_t is_pointer; /* 1: a device pointer (passed as a 64-bit address); 0: a scalar */
+  uint32_t dtype;      /* a kiln_dtype: the scalar's type, or the pointee's */
+  uint32_t access;     /* pointers: 0 read, 1 write, 2 read-write */
+  const char* name;    /* borrowed from the kernel */
+} kiln_param_info;
+
+/* Describes parameter `index` (< kiln_kernel_param_count) as the manifest declares it, so a
+ * binding (Python, Rust, Go) can marshal arguments without reading the manifest itself. */
+KILN_API kiln_status kiln_kernel_param(const kiln_kernel* kernel, size_t index, kiln_param_info* info);
+
 /* Launches the kernel on `stream` (a CUstream; NULL is the default stream of the device's
  * primary context). `args` holds one pointer per manifest parameter, each pointing at the
  * parameter's value, as cuLaunchKernel takes them; `arg_count` must equal the parameter count.

@@ -251,6 +251,21 @@ const char* kiln_kernel_revision(const kiln_kernel* k) {
 }
 size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec.params.size() : 0; }
 
+kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_info* info) {
+  if (k == nullptr || info == nullptr || info->size < 2 * sizeof(uint32_t) || index >= k->spec.params.size()) {
+    return KILN_ERR_INVALID_ARGUMENT;
+  }
+  const kiln::KernelParam& p = k->spec.params[index];
+  kiln_param_info full{};
+  full.size = info->size;
+  full.is_pointer = p.is_pointer ? 1 : 0;
+  full.dtype = static_cast<uint32_t>(p.type) + 1;  // ScalarType is i8..f64 in kiln_dtype's order
+  full.access = static_cast<uint32_t>(p.access);
+  full.name = p.name.c_str();
+  std::memcpy(info, &full, info->size < sizeof full ? info->size : sizeof full);
+  return KILN_OK;
+}
+
 kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                kiln_route* route_taken) {
   if (kernel == nullptr) return KILN_ERR_INVALID_ARGUMENT;

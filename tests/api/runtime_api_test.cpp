@@ -280,6 +280,31 @@ TEST_F(RuntimeApi, ManyThreadsResolveAndLaunchTheSameKernelAtOnce) {
   kiln_archive_destroy(a);
 }
 
+TEST_F(RuntimeApi, ParametersAreDescribedForBindings) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
+  const struct {
+    const char* name;
+    uint32_t is_pointer, dtype, access;
+  } expected[] = {{"y", 1, KILN_DTYPE_F32, 1}, {"x", 1, KILN_DTYPE_F32, 0}, {"a", 0, KILN_DTYPE_F32, 2}, {"n", 0, KILN_DTYPE_U32, 2}};
+  ASSERT_EQ(kiln_kernel_param_count(k), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    kiln_param_info info{};
+    info.size = sizeof info;
+    ASSERT_EQ(kiln_kernel_param(k, i, &info), KILN_OK);
+    EXPECT_STREQ(info.name, expected[i].name);
+    EXPECT_EQ(info.is_pointer, expected[i].is_pointer);
+    EXPECT_EQ(info.dtype, expected[i].dtype);
+    if (info.is_pointer) EXPECT_EQ(info.access, expected[i].access) << info.name;
+  }
+  kiln_param_info info{};
+  info.size = sizeof info;
+  EXPECT_EQ(kiln_kernel_param(k, 4, &info), KILN_ERR_INVALID_ARGUMENT);
+  kiln_archive_destroy(a);
+}
+
 TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
   std::vector<std::string> lines;
   kiln_runtime_options o;

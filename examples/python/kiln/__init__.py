@@ -1,0 +1,282 @@
+"""Python bindings for libkiln, over its C ABI with ctypes (no compiler needed to install).
+
+    import kiln
+    rt = kiln.Runtime(trust="keys/")                  # PEM key or folder of keys
+    rt.register_reference("matmul_relu", torch_matmul_relu)
+    archive = rt.open("matmul-relu.kiln")             # signatures checked here
+    archive.warm(0)
+    k = archive.kernel("matmul_relu", device=0)
+    print(k.route, k.reason, k.reason_text)
+    k(a, b, c, m, n, kk)                              # tensors or raw device pointers
+
+A reference registered from Python receives the very objects the call was given (tensors
+stay tensors) plus `info`, a dict saying why it runs.
+"""
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+
+__all__ = ["Runtime", "Archive", "Kernel", "KilnError", "library_version"]
+
+_STATUS_NAMES = {
+    0: "ok", 1: "invalid argument", 2: "I/O error", 3: "malformed archive", 4: "integrity check failed",
+    5: "signature check failed", 6: "invalid manifest", 7: "code object mismatch", 8: "limit exceeded",
+    9: "unsupported", 10: "not found", 11: "refused", 12: "GPU driver error", 13: "reference failed",
+    14: "buffer too small", 15: "out of memory", 16: "internal error",
+}
+_ROUTES = {1: "native", 2: "ptx-jit", 3: "reference", 4: "refused"}
+# kiln_dtype -> (ctypes type for a scalar, element size, PyTorch dtype name)
+_DTYPES = {
+    1: (ctypes.c_int8, 1, "int8"), 2: (ctypes.c_int16, 2, "int16"), 3: (ctypes.c_int32, 4, "int32"),
+    4: (ctypes.c_int64, 8, "int64"), 5: (ctypes.c_uint8, 1, "uint8"), 6: (ctypes.c_uint16, 2, "uint16"),
+    7: (ctypes.c_uint32, 4, "uint32"), 8: (ctypes.c_uint64, 8, "uint64"), 9: (None, 2, "float16"),
+    10: (None, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
+}
+
+
+class KilnError(RuntimeError):
+    """A libkiln call failed; `status` is the kiln_status value, the message says what and where."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{_STATUS_NAMES.get(status, 'status %d' % status)}: {message}")
+        self.status = status
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("signature_threshold", ctypes.c_uint32), ("trust_path", ctypes.c_char_p),
+                ("policy", ctypes.c_uint32), ("log_level", ctypes.c_uint32), ("log_fn", ctypes.c_void_p),
+                ("log_user", ctypes.c_void_p), ("max_member_size", ctypes.c_uint64),
+                ("cuda_driver_path", ctypes.c_char_p), ("error_buffer", ctypes.c_char_p),
+                ("error_buffer_size", ctypes.c_size_t)]
+
+
+class _CallInfo(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("kernel", ctypes.c_char_p), ("device", ctypes.c_int),
+                ("reason", ctypes.c_uint32), ("reason_text", ctypes.c_char_p), ("archive_digest", ctypes.c_char_p)]
+
+
+class _ParamInfo(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("is_pointer", ctypes.c_uint32), ("dtype", ctypes.c_uint32),
+                ("access", ctypes.c_uint32), ("name", ctypes.c_char_p)]
+
+
+_STAT_FIELDS = ["archives_opened", "archive_open_failures", "loads", "load_failures", "load_time_ns", "jit_compiles",
+                "jit_failures", "jit_time_ns", "launches_native", "launches_ptx_jit", "launches_reference",
+                "launches_refused", "launch_failures", "undeclared_shape_calls"]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [(f, ctypes.c_uint64) for f in _STAT_FIELDS]
+
+
+_REFERENCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CallInfo), ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _load():
+    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.0"
+    lib = ctypes.CDLL(path)
+    p, u32, sz, st = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_int
+    sigs = {
+        "kiln_version": ([], ctypes.c_uint), "kiln_runtime_options_init": ([ctypes.POINTER(_Options), sz], st),
+        "kiln_runtime_create": ([ctypes.POINTER(p), ctypes.POINTER(_Options)], st), "kiln_runtime_destroy": ([p], None),
+        "kiln_runtime_last_error": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
+        "kiln_runtime_register_reference": ([p, ctypes.c_char_p, _REFERENCE_FN, p], st),
+        "kiln_archive_open": ([p, ctypes.c_char_p, ctypes.POINTER(p)], st),
+        "kiln_archive_open_memory": ([p, ctypes.c_char_p, sz, ctypes.POINTER(p)], st),
+        "kiln_archive_destroy": ([p], None), "kiln_archive_digest": ([p], ctypes.c_char_p),
+        "kiln_archive_package": ([p], ctypes.c_char_p), "kiln_archive_revision": ([p], ctypes.c_char_p),
+        "kiln_archive_sequence": ([p], ctypes.c_uint64), "kiln_archive_kernel_count": ([p], sz),
+        "kiln_archive_kernel_name": ([p, sz], ctypes.c_char_p), "kiln_archive_warm": ([p, ctypes.c_int], st),
+        "kiln_archive_get_kernel": ([p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(p)], st),
+        "kiln_kernel_route": ([p], st), "kiln_kernel_reason": ([p], st), "kiln_kernel_reason_text": ([p], ctypes.c_char_p),
+        "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
+        "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
+        "kiln_kernel_launch": ([p, ctypes.POINTER(ctypes.c_void_p), sz, p, ctypes.POINTER(st)], st),
+        "kiln_runtime_stats": ([p, ctypes.POINTER(_Stats)], st),
+        "kiln_runtime_stats_prometheus": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    return lib
+
+
+_lib = _load()
+_call = threading.local()  # the Python arguments of the launch in progress on this thread
+
+
+def library_version():
+    v = _lib.kiln_version()
+    return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+
+
+class Runtime:
+    """Trust keys, policy, registered references and statistics; thread-safe."""
+
+    def __init__(self, trust, *, threshold=1, strict=False, cuda_driver_path=None):
+        o = _Options()
+        _lib.kiln_runtime_options_init(ctypes.byref(o), ctypes.sizeof(o))
+        self._trust = os.fsencode(trust)
+        self._driver = os.fsencode(cuda_driver_path) if cuda_driver_path else None
+        o.trust_path, o.signature_threshold, o.policy, o.cuda_driver_path = self._trust, threshold, int(strict), self._driver
+        error = ctypes.create_string_buffer(1024)
+        o.error_buffer, o.error_buffer_size = ctypes.cast(error, ctypes.c_char_p), len(error)
+        handle = ctypes.c_void_p()
+        status = _lib.kiln_runtime_create(ctypes.byref(handle), ctypes.byref(o))
+        if status:
+            raise KilnError(status, error.value.decode())
+        self._handle = handle
+        self._references = {}  # keeps the ctypes callbacks alive while registered
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.kiln_runtime_destroy(self._handle)
+            self._handle = None
+
+    def _check(self, status):
+        if status:
+            buf = ctypes.create_string_buffer(4096)
+            _lib.kiln_runtime_last_error(self._handle, buf, len(buf), None)
+            raise KilnError(status, buf.value.decode())
+
+    def open(self, path):
+        handle = ctypes.c_void_p()
+        self._check(_lib.kiln_archive_open(self._handle, os.fsencode(path), ctypes.byref(handle)))
+        return Archive(self, handle)
+
+    def open_bytes(self, data):
+        handle = ctypes.c_void_p()
+        self._check(_lib.kiln_archive_open_memory(self._handle, bytes(data), len(data), ctypes.byref(handle)))
+        return Archive(self, handle)
+
+    def register_reference(self, kernel, fn):
+        """fn(*args, info=dict) runs instead of `kernel` where no verified code object fits;
+        it receives the launch's own arguments. fn=None removes it."""
+        if fn is None:
+            self._check(_lib.kiln_runtime_register_reference(self._handle, kernel.encode(), _REFERENCE_FN(), None))
+            self._references.pop(kernel, None)
+            return
+
+        def trampoline(info_p, argv, argc, stream, user):
+            call = getattr(_call, "args", None)
+            info = info_p.contents
+            if call is None:  # a launch from C code on this thread: no Python objects to hand over
+                return 2
+            try:
+                fn(*call, info={"kernel": info.kernel.decode(), "device": info.device,
+                                "reason": _lib.kiln_reason_string(info.reason).decode(),
+                                "reason_text": info.reason_text.decode(), "archive": info.archive_digest.decode(),
+                                "stream": stream})
+                return 0
+            except BaseException as e:  # kept and re-raised by the launch, after the C call returns
+                _call.error = e
+                return 1
+
+        callback = _REFERENCE_FN(trampoline)
+        self._check(_lib.kiln_runtime_register_reference(self._handle, kernel.encode(), callback, None))
+        self._references[kernel] = callback
+
+    def stats(self):
+        s = _Stats()
+        s.size = ctypes.sizeof(s)
+        self._check(_lib.kiln_runtime_stats(self._handle, ctypes.byref(s)))
+        return {f: getattr(s, f) for f in _STAT_FIELDS}
+
+    def prometheus(self):
+        needed = ctypes.c_size_t()
+        _lib.kiln_runtime_stats_prometheus(self._handle, None, 0, ctypes.byref(needed))
+        buf = ctypes.create_string_buffer(needed.value)
+        self._check(_lib.kiln_runtime_stats_prometheus(self._handle, buf, len(buf), None))
+        return buf.value.decode()
+
+
+class Archive:
+    """An opened, authenticated archive; its kernels are resolved per device."""
+
+    def __init__(self, runtime, handle):
+        self._runtime, self._handle = runtime, handle
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.kiln_archive_destroy(self._handle)
+            self._handle = None
+
+    digest = property(lambda self: _lib.kiln_archive_digest(self._handle).decode())
+    package = property(lambda self: _lib.kiln_archive_package(self._handle).decode())
+    revision = property(lambda self: _lib.kiln_archive_revision(self._handle).decode())
+    sequence = property(lambda self: _lib.kiln_archive_sequence(self._handle))
+
+    @property
+    def kernels(self):
+        return [_lib.kiln_archive_kernel_name(self._handle, i).decode()
+                for i in range(_lib.kiln_archive_kernel_count(self._handle))]
+
+    def warm(self, device=0):
+        self._runtime._check(_lib.kiln_archive_warm(self._handle, device))
+
+    def kernel(self, name, device=0):
+        handle = ctypes.c_void_p()
+        self._runtime._check(_lib.kiln_archive_get_kernel(self._handle, name.encode(), device, ctypes.byref(handle)))
+        return Kernel(self, handle, device)
+
+
+class Kernel:
+    """A kernel resolved for one device: call it with one argument per manifest parameter."""
+
+    def __init__(self, archive, handle, device):
+        self._archive, self._handle, self.device = archive, handle, device
+        self.params = []
+        for i in range(_lib.kiln_kernel_param_count(handle)):
+            info = _ParamInfo()
+            info.size = ctypes.sizeof(info)
+            _lib.kiln_kernel_param(handle, i, ctypes.byref(info))
+            self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype})
+        # One argument slot per parameter, made once: a call only stores values into them.
+        self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]
+        if any(slot is None for slot in self._slots):
+            raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
+        self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
+        self._route_out = ctypes.c_int()
+
+    route = property(lambda self: _ROUTES[_lib.kiln_kernel_route(self._handle)])
+    reason = property(lambda self: _lib.kiln_reason_string(_lib.kiln_kernel_reason(self._handle)).decode())
+    reason_text = property(lambda self: _lib.kiln_kernel_reason_text(self._handle).decode())
+    target = property(lambda self: _lib.kiln_kernel_target(self._handle).decode())
+
+    def __call__(self, *args, stream=None):
+        params = self.params
+        if len(args) != len(params):
+            raise TypeError(f"kernel takes {len(params)} arguments ({', '.join(p['name'] for p in params)}), got {len(args)}")
+        torch_stream = None
+        for slot, param, value in zip(self._slots, params, args):
+            if param["pointer"]:
+                ptr = getattr(value, "data_ptr", None)
+                if ptr is not None:  # a torch.Tensor
+                    want = _DTYPES[param["dtype"]][2]
+                    if str(value.dtype) != "torch." + want:
+                        raise TypeError(f"argument '{param['name']}' is {value.dtype}, the kernel expects {want}")
+                    if value.is_cuda and torch_stream is None:
+                        torch_stream = value.device
+                    slot.value = ptr()
+                elif isinstance(value, int):
+                    slot.value = value
+                else:
+                    slot.value = ctypes.addressof(value)  # a ctypes array or object (host memory)
+            else:
+                slot.value = value
+        if stream is None and torch_stream is not None:
+            stream = sys.modules["torch"].cuda.current_stream(torch_stream).cuda_stream
+        _call.args, _call.error = args, None
+        try:
+            status = _lib.kiln_kernel_launch(self._handle, self._argv, len(params), stream, ctypes.byref(self._route_out))
+        finally:
+            _call.args = None
+        if _call.error is not None:
+            error, _call.error = _call.error, None
+            raise error
+        if status:
+            self._archive._runtime._check(status)
+        return _ROUTES[self._route_out.value]
