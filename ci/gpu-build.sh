@@ -14,5 +14,8 @@ cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_c_api_test,kiln_run
 cp -P "$build"/lib/libkiln.so* "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop-1.kiln,noop-3000.kiln,noop.sm_90a.cubin} "$stage/bench/"
+# A Triton archive packed here from an export made on the GPU machine (examples/triton):
+# KILN_TRITON_ARCHIVE=path/to/matmul-relu-triton.kiln ci/gpu-build.sh
+if [ -n "${KILN_TRITON_ARCHIVE:-}" ]; then cp "$KILN_TRITON_ARCHIVE" "$stage/archives/matmul-relu-triton.kiln"; fi
 grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
 echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

@@ -30,12 +30,24 @@ run demo_c "$stage/bin/matmul_demo_c" "$stage/archives/matmul-relu.kiln" "$stage
 run demo_cpp "$stage/bin/matmul_demo_cpp" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
 run verify_on_gpu_host "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub"
 run bench "$stage/bin/kiln_runtime_bench" "$stage/bench" "$stage/keys/test.pub"
+# The Python bindings on the real driver (their native-route test runs only here).
+export PYTHONPATH="$(pwd)/examples/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
+run python_tests python3 -m pytest -q -p no:cacheprovider examples/python/tests
+steps_triton=""
+if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
+  triton_archive="$stage/archives/matmul-relu-triton.kiln"
+  run triton_python python3 examples/triton/check_on_gpu.py "$triton_archive" "$stage/keys/test.pub"
+  run triton_c "$stage/bin/matmul_demo_c" "$triton_archive" "$stage/keys/test.pub"
+  run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub"
+  steps_triton="triton_python triton_c python_launch_bench"
+fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
 for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
-sed -n '/^kiln runtime benchmark on/,$p' "$log"
+sed -n '/^kiln runtime benchmark on/,/^$/p' "$log"
+sed -n '/^Python launch overhead per call/,/^kiln \/ Triton/p' "$log"
 for step in $steps; do [ "${result[$step]:-}" = pass ] || exit 1; done

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   static float a[M * K], b[K * N], c[M * N], want[M * N];
   int m = M, n = N, k = K, on_gpu = gpu_memory(), i;
   unsigned long long da = 0, db = 0, dc = 0;
-  void *pa = a, *pb = b, *pc = c, *args[6];
+  void *pa = a, *pb = b, *pc = c, *args[8];
+  unsigned long long no_scratch = 0; /* Triton 3.x kernels take two scratch pointers; NULL here */
   kiln_runtime_options options;
   kiln_runtime* runtime = NULL;
   kiln_archive* archive = NULL;
@@ -94,8 +95,8 @@ int main(int argc, char** argv) {
   } else {
     args[0] = &pa, args[1] = &pb, args[2] = &pc;
   }
-  args[3] = &m, args[4] = &n, args[5] = &k;
-  if (kiln_kernel_launch(kernel, args, 6, NULL, &route) != KILN_OK) {
+  args[3] = &m, args[4] = &n, args[5] = &k, args[6] = &no_scratch, args[7] = &no_scratch;
+  if (kiln_kernel_launch(kernel, args, kiln_kernel_param_count(kernel), NULL, &route) != KILN_OK) {
     kiln_runtime_last_error(runtime, error, sizeof error, NULL);
     return fprintf(stderr, "launch: %s\n", error), 1;
   }

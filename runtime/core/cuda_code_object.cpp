@@ -31,14 +31,19 @@ std::string arch_from_tool_note(ByteView note) {
 CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
   elf64::Header h = elf64::read_header(bytes, what);
   if (h.machine != elf64::kMachineCuda) fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is not EM_CUDA (190)");
-  // CUDA 13's ELF ABI (version 8 and up) moved the SM number from bits 0-7 to bits 8-15.
-  unsigned sm = h.abi_version >= 8 ? (h.flags >> 8) & 0xff : h.flags & 0xff;
+  // CUDA 13's ELF ABI (version 8 and up) moved the SM number from bits 0-7 to bits 8-15,
+  // and the arch-specific 'a' flag from EF_CUDA_ACCELERATORS_V1 (0x800) to bit 3 (0x8).
+  // ptxas 13.0 does not always set the flag (its sm_90a cubins lack it), so the ptxas
+  // command line in .note.nv.tkinfo is read as well where it is present.
+  bool v8 = h.abi_version >= 8;
+  unsigned sm = v8 ? (h.flags >> 8) & 0xff : h.flags & 0xff;
   if (sm < 10) fail(Errc::code_object, what + ": cubin e_flags 0x" + to_hex(bytes.data + 48, 4) + " name no SM");
   std::string arch = "sm_" + std::to_string(sm);
+  if (h.flags & (v8 ? 0x8u : 0x800u)) arch += "a";
   std::string noted = arch_from_tool_note(elf64::find_section(bytes, h, ".note.nv.tkinfo", what));
   if (!noted.empty()) {
     std::string number = noted.substr(0, noted.find_first_of("af", 3));
-    if (number != arch) {
+    if (number != "sm_" + std::to_string(sm) || (arch.back() == 'a' && noted.back() != 'a')) {
       fail(Errc::code_object, what + ": e_flags say " + arch + " but the ptxas note says " + noted);
     }
     arch = noted;

@@ -121,6 +121,11 @@ TEST(CudaCodeObjects, CubinFlagEncodingsOfBothElfAbis) {
   EXPECT_EQ(inspect_code_object(ByteView(v8), "a").targets.at(0), "sm_90");
   std::vector<std::uint8_t> v7 = elf_header(190, 51, 7, 0x0050055a);
   EXPECT_EQ(inspect_code_object(ByteView(v7), "b").targets.at(0), "sm_90");
+  // The flags of Triton 3.6's sm_90a cubin (ptxas 12.x): EF_CUDA_ACCELERATORS_V1 (0x800) set.
+  std::vector<std::uint8_t> triton = elf_header(190, 51, 7, 0x005a0d5a);
+  EXPECT_EQ(inspect_code_object(ByteView(triton), "c").targets.at(0), "sm_90a");
+  std::vector<std::uint8_t> v8a = elf_header(190, 65, 8, 0x0600640a);  // bit 3: sm_100a in ABI v8
+  EXPECT_EQ(inspect_code_object(ByteView(v8a), "d").targets.at(0), "sm_100a");
 }
 
 }  // namespace
