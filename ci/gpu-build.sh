@@ -16,6 +16,11 @@ cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop-1.kiln,noop-3000.kiln,noop.sm_90a.cubin} "$stage/bench/"
 # A Triton archive packed here from an export made on the GPU machine (examples/triton):
 # KILN_TRITON_ARCHIVE=path/to/matmul-relu-triton.kiln ci/gpu-build.sh
-if [ -n "${KILN_TRITON_ARCHIVE:-}" ]; then cp "$KILN_TRITON_ARCHIVE" "$stage/archives/matmul-relu-triton.kiln"; fi
+# It is countersigned with this build's test key (kiln sign: the digest does not change), so the
+# GPU run trusts it through the same key as the other test archives.
+if [ -n "${KILN_TRITON_ARCHIVE:-}" ]; then
+  cp "$KILN_TRITON_ARCHIVE" "$stage/archives/matmul-relu-triton.kiln"
+  "$build/bin/kiln" sign "$stage/archives/matmul-relu-triton.kiln" --key "$build/tests/keys/test.key" --signer gpu-run
+fi
 grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
 echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
