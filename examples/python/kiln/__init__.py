@@ -240,26 +240,39 @@ class Kernel:
             raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
         self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
         self._route_out = ctypes.c_int()
+        self._route_ref = ctypes.byref(self._route_out)
+        self._expected = None
 
     route = property(lambda self: _ROUTES[_lib.kiln_kernel_route(self._handle)])
     reason = property(lambda self: _lib.kiln_reason_string(_lib.kiln_kernel_reason(self._handle)).decode())
     reason_text = property(lambda self: _lib.kiln_kernel_reason_text(self._handle).decode())
     target = property(lambda self: _lib.kiln_kernel_target(self._handle).decode())
 
+    def _torch_types(self):
+        # Resolved once, on the first call that passes a tensor: the expected torch dtype per
+        # parameter and the fast raw-stream getter PyTorch's own launchers use.
+        torch = sys.modules["torch"]
+        self._expected = [getattr(torch, _DTYPES[p["dtype"]][2], None) for p in self.params]
+        getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._current_stream = getter or (lambda device: torch.cuda.current_stream(device).cuda_stream)
+
     def __call__(self, *args, stream=None):
         params = self.params
         if len(args) != len(params):
             raise TypeError(f"kernel takes {len(params)} arguments ({', '.join(p['name'] for p in params)}), got {len(args)}")
-        torch_stream = None
-        for slot, param, value in zip(self._slots, params, args):
-            if param["pointer"]:
+        cuda_device = -1
+        for i, value in enumerate(args):
+            slot = self._slots[i]
+            if params[i]["pointer"]:
                 ptr = getattr(value, "data_ptr", None)
                 if ptr is not None:  # a torch.Tensor
-                    want = _DTYPES[param["dtype"]][2]
-                    if str(value.dtype) != "torch." + want:
-                        raise TypeError(f"argument '{param['name']}' is {value.dtype}, the kernel expects {want}")
-                    if value.is_cuda and torch_stream is None:
-                        torch_stream = value.device
+                    if self._expected is None:
+                        self._torch_types()
+                    if value.dtype is not self._expected[i]:
+                        raise TypeError(f"argument '{params[i]['name']}' is {value.dtype}, the kernel expects "
+                                        f"{_DTYPES[params[i]['dtype']][2]}")
+                    if cuda_device < 0:
+                        cuda_device = value.get_device()
                     slot.value = ptr()
                 elif isinstance(value, int):
                     slot.value = value
@@ -267,15 +280,16 @@ class Kernel:
                     slot.value = ctypes.addressof(value)  # a ctypes array or object (host memory)
             else:
                 slot.value = value
-        if stream is None and torch_stream is not None:
-            stream = sys.modules["torch"].cuda.current_stream(torch_stream).cuda_stream
-        _call.args, _call.error = args, None
+        if stream is None and cuda_device >= 0:
+            stream = self._current_stream(cuda_device)  # the caller's current CUDA stream
+        _call.args = args
         try:
-            status = _lib.kiln_kernel_launch(self._handle, self._argv, len(params), stream, ctypes.byref(self._route_out))
+            status = _lib.kiln_kernel_launch(self._handle, self._argv, len(params), stream, self._route_ref)
         finally:
             _call.args = None
-        if _call.error is not None:
-            error, _call.error = _call.error, None
+        error = getattr(_call, "error", None)
+        if error is not None:
+            _call.error = None
             raise error
         if status:
             self._archive._runtime._check(status)
