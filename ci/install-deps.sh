@@ -14,6 +14,7 @@ packages=(
   openssl               # the verify benchmark's baseline
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
   python3-pytest              # the Python bindings' tests
+  cargo                       # builds examples/rust against the installed libkiln
 )
 
 missing=()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs a build into a fresh prefix and builds the embedders against the *installed* tree:
+# examples/c through CMake's find_package(kiln) and through pkg-config, examples/rust through
+# plain extern "C" (cargo, offline). Each one must open ARCHIVE and print its kernels' routes.
+#   usage: check_install.sh BUILD_DIR ARCHIVE TRUSTED_KEY
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$1 archive=$2 key=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix="$work/prefix"
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+lib=$(dirname "$(find "$prefix" -name 'libkiln.so.0' | head -1)")
+[ -n "$lib" ] || { echo "no libkiln.so.0 installed"; exit 1; }
+soname=$(readelf -d "$lib/libkiln.so.0" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = libkiln.so.0 ] || { echo "SONAME is '$soname'"; exit 1; }
+for f in include/kiln/kiln.h bin/kiln; do [ -e "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
+[ -L "$lib/libkiln.so" ] || { echo "missing the libkiln.so development link"; exit 1; }
+"$prefix/bin/kiln" --version
+echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+echo "== C via find_package(kiln)"
+cmake -S "$root/examples/c" -B "$work/c" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$lib" >/dev/null
+cmake --build "$work/c" >/dev/null
+"$work/c/kiln_routes" "$archive" "$key"
+
+echo "== C via pkg-config kiln"
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+cc -std=c99 -Wall -Wextra -pedantic -Werror "$root/examples/c/routes.c" $(pkg-config --cflags --libs kiln) \
+  -Wl,-rpath,"$lib" -o "$work/routes_pc"
+"$work/routes_pc" "$archive" "$key"
+
+echo "== Rust via extern \"C\""
+if command -v cargo >/dev/null 2>&1; then
+  KILN_PREFIX="$prefix" cargo build --quiet --offline --release --manifest-path "$root/examples/rust/Cargo.toml" \
+    --target-dir "$work/rust"
+  "$work/rust/release/kiln-routes" "$archive" "$key"
+else
+  echo "cargo is not installed (ci/install-deps.sh installs it); the Rust embedder was not built"
+  exit 1
+fi
