@@ -1,0 +1,29 @@
+"""The seed's TileLang kernel, as in TileLang's README: T.Pipelined loads into shared memory,
+T.gemm accumulation in a register fragment, and a ReLU epilogue. float16 in and out, float32
+accumulation; the sizes and tiles are fixed at compile time (one specialisation)."""
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def matmul_relu(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    @T.prim_func
+    def matmul_relu_kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[ko * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] = T.max(C_local[i, j], 0)  # the ReLU epilogue
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return matmul_relu_kernel
+
+
+SIZES = dict(M=1024, N=1024, K=1024)
+TILES = dict(block_M=128, block_N=128, block_K=32)
