@@ -34,25 +34,20 @@ def main():
         ptx = tl_nvcc.get_ptx_from_source(cuda, compile_flags=getattr(kernel, "compile_flags", None))
     target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M).group(1)
 
-    # The launch: TileLang's host code names the grid, the block and the dynamic shared memory.
-    grid = [(s["N"] + t["block_N"] - 1) // t["block_N"], (s["M"] + t["block_M"] - 1) // t["block_M"], 1]
-    block = [128, 1, 1]
-    smem = 0
-    m = re.search(r"MaxDynamicSharedMemorySize\D+(\d+)", host)
-    if m:
-        smem = int(m.group(1))
-    for pattern in (r"dim3\((\d+),\s*(\d+),\s*(\d+)\)\s*,\s*dim3\((\d+),\s*(\d+),\s*(\d+)\)\s*,\s*(\d+)",):
-        launch = re.search(pattern, host)
-        if launch:
-            v = [int(x) for x in launch.groups()]
-            grid, block, smem = v[0:3], v[3:6], v[6]
+    # The launch: TileLang's host code (TVM FFI) packs grid x/y/z, block x/y/z and the dynamic
+    # shared memory as the last seven integers before it looks the kernel up by name.
+    before = host[: host.find(f'"{entry}"')] if f'"{entry}"' in host else ""
+    ints = [int(v) for v in re.findall(r"\.v_int64\) = \(\(int64_t\)(\d+)\)", before)]
+    if len(ints) < 7:
+        sys.exit("export: could not find the launch configuration in TileLang's host code")
+    grid, block, smem = ints[-7:-4], ints[-4:-1], ints[-1]
     tir = str(kernel.prim_func) if hasattr(kernel, "prim_func") else str(getattr(kernel, "artifact", ""))
 
     files = {"matmul_relu_tilelang.py": inspect.getsource(source), "matmul_relu.tilelang.cu": cuda,
              "matmul_relu.host.cc": host, "matmul_relu.tir": tir, f"matmul_relu.compute_{target[3:]}.ptx": ptx,
              f"matmul_relu.{target}.cubin": cubin}
     for name, data in files.items():
-        (out / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+        (out / name).write_bytes(bytes(data) if isinstance(data, (bytes, bytearray)) else data.encode())
     params = re.search(entry + r"\s*\((.*?)\)", cuda, re.S).group(1)
     names = re.findall(r"(\w+)\s*(?:,|$)", params.strip())
     lines = [
@@ -77,8 +72,9 @@ def main():
         f"grid = {grid}", f"block = {block}", f"shared_mem = {smem}", "",
     ]
     (out / "kiln.toml").write_text("\n".join(lines))
-    print(f"exported {entry} ({target}) params {names}, grid {grid} block {block} smem {smem}; "
-          f"host launch found: {bool(re.search('dim3', host))}")
+    print(f"exported {entry} ({target}) params {names}, grid {grid} block {block} smem {smem}")
+    if any("desc" in n for n in names) or "CUtensorMap" in cuda:
+        sys.exit("export: the kernel takes CUtensorMap descriptors (TMA); kiln cannot pass those yet")
     # Check TileLang's own run against PyTorch, so the export is known good before kiln sees it.
     a = torch.randn(s["M"], s["K"], device="cuda", dtype=torch.float16)
     b = torch.randn(s["K"], s["N"], device="cuda", dtype=torch.float16)
