@@ -22,5 +22,9 @@ if [ -n "${KILN_TRITON_ARCHIVE:-}" ]; then
   cp "$KILN_TRITON_ARCHIVE" "$stage/archives/matmul-relu-triton.kiln"
   "$build/bin/kiln" sign "$stage/archives/matmul-relu-triton.kiln" --key "$build/tests/keys/test.key" --signer gpu-run
 fi
+if [ -n "${KILN_TILELANG_ARCHIVE:-}" ]; then
+  cp "$KILN_TILELANG_ARCHIVE" "$stage/archives/matmul-relu-tilelang.kiln"
+  "$build/bin/kiln" sign "$stage/archives/matmul-relu-tilelang.kiln" --key "$build/tests/keys/test.key" --signer gpu-run
+fi
 grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
 echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

@@ -41,6 +41,10 @@ if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
   run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub"
   steps_triton="triton_python triton_c python_launch_bench"
 fi
+if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
+  run tilelang_python python3 examples/tilelang/check_on_gpu.py "$stage/archives/matmul-relu-tilelang.kiln" "$stage/keys/test.pub"
+  steps_triton="$steps_triton tilelang_python"
+fi
 
 steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench python_tests $steps_triton"
 echo

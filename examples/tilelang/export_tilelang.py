@@ -34,13 +34,21 @@ def main():
         ptx = tl_nvcc.get_ptx_from_source(cuda, compile_flags=getattr(kernel, "compile_flags", None))
     target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M).group(1)
 
-    # The launch: TileLang's host code (TVM FFI) packs grid x/y/z, block x/y/z and the dynamic
-    # shared memory as the last seven integers before it looks the kernel up by name.
+    # The launch: TileLang's host code (TVM FFI) packs, after the pointer arguments, the grid
+    # dimensions it uses (blockIdx.x[, y[, z]]), then threadIdx x, y, z, then the dynamic shared
+    # memory, in consecutive stack slots just before it looks the kernel up by name.
     before = host[: host.find(f'"{entry}"')] if f'"{entry}"' in host else ""
-    ints = [int(v) for v in re.findall(r"\.v_int64\) = \(\(int64_t\)(\d+)\)", before)]
-    if len(ints) < 7:
-        sys.exit("export: could not find the launch configuration in TileLang's host code")
-    grid, block, smem = ints[-7:-4], ints[-4:-1], ints[-1]
+    slots = [(int(i), int(v)) for i, v in re.findall(r"\[(\d+)\]\.v_int64\) = \(\(int64_t\)(\d+)\)", before)]
+    run = []
+    for index, value in reversed(slots):  # the last run of consecutive slots
+        if run and index != run[0][0] - 1:
+            break
+        run.insert(0, (index, value))
+    values = [v for _, v in run]
+    if not 5 <= len(values) <= 7:
+        sys.exit(f"export: unexpected launch values {values} in TileLang's host code")
+    smem, block = values[-1], values[-4:-1]
+    grid = (values[:-4] + [1, 1])[:3]
     tir = str(kernel.prim_func) if hasattr(kernel, "prim_func") else str(getattr(kernel, "artifact", ""))
 
     files = {"matmul_relu_tilelang.py": inspect.getsource(source), "matmul_relu.tilelang.cu": cuda,
