@@ -105,6 +105,7 @@ def _load():
 
 
 _lib = _load()
+_launch = _lib.kiln_kernel_launch
 _call = threading.local()  # the Python arguments of the launch in progress on this thread
 
 
@@ -242,6 +243,8 @@ class Kernel:
         self._route_out = ctypes.c_int()
         self._route_ref = ctypes.byref(self._route_out)
         self._expected = None
+        self._count = len(self.params)
+        self._plan = [(slot, p["pointer"], i) for i, (slot, p) in enumerate(zip(self._slots, self.params))]
 
     route = property(lambda self: _ROUTES[_lib.kiln_kernel_route(self._handle)])
     reason = property(lambda self: _lib.kiln_reason_string(_lib.kiln_kernel_reason(self._handle)).decode())
@@ -257,20 +260,22 @@ class Kernel:
         self._current_stream = getter or (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
     def __call__(self, *args, stream=None):
-        params = self.params
-        if len(args) != len(params):
+        if len(args) != self._count:
+            params = self.params
             raise TypeError(f"kernel takes {len(params)} arguments ({', '.join(p['name'] for p in params)}), got {len(args)}")
         cuda_device = -1
-        for i, value in enumerate(args):
-            slot = self._slots[i]
-            if params[i]["pointer"]:
+        expected = self._expected
+        # The hot path: one pass over prebuilt (slot, is_pointer, index) triples, no dict lookups.
+        for (slot, is_pointer, i), value in zip(self._plan, args):
+            if is_pointer:
                 ptr = getattr(value, "data_ptr", None)
                 if ptr is not None:  # a torch.Tensor
-                    if self._expected is None:
+                    if expected is None:
                         self._torch_types()
-                    if value.dtype is not self._expected[i]:
-                        raise TypeError(f"argument '{params[i]['name']}' is {value.dtype}, the kernel expects "
-                                        f"{_DTYPES[params[i]['dtype']][2]}")
+                        expected = self._expected
+                    if value.dtype is not expected[i]:
+                        raise TypeError(f"argument '{self.params[i]['name']}' is {value.dtype}, the kernel expects "
+                                        f"{_DTYPES[self.params[i]['dtype']][2]}")
                     if cuda_device < 0:
                         cuda_device = value.get_device()
                     slot.value = ptr()
@@ -282,14 +287,15 @@ class Kernel:
                 slot.value = value
         if stream is None and cuda_device >= 0:
             stream = self._current_stream(cuda_device)  # the caller's current CUDA stream
-        _call.args = args
+        call = _call
+        call.args = args
         try:
-            status = _lib.kiln_kernel_launch(self._handle, self._argv, len(params), stream, self._route_ref)
+            status = _launch(self._handle, self._argv, self._count, stream, self._route_ref)
         finally:
-            _call.args = None
-        error = getattr(_call, "error", None)
+            call.args = None
+        error = getattr(call, "error", None)
         if error is not None:
-            _call.error = None
+            call.error = None
             raise error
         if status:
             self._archive._runtime._check(status)
