@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <cstdio>
 #include <sstream>
 
 #include "archive_reader.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
+#include "verify_run.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -32,7 +34,8 @@ void add_verify_command(CLI::App& app) {
     std::string file, trust;
     unsigned threshold = 1;
     unsigned threads = default_threads();
-    bool deep = false, json = false;
+    bool deep = false, json = false, run = false;
+    int device = 0, repeat = 20;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("verify", "Check an archive's signatures and every member's digest");
@@ -42,6 +45,9 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--threads,-j", o->threads, "Members hashed in parallel")->check(CLI::Range(1u, 1024u));
   cmd->add_flag("--deep", o->deep, "Also decompress every member and check its content digest");
   cmd->add_flag("--json", o->json, "Print a JSON report on stdout");
+  cmd->add_flag("--run", o->run, "Then run every test vector on this host's GPU and compare (see kiln preflight)");
+  cmd->add_option("--device", o->device, "CUDA device for --run")->check(CLI::Range(0, 1023));
+  cmd->add_option("--repeat", o->repeat, "Timed launches per test for --run")->check(CLI::Range(1, 100000));
   cmd->callback([o] {
     TrustSet trust = TrustSet::load(o->trust);
     ReadOptions options;
@@ -64,29 +70,73 @@ void add_verify_command(CLI::App& app) {
     std::uint64_t stored = 0;
     for (const auto& e : index.entries) stored += e.stored_size;
     const TrustReport& report = archive->trust_report();
+    std::vector<TestResult> results;
+    bool ran_any = false, all_passed = true;
+    if (o->run) {
+      results = run_test_vectors(RunOptions{o->file, o->trust, o->threshold, o->device, o->repeat});
+      for (const TestResult& r : results) {
+        ran_any = ran_any || r.ran;
+        all_passed = all_passed && (!r.ran || r.passed);
+      }
+    }
+    bool ok = !o->run || (ran_any && all_passed);
     if (o->json) {
-      std::cout << "{\"file\":" << json_string(o->file) << ",\"ok\":true,\"digest\":" << json_string(digest_string(archive->digest()))
+      std::cout << "{\"file\":" << json_string(o->file) << ",\"ok\":" << (ok ? "true" : "false")
+                << ",\"digest\":" << json_string(digest_string(archive->digest()))
                 << ",\"package\":" << json_string(index.package) << ",\"kernel_revision\":" << json_string(index.kernel_revision)
                 << ",\"sequence\":" << index.sequence << ",\"signatures\":" << signatures_json(report)
                 << ",\"trusted_signers\":" << report.distinct_trusted_signers << ",\"threshold\":" << report.threshold
                 << ",\"members_checked\":" << index.entries.size() << ",\"bytes_checked\":" << stored
-                << ",\"deep\":" << (o->deep ? "true" : "false") << "}\n";
-      return;
+                << ",\"deep\":" << (o->deep ? "true" : "false");
+      if (o->run) {
+        std::cout << ",\"device\":" << o->device << ",\"run\":[";
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          const TestResult& r = results[i];
+          std::cout << (i ? "," : "") << "{\"kernel\":" << json_string(r.kernel) << ",\"test\":" << json_string(r.test)
+                    << ",\"route\":" << json_string(r.route) << ",\"target\":" << json_string(r.target)
+                    << ",\"ran\":" << (r.ran ? "true" : "false") << ",\"passed\":" << (r.passed ? "true" : "false")
+                    << ",\"max_abs_error\":" << r.max_abs_error << ",\"max_rel_error\":" << r.max_rel_error
+                    << ",\"elements\":" << r.elements << ",\"mismatches\":" << r.mismatches
+                    << ",\"unwritten\":" << r.unwritten << ",\"median_us\":" << r.median_us
+                    << ",\"reason\":" << json_string(r.reason) << ",\"detail\":" << json_string(r.detail) << "}";
+        }
+        std::cout << "]";
+      }
+      std::cout << "}\n";
+    } else {
+      std::cout << o->file << "\n"
+                << "  digest      " << digest_string(archive->digest()) << "\n"
+                << "  package     " << index.package << "  revision " << index.kernel_revision << "  sequence " << index.sequence << "\n"
+                << "  signatures  " << report.distinct_trusted_signers << " distinct trusted signer(s), " << report.threshold
+                << " required\n";
+      for (const SignatureCheck& c : report.checks) {
+        std::cout << "    " << (c.status == SignatureStatus::valid ? "ok        " : "not used  ") << "key " << c.key_id
+                  << "  signer '" << c.signer << "'";
+        if (c.status != SignatureStatus::valid) std::cout << "  (" << c.detail << ")";
+        std::cout << "\n";
+      }
+      std::cout << "  members     " << index.entries.size() << " checked, " << human_size(stored) << " stored"
+                << (o->deep ? ", content digests checked too" : "") << "\n";
+      if (o->run) {
+        std::printf("  test vectors on device %d:\n    %-16s %-16s %-9s %-12s %10s %10s %9s %10s  %s\n", o->device, "kernel",
+                    "test", "route", "target", "max abs", "max rel", "unwritten", "median", "result");
+        for (const TestResult& r : results) {
+          std::string verdict = !r.ran ? "not run" : r.passed ? "PASS" : "FAIL";
+          std::printf("    %-16s %-16s %-9s %-12s %10.3g %10.3g %9llu %8.1f us  %s\n", r.kernel.c_str(),
+                      r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
+                      r.max_abs_error, r.max_rel_error, r.unwritten, r.median_us, verdict.c_str());
+          if (!r.detail.empty()) std::printf("      %s\n", r.detail.c_str());
+          if (!r.ran) std::printf("      reason: %s\n", r.reason.c_str());
+        }
+        std::fflush(stdout);
+      }
+      std::cout << (ok ? "verified" : "NOT verified") << "\n";
     }
-    std::cout << o->file << "\n"
-              << "  digest      " << digest_string(archive->digest()) << "\n"
-              << "  package     " << index.package << "  revision " << index.kernel_revision << "  sequence " << index.sequence << "\n"
-              << "  signatures  " << report.distinct_trusted_signers << " distinct trusted signer(s), " << report.threshold
-              << " required\n";
-    for (const SignatureCheck& c : report.checks) {
-      std::cout << "    " << (c.status == SignatureStatus::valid ? "ok        " : "not used  ") << "key " << c.key_id
-                << "  signer '" << c.signer << "'";
-      if (c.status != SignatureStatus::valid) std::cout << "  (" << c.detail << ")";
-      std::cout << "\n";
+    if (o->run && !ran_any) {
+      fail(Errc::refused, "no test vector ran natively on device " + std::to_string(o->device) +
+                              " of this host, so --run proves nothing here (run it on the target GPU)");
     }
-    std::cout << "  members     " << index.entries.size() << " checked, " << human_size(stored) << " stored"
-              << (o->deep ? ", content digests checked too" : "") << "\n"
-              << "verified\n";
+    if (!ok) fail(Errc::refused, "test vectors failed on device " + std::to_string(o->device));
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "code_object.hpp"
 #include "kernel_table.hpp"
+#include "npy.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "format.hpp"
@@ -164,6 +165,31 @@ PackPlan plan_pack(const std::string& manifest_path) {
       m->backend = backend;
       m->kind = info.kind;
       m->arch = join(info.targets);
+    }
+    for (const TestSpec& test : k.tests) {
+      for (const auto* list : {&test.inputs, &test.outputs}) {
+        for (const auto& [param_name, file] : *list) {
+          MemberInput* m = members.add(file, format::Role::testdata);
+          NpyArray array;
+          try {
+            array = parse_npy(m->bytes(), "'" + file.path + "'");
+          } catch (const Error& e) {
+            fail(Errc::manifest, where(manifest_name, file.pos) + ": " + e.what());
+          }
+          const KernelParam* param = nullptr;
+          for (const KernelParam& p : k.params) {
+            if (p.name == param_name) param = &p;
+          }
+          if (array.dtype != param->type) {
+            fail(Errc::manifest, where(manifest_name, file.pos) + ": test vector '" + file.path + "' holds " +
+                                     scalar_type_name(array.dtype) + " but parameter '" + param_name + "' of kernel '" +
+                                     k.name + "' points to " + scalar_type_name(param->type));
+          }
+          if (array.count() == 0) {
+            fail(Errc::manifest, where(manifest_name, file.pos) + ": test vector '" + file.path + "' is empty");
+          }
+        }
+      }
     }
     for (const FileRef& f : k.sources) members.add(f, format::Role::source);
     for (const FileRef& f : k.ir) members.add(f, format::Role::ir);

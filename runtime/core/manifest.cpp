@@ -257,6 +257,55 @@ CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i) {
   return c;
 }
 
+TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const KernelSpec& k) {
+  std::string where = kt.where() + " test[" + std::to_string(i) + "]";
+  if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { shape = \"m256\", inputs = { a = \"a.npy\" }, outputs = { c = \"c.npy\" } }");
+  TableReader t(kt.file(), *n.as_table(), where);
+  TestSpec test;
+  test.pos = pos_of(n);
+  const toml::node& sn = t.require("shape", "the name of a declared [[kernel.shape]]");
+  test.shape = t.as_string(sn, "shape", "\"m256n256k256\"");
+  bool declared = false;
+  for (const ShapeSpec& s : k.shapes) declared = declared || s.name == test.shape;
+  if (!declared) t.fail_at(sn, "test shape '" + test.shape + "' is not a declared shape of kernel '" + k.name + "'");
+  auto files = [&](const char* key, std::vector<std::pair<std::string, FileRef>>& out) {
+    const toml::node* fn = t.get(key);
+    if (fn == nullptr) return;
+    for (auto&& [name_key, value] : t.table(*fn, key)) {
+      std::string name(name_key.str());
+      const KernelParam* param = nullptr;
+      for (const KernelParam& p : k.params) {
+        if (p.name == name) param = &p;
+      }
+      if (param == nullptr || !param->is_pointer) {
+        t.fail_at(value, "'" + name + "' in " + where + " " + key + " is not a pointer parameter of kernel '" + k.name + "'");
+      }
+      out.emplace_back(name, file_ref(t, value, name));
+    }
+  };
+  files("inputs", test.inputs);
+  files("outputs", test.outputs);
+  for (const KernelParam& p : k.params) {
+    if (!p.is_pointer) continue;
+    bool in = false, out = false;
+    for (const auto& f : test.inputs) in = in || f.first == p.name;
+    for (const auto& f : test.outputs) out = out || f.first == p.name;
+    if (p.access != ParamAccess::write && !in) t.fail_at(n, where + " gives no input for '" + p.name + "', which the kernel reads");
+    if (p.access == ParamAccess::write && !out) t.fail_at(n, where + " gives no expected output for '" + p.name + "', which the kernel writes");
+  }
+  if (test.outputs.empty()) t.fail_at(n, where + " checks no output");
+  if (const toml::node* tn = t.get("tolerance")) {
+    TableReader tt(kt.file(), t.table(*tn, "tolerance"), where + " tolerance");
+    test.has_tolerance = true;
+    test.tolerance = k.tolerance;
+    if (const toml::node* r = tt.get("rtol")) test.tolerance.rtol = tt.number(*r, "rtol");
+    if (const toml::node* a = tt.get("atol")) test.tolerance.atol = tt.number(*a, "atol");
+    tt.no_unknown_keys("rtol, atol");
+  }
+  t.no_unknown_keys("shape, inputs, outputs, tolerance");
+  return test;
+}
+
 KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_t i) {
   std::string where = "kernel[" + std::to_string(i) + "]";
   if (!n.is_table()) {
@@ -312,7 +361,11 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
     if (const toml::node* a = tt.get("atol")) k.tolerance.atol = tt.number(*a, "atol");
     tt.no_unknown_keys("rtol, atol");
   }
-  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, code, shape, tolerance");
+  if (const toml::node* tn = t.get("test")) {
+    const toml::array& ta = t.array(*tn, "test", "test tables");
+    for (std::size_t j = 0; j < ta.size(); ++j) k.tests.push_back(parse_test(named, ta[j], j, k));
+  }
+  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, code, shape, tolerance, test");
   return k;
 }
 

@@ -59,6 +59,16 @@ struct Tolerance {
   double atol = 1e-6;
 };
 
+// A test vector: run the kernel at a declared shape on these inputs and compare the outputs.
+struct TestSpec {
+  std::string shape;  // a declared shape's name: its values give the scalar arguments
+  std::vector<std::pair<std::string, FileRef>> inputs;   // pointer parameter -> .npy
+  std::vector<std::pair<std::string, FileRef>> outputs;  // pointer parameter -> expected .npy
+  bool has_tolerance = false;
+  Tolerance tolerance;  // overrides the kernel's when set; integer outputs are compared exactly
+  SourcePos pos;
+};
+
 struct KernelSpec {
   std::string name;
   std::string entry;  // the symbol in the code objects
@@ -70,6 +80,7 @@ struct KernelSpec {
   std::vector<CodeObjectRef> code;
   std::vector<ShapeSpec> shapes;
   Tolerance tolerance;
+  std::vector<TestSpec> tests;  // from kiln.toml only; not in the binary kernel table
   SourcePos pos;
 };
 

@@ -108,7 +108,8 @@ TEST_F(PackPlanTest, RealNvccOutputPacksAndAWrongClaimIsRefused) {
 #else
   std::string example = KILN_EXAMPLE_CUDA_DIR;
   for (const char* f : {"kiln.toml", "matmul_relu.cu", "matmul_relu.sm_80.cubin", "matmul_relu.sm_90a.cubin",
-                        "matmul_relu.compute_90.ptx"}) {
+                        "matmul_relu.compute_90.ptx", "m256n256k256.a.npy", "m256n256k256.b.npy",
+                        "m256n256k256.c.expected.npy"}) {
     write(f, test::read_text_file(example + "/" + f));
   }
   cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
