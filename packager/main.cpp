@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_inspect_command(app);
   kiln::cli::add_extract_command(app);
   kiln::cli::add_digest_command(app);
+  kiln::cli::add_preflight_command(app);
 
   std::string command = "kiln";
   try {

@@ -290,7 +290,9 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
     bool in = false, out = false;
     for (const auto& f : test.inputs) in = in || f.first == p.name;
     for (const auto& f : test.outputs) out = out || f.first == p.name;
-    if (p.access != ParamAccess::write && !in) t.fail_at(n, where + " gives no input for '" + p.name + "', which the kernel reads");
+    // A read_write buffer may go without an input (scratch space, passed as NULL); a buffer
+    // the kernel only reads may not.
+    if (p.access == ParamAccess::read && !in) t.fail_at(n, where + " gives no input for '" + p.name + "', which the kernel reads");
     if (p.access == ParamAccess::write && !out) t.fail_at(n, where + " gives no expected output for '" + p.name + "', which the kernel writes");
   }
   if (test.outputs.empty()) t.fail_at(n, where + " checks no output");

@@ -193,3 +193,22 @@ TEST_F(Cli, PackIsReproducible) {
 }
 
 }  // namespace
+
+#ifdef KILN_TEST_ARCHIVES
+TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
+  std::string archive = std::string(KILN_TEST_ARCHIVES) + "/matmul-relu.kiln";
+  std::string trust = std::string(KILN_TEST_KEYS) + "/test.pub";
+  if (!std::ifstream(archive)) GTEST_SKIP() << "matmul-relu.kiln needs nvcc at build time";
+  if (std::ifstream("/dev/nvidiactl")) GTEST_SKIP() << "this host has an NVIDIA device: the GPU suite covers it";
+  Result run = ::run("verify " + archive + " --trust " + trust + " --run");
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_NE(run.out.find("not run: routes to reference on this host"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--run proves nothing here"), std::string::npos) << run.out;
+  Result json = ::run("verify " + archive + " --trust " + trust + " --run --json");
+  EXPECT_NE(json.out.find("\"ran\":false"), std::string::npos) << json.out;
+  Result pre = ::run("preflight " + archive + " --trust " + trust + " --json");
+  EXPECT_EQ(pre.code, 0) << pre.out;
+  EXPECT_NE(pre.out.find("\"route\":\"reference\""), std::string::npos) << pre.out;
+  EXPECT_NE(pre.out.find("\"reason\":\"no-driver\""), std::string::npos) << pre.out;
+}
+#endif

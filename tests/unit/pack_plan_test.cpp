@@ -7,6 +7,7 @@
 
 #include "error.hpp"
 #include "file_io.hpp"
+#include "npy.hpp"
 #include "pack_plan.hpp"
 #include "test_support.hpp"
 
@@ -100,6 +101,47 @@ TEST_F(PackPlanTest, ReservedNamesAreRefused) {
   write("kiln/observed-toolchain.toml", "forged");
   std::string why = expect_error(Errc::manifest);
   EXPECT_NE(why.find("is reserved"), std::string::npos) << why;
+}
+
+TEST_F(PackPlanTest, TestVectorOfTheWrongDtypeIsRefused) {
+  std::string manifest = test::small_manifest(id, "k.ptx") +
+                         "[[kernel.shape]]\nname = \"n4\"\nvalues = { n = 4 }\ngrid = [1]\nblock = [4]\n"
+                         "[[kernel.test]]\nshape = \"n4\"\ninputs = { x = \"x.npy\" }\noutputs = { x = \"x.npy\" }\n";
+  write("kiln.toml", manifest);
+  write("k.ptx", test::small_ptx("sm_90"));
+  double values[4] = {1, 2, 3, 4};
+  std::vector<std::uint8_t> npy = write_npy(ScalarType::f64, {4}, values);
+  write("x.npy", std::string(npy.begin(), npy.end()));
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("test vector 'x.npy' holds f64 but parameter 'x' of kernel 'add' points to f32"), std::string::npos) << why;
+  float floats[4] = {1, 2, 3, 4};
+  npy = write_npy(ScalarType::f32, {2, 2}, floats);
+  write("x.npy", std::string(npy.begin(), npy.end()));
+  cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
+  EXPECT_EQ(plan.manifest.kernels.at(0).tests.size(), 1u);
+  bool stored = false;
+  for (const MemberInput& m : plan.members) stored = stored || (m.path == "x.npy" && m.role == format::Role::testdata);
+  EXPECT_TRUE(stored) << "the vector is stored once, as testdata";
+}
+
+TEST(Npy, RoundTripAndRefusals) {
+  float v[6] = {1.5f, -2, 3, 4, 5, 6};
+  std::vector<std::uint8_t> bytes = write_npy(ScalarType::f32, {2, 3}, v);
+  NpyArray a = parse_npy(ByteView(bytes), "a.npy");
+  EXPECT_EQ(a.dtype, ScalarType::f32);
+  ASSERT_EQ(a.shape.size(), 2u);
+  EXPECT_EQ(a.shape[1], 3u);
+  EXPECT_EQ(a.count(), 6u);
+  EXPECT_DOUBLE_EQ(npy_element(a, 0), 1.5);
+  EXPECT_DOUBLE_EQ(npy_element(a, 1), -2);
+  std::vector<std::uint8_t> cut(bytes.begin(), bytes.end() - 1);
+  EXPECT_THROW(parse_npy(ByteView(cut), "cut.npy"), Error);
+  std::string fortran(bytes.begin(), bytes.end());
+  fortran.replace(fortran.find("False"), 5, "True ");
+  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(fortran.data()), fortran.size()), "f.npy"), Error);
+  std::string big_endian(bytes.begin(), bytes.end());
+  big_endian.replace(big_endian.find("<f4"), 3, ">f4");
+  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(big_endian.data()), big_endian.size()), "b.npy"), Error);
 }
 
 TEST_F(PackPlanTest, RealNvccOutputPacksAndAWrongClaimIsRefused) {
