@@ -30,6 +30,13 @@ run demo_c "$stage/bin/matmul_demo_c" "$stage/archives/matmul-relu.kiln" "$stage
 run demo_cpp "$stage/bin/matmul_demo_cpp" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
 run verify_on_gpu_host "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub"
 run bench "$stage/bin/kiln_runtime_bench" "$stage/bench" "$stage/keys/test.pub"
+# Release checks on the target GPU: every test vector of the nvcc archive must pass, and the
+# deliberately wrong kernel must fail with its error figures.
+run verify_run_nvcc "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub" --run
+expect_refusal() { ! "$@"; }
+run verify_run_wrong_fails expect_refusal "$stage/bin/kiln" verify "$stage/archives/matmul-relu-off-by-one.kiln" \
+  --trust "$stage/keys/test.pub" --run
+run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.kiln" --trust "$stage/keys/test.pub"
 # The Python bindings on the real driver (their native-route test runs only here).
 export PYTHONPATH="$(pwd)/examples/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
 run python_tests python3 -m pytest -q -p no:cacheprovider examples/python/tests
@@ -38,15 +45,16 @@ if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
   triton_archive="$stage/archives/matmul-relu-triton.kiln"
   run triton_python python3 examples/triton/check_on_gpu.py "$triton_archive" "$stage/keys/test.pub"
   run triton_c "$stage/bin/matmul_demo_c" "$triton_archive" "$stage/keys/test.pub"
+  run verify_run_triton "$stage/bin/kiln" verify "$triton_archive" --trust "$stage/keys/test.pub" --run
   run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub"
-  steps_triton="triton_python triton_c python_launch_bench"
+  steps_triton="triton_python triton_c verify_run_triton python_launch_bench"
 fi
 if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
   run tilelang_python python3 examples/tilelang/check_on_gpu.py "$stage/archives/matmul-relu-tilelang.kiln" "$stage/keys/test.pub"
   steps_triton="$steps_triton tilelang_python"
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_wrong_fails preflight python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
