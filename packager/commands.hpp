@@ -16,5 +16,6 @@ void add_inspect_command(CLI::App& app);
 void add_extract_command(CLI::App& app);
 void add_digest_command(CLI::App& app);
 void add_preflight_command(CLI::App& app);
+void add_diag_command(CLI::App& app);
 
 }  // namespace kiln::cli

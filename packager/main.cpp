@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_extract_command(app);
   kiln::cli::add_digest_command(app);
   kiln::cli::add_preflight_command(app);
+  kiln::cli::add_diag_command(app);
 
   std::string command = "kiln";
   try {

@@ -125,6 +125,8 @@ typedef struct kiln_runtime_options {
   const char* cuda_driver_path;  /* library to dlopen for CUDA; default "libcuda.so.1" */
   char* error_buffer;            /* optional: where kiln_runtime_create writes why it failed */
   size_t error_buffer_size;      /*   (there is no runtime yet to ask); NUL-terminated */
+  const char* diag_dir;          /* where to write a diagnostic bundle when a load or launch fails;
+                                    NULL: the KILN_DIAG_DIR environment variable, else none */
 } kiln_runtime_options;
 
 /* Fills `options` with defaults. `size` is sizeof(kiln_runtime_options) as the caller knows
@@ -196,6 +198,13 @@ KILN_API const char* kiln_archive_kernel_name(const kiln_archive* archive, size_
  * reference are not an error; a driver failure on a fitting code object is logged, counted
  * and routes the kernel to the reference (or refuses it under the strict policy). */
 KILN_API kiln_status kiln_archive_warm(kiln_archive* archive, int device);
+
+/* Preflight: resolves every kernel for `device` (loading, never launching) and writes a JSON
+ * report into `buffer`: {"digest":..., "device":N, "kernels":[{"kernel", "route", "reason",
+ * "target", "detail"}, ...]}. KILN_ERR_BUFFER_TOO_SMALL with `needed` set when it does not fit
+ * (call again with a larger buffer; resolution is done once). */
+KILN_API kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity,
+                                            size_t* needed);
 
 /* ---- Kernels --------------------------------------------------------------------------- */
 

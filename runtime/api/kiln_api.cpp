@@ -85,14 +85,6 @@ kiln_status copy_message(const std::string& text, char* buffer, std::size_t capa
 
 extern "C" {
 
-unsigned kiln_version(void) { return KILN_VERSION_NUMBER; }
-
-const char* kiln_version_string(void) {
-#define KILN_STR2(x) #x
-#define KILN_STR(x) KILN_STR2(x)
-  return KILN_STR(KILN_VERSION_MAJOR) "." KILN_STR(KILN_VERSION_MINOR) "." KILN_STR(KILN_VERSION_PATCH);
-}
-
 kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size) {
   if (options == nullptr || size < sizeof(uint32_t)) return KILN_ERR_INVALID_ARGUMENT;
   kiln_runtime_options defaults{};
@@ -184,6 +176,33 @@ const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
 kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
   if (archive == nullptr) return KILN_ERR_INVALID_ARGUMENT;
   return guarded(&archive->runtime(), [&] { archive->warm(device); });
+}
+
+kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity, size_t* needed) {
+  if (archive == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  kiln_status status = KILN_OK;
+  kiln_status guard = guarded(&archive->runtime(), [&] {
+    auto quote = [](const std::string& s) {
+      std::string out = "\"";
+      for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += c;
+        else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+        else out += c;
+      }
+      return out + "\"";
+    };
+    const kiln::KernelTable& table = archive->reader().kernel_table();
+    std::string json = "{\"digest\":" + quote(archive->digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      kiln_kernel* k = archive->kernel(table.name(i), device);
+      json += std::string(i ? "," : "") + "{\"kernel\":" + quote(table.name(i)) + ",\"route\":" +
+              quote(kiln_route_string(k->route)) + ",\"reason\":" + quote(kiln_reason_string(k->reason)) +
+              ",\"target\":" + quote(k->target) + ",\"detail\":" + quote(k->reason_text) + "}";
+    }
+    json += "]}";
+    status = copy_message(json, buffer, capacity, needed);
+  });
+  return guard != KILN_OK ? guard : status;
 }
 
 kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int device, kiln_kernel** out) {

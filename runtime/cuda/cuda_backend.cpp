@@ -105,6 +105,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   result.nanoseconds = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   if (r != CUDA_SUCCESS) {
+    result.cuda_error = r;
     result.error = driver_->describe(r);
     if (r == CUDA_ERROR_NOT_FOUND) result.error += ": no kernel named '" + entry + "' in the code object";
     std::string log(error_log.data());

@@ -37,6 +37,7 @@ struct LoadResult {
   bool ok = false;
   LoadedCode code;
   std::string error;   // the driver's error and, for PTX, its JIT error log
+  CUresult cuda_error = CUDA_SUCCESS;
   std::uint64_t nanoseconds = 0;
 };
 

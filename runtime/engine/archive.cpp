@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "code_object.hpp"
+#include "diagnostics.hpp"
 #include "cuda_target.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
@@ -214,6 +215,8 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
     kiln::engine::Stats& s = runtime_.stats();
     if (!r.ok) {
       kiln::engine::Stats::bump(is_ptx ? s.jit_failures : s.load_failures);
+      k.cuda_device = device;
+      diagnose(k, "load", c.target.tag, c.path, r.cuda_error, r.error, "");
       std::string text = candidate_text(c) + ": " + r.error;
       runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + where + ": load failed: " + text);
       load_failures += (load_failures.empty() ? "" : "; ") + text;
@@ -242,4 +245,39 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
   settle_without_code(k, driver_old ? KILN_REASON_DRIVER_TOO_OLD : KILN_REASON_ARCH_MISMATCH,
                       where + " is sm_" + std::to_string(device->spec.cc_major) + std::to_string(device->spec.cc_minor) +
                           "; no code object fits it: " + (rejected_text.empty() ? "none listed" : rejected_text));
+}
+
+void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, const std::string& target,
+                            const std::string& member, int cuda_error, const std::string& error, const std::string& call) {
+  if (runtime_.diag_dir().empty()) return;
+  kiln::engine::DiagnosticEvent e;
+  e.event = event;
+  e.archive_digest = digest_;
+  e.package = reader_->index().package;
+  e.kernel_revision = reader_->index().kernel_revision;
+  e.kernel = k.spec.name;
+  e.entry = k.spec.entry;
+  e.target = target;
+  e.member = member;
+  e.device = k.device;
+  if (k.cuda_device != nullptr) {
+    e.device_name = k.cuda_device->name;
+    e.cc_major = k.cuda_device->spec.cc_major;
+    e.cc_minor = k.cuda_device->spec.cc_minor;
+    e.driver_version = kiln::cuda::driver_version_text(k.cuda_device->spec.driver_version);
+  }
+  e.kiln_version = kiln_version_string();
+  e.cuda_error = cuda_error;
+  e.error = error;
+  e.call = call;
+  try {
+    e.files.emplace_back(kiln::format::kManifestPath, reader_->read_member(kiln::format::kManifestPath));
+    if (!member.empty()) e.files.emplace_back(member, reader_->read_member(member));
+  } catch (const Error& ex) {
+    e.error += " (and the bundle could not include a member: " + std::string(ex.what()) + ")";
+  }
+  std::string why;
+  std::string folder = kiln::engine::write_diagnostic_bundle(runtime_.diag_dir(), e, &why);
+  if (folder.empty()) runtime_.log(KILN_LOG_ERROR, "could not write a diagnostic bundle: " + why);
+  else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.spec.name + "': " + folder);
 }

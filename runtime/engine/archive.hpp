@@ -30,6 +30,9 @@ struct kiln_archive {
   kiln_kernel* kernel(const std::string& name, int device);
   // Resolves every kernel for `device`, in parallel.
   void warm(int device);
+  // Writes a diagnostic bundle for a failed load or launch of `k`, if a directory is set.
+  void diagnose(const kiln_kernel& k, const std::string& event, const std::string& target, const std::string& member,
+                int cuda_error, const std::string& error, const std::string& call);
 
  private:
   struct Slot {

@@ -19,6 +19,11 @@ kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* s
       kiln::cuda::CUresult r = rt.cuda().launch(*cuda_device, code, *config, stream, const_cast<void**>(args));
       if (r != kiln::cuda::CUDA_SUCCESS) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);
+        std::string call = shapes.describe_call(args) + " grid(" + std::to_string(config->grid[0]) + "," +
+                           std::to_string(config->grid[1]) + "," + std::to_string(config->grid[2]) + ") block(" +
+                           std::to_string(config->block[0]) + "," + std::to_string(config->block[1]) + "," +
+                           std::to_string(config->block[2]) + ") smem " + std::to_string(config->shared_mem);
+        archive->diagnose(*this, "launch", target, "", r, rt.cuda().driver()->describe(r), call);
         throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on device " + std::to_string(device) +
                                       ": cuLaunchKernel failed: " + rt.cuda().driver()->describe(r));
       }

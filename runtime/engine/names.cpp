@@ -1,8 +1,16 @@
-// The static names of statuses, routes and reasons. Part of the C API (declared in kiln.h),
+// The library version and the static names of statuses, routes and reasons. Part of the C API (declared in kiln.h),
 // kept here because the engine's own messages use them too.
 #include "kiln/kiln.h"
 
 extern "C" {
+
+unsigned kiln_version(void) { return KILN_VERSION_NUMBER; }
+
+const char* kiln_version_string(void) {
+#define KILN_STR2(x) #x
+#define KILN_STR(x) KILN_STR2(x)
+  return KILN_STR(KILN_VERSION_MAJOR) "." KILN_STR(KILN_VERSION_MINOR) "." KILN_STR(KILN_VERSION_PATCH);
+}
 
 const char* kiln_status_string(kiln_status status) {
   switch (status) {

@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include <cstdlib>
+
 #include "error.hpp"
 
 kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
@@ -21,6 +23,8 @@ kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
     throw kiln::Error(kiln::Errc::invalid_argument, "policy must be KILN_POLICY_FALLBACK or KILN_POLICY_STRICT");
   }
   if (max_member_size_ == 0) throw kiln::Error(kiln::Errc::invalid_argument, "max_member_size must be above zero");
+  const char* env = std::getenv("KILN_DIAG_DIR");
+  diag_dir_ = o.diag_dir != nullptr ? o.diag_dir : env != nullptr ? env : "";
 }
 
 void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_fn fn, void* user) {

@@ -34,6 +34,8 @@ struct kiln_runtime {
   std::uint64_t max_member_size() const { return max_member_size_; }
   kiln::cuda::Backend& cuda() { return cuda_; }
   kiln::engine::Stats& stats() { return stats_; }
+  // Where diagnostic bundles go ("" for nowhere): the option, else KILN_DIAG_DIR.
+  const std::string& diag_dir() const { return diag_dir_; }
   const kiln::engine::Stats& stats() const { return stats_; }
 
  private:
@@ -46,6 +48,7 @@ struct kiln_runtime {
   std::uint64_t max_member_size_;
   kiln::cuda::Backend cuda_;
   kiln::engine::Stats stats_;
+  std::string diag_dir_;
 
   mutable std::shared_mutex references_mutex_;
   std::unordered_map<std::string, Reference> references_;

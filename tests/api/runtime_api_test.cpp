@@ -305,6 +305,21 @@ TEST_F(RuntimeApi, ParametersAreDescribedForBindings) {
   kiln_archive_destroy(a);
 }
 
+TEST_F(RuntimeApi, PreflightReportsEveryKernelAsJson) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  size_t needed = 0;
+  EXPECT_EQ(kiln_archive_preflight(a, 0, nullptr, 0, &needed), KILN_OK);
+  ASSERT_GT(needed, 10u);
+  std::string buf(needed, '\0');
+  ASSERT_EQ(kiln_archive_preflight(a, 0, &buf[0], buf.size(), nullptr), KILN_OK);
+  EXPECT_NE(buf.find("{\"kernel\":\"scale\",\"route\":\"reference\",\"reason\":\"no-driver\""), std::string::npos) << buf;
+  EXPECT_NE(buf.find("{\"kernel\":\"scale_strict\",\"route\":\"refused\""), std::string::npos) << buf;
+  char small[16];
+  EXPECT_EQ(kiln_archive_preflight(a, 0, small, sizeof small, nullptr), KILN_ERR_BUFFER_TOO_SMALL);
+  kiln_archive_destroy(a);
+}
+
 TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
   std::vector<std::string> lines;
   kiln_runtime_options o;

@@ -2,6 +2,8 @@
 // saying why, on a machine without a CUDA driver or device; ci/gpu-run.sh runs it on the H200.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -280,6 +282,38 @@ TEST(Gpu, WarmUpLoadsEveryKernelBeforeTheFirstCall) {
   kiln_runtime_stats(r.rt, &after);
   EXPECT_EQ(after.loads, 1u) << "the launch must not load anything";
   EXPECT_EQ(after.launches_native, 1u);
+}
+
+TEST(Gpu, AFailedLoadRoutesToTheReferenceAndLeavesADiagnosticBundle) {
+  REQUIRE_GPU();
+  char tmpl[] = "/tmp/kiln-diag-gpu-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  ::setenv("KILN_DIAG_DIR", dir.c_str(), 1);
+  Runtime r;
+  ::unsetenv("KILN_DIAG_DIR");
+  kiln_kernel* k = r.open_kernel("matmul-relu-bad-entry.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  std::printf("matmul-relu-bad-entry.kiln: route %s (%s): %s\n", kiln_route_string(kiln_kernel_route(k)),
+              kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
+  EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+  EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_LOAD_FAILED);
+  EXPECT_NE(std::string(kiln_kernel_reason_text(k)).find("no kernel named 'no_such_symbol'"), std::string::npos);
+  kiln_stats s{};
+  s.size = sizeof s;
+  kiln_runtime_stats(r.rt, &s);
+  EXPECT_EQ(s.load_failures, 1u);
+  // The bundle: a report with the driver's error and device, the manifest and the code object.
+  std::string listing;
+  FILE* p = ::popen(("ls " + dir + "/*/ && cat " + dir + "/*/report.toml").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (p && (n = std::fread(buf, 1, sizeof buf, p)) > 0) listing.append(buf, n);
+  if (p) ::pclose(p);
+  std::printf("%s\n", listing.c_str());
+  EXPECT_NE(listing.find("cuda_error = 500"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("NVIDIA H"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("matmul_relu.sm_90a.cubin"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("kiln.toml"), std::string::npos) << listing;
 }
 
 TEST(Gpu, AMissingDeviceOrdinalRoutesToTheReference) {

@@ -212,3 +212,20 @@ TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
   EXPECT_NE(pre.out.find("\"reason\":\"no-driver\""), std::string::npos) << pre.out;
 }
 #endif
+
+TEST(CliDiag, ShowsABundleReadably) {
+  char tmpl[] = "/tmp/kiln-diag-test-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string bundle = dir + "/kiln-diag-1-2-3";
+  ::mkdir(bundle.c_str(), 0700);
+  write_file(bundle + "/report.toml",
+             "# a bundle\nevent = \"load\"\n\n[kernel]\nname = \"matmul_relu\"\n\n[error]\ncuda_error = 500\n"
+             "message = \"CUDA_ERROR_NOT_FOUND (named symbol not found)\"\n\n[files]\n\"kiln.toml\" = \"kiln.toml\"\n");
+  write_file(bundle + "/kiln.toml", "[package]\n");
+  Result r = run("diag show " + bundle);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("event                load"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("message              CUDA_ERROR_NOT_FOUND (named symbol not found)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln.toml"), std::string::npos) << r.out;
+  EXPECT_EQ(run("diag show " + dir + "/missing").code, 4);
+}
