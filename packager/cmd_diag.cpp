@@ -28,15 +28,18 @@ void add_diag_command(CLI::App& app) {
     std::string report = read_small_file(*dir + "/report.toml", 4 << 20);
     std::printf("diagnostic bundle %s\n", dir->c_str());
     std::size_t pos = 0;
+    bool in_files = false;  // the report's own [files] table is shown below, with sizes and digests
     while (pos < report.size()) {
       std::size_t nl = report.find('\n', pos);
       std::string line = report.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
       pos = nl == std::string::npos ? report.size() : nl + 1;
       if (line.empty() || line[0] == '#') continue;
       if (line[0] == '[') {
-        std::printf("%s\n", line.substr(1, line.size() - 2).c_str());
+        in_files = line == "[files]";
+        if (!in_files) std::printf("%s\n", line.substr(1, line.size() - 2).c_str());
         continue;
       }
+      if (in_files) continue;
       std::size_t eq = line.find(" = ");
       if (eq == std::string::npos) continue;
       std::string value = line.substr(eq + 3);
