@@ -20,6 +20,7 @@ struct Candidate {
   kiln::format::CodeKind kind = kiln::format::CodeKind::none;
   kiln::cuda::Target target;  // the best-fitting tag of the member
   kiln::cuda::Judgement judgement;
+  std::vector<std::uint8_t> content;  // PTX read (and verified) while judging, kept for the load
 };
 
 std::string candidate_text(const Candidate& c) {
@@ -179,9 +180,10 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
       if (!kiln::cuda::parse_target(tag, &c.target)) continue;
       std::string isa;
       if (entry.kind == kiln::format::CodeKind::ptx && c.target.is_ptx) {
-        // The ISA version decides whether this driver can JIT it; read from verified bytes.
-        std::vector<std::uint8_t> ptx = reader_->read_member(c.member);
-        isa = kiln::inspect_ptx(kiln::ByteView(ptx), entry.path).ptx_isa;
+        // The ISA version decides whether this driver can JIT it; read from verified bytes,
+        // which are kept so that loading does not read and hash the member again.
+        c.content = reader_->read_member(c.member);
+        isa = kiln::inspect_ptx(kiln::ByteView(c.content), entry.path).ptx_isa;
       }
       c.judgement = kiln::cuda::judge(c.target, device->spec, isa);
       bool better = c.judgement.verdict == kiln::cuda::Verdict::fits &&
@@ -200,8 +202,8 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
   std::string rejected_text;
   for (const Candidate& c : rejected) rejected_text += (rejected_text.empty() ? "" : "; ") + candidate_text(c);
   std::string load_failures;
-  for (const Candidate& c : fitting) {
-    std::vector<std::uint8_t> image = reader_->read_member(c.member);  // digests checked here
+  for (Candidate& c : fitting) {
+    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
     bool is_ptx = c.target.is_ptx;
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.
