@@ -17,5 +17,6 @@ void add_extract_command(CLI::App& app);
 void add_digest_command(CLI::App& app);
 void add_preflight_command(CLI::App& app);
 void add_diag_command(CLI::App& app);
+void add_store_command(CLI::App& app);
 
 }  // namespace kiln::cli

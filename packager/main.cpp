@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_digest_command(app);
   kiln::cli::add_preflight_command(app);
   kiln::cli::add_diag_command(app);
+  kiln::cli::add_store_command(app);
 
   std::string command = "kiln";
   try {

@@ -1,0 +1,134 @@
+// kiln store: keep signed archives by digest, activate them per package, roll back.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "error.hpp"
+#include "store.hpp"
+
+namespace kiln::cli {
+namespace {
+
+struct StoreOptions {
+  std::string dir, trust, file, digest, package, to, who, reason;
+  unsigned keep = 2;
+  bool json = false;
+  std::string resolve() const {
+    if (!dir.empty()) return dir;
+    if (const char* env = std::getenv("KILN_STORE")) return env;
+    fail(Errc::invalid_argument, "no store: pass --store DIR or set KILN_STORE");
+  }
+  std::string actor() const {
+    if (!who.empty()) return who;
+    const char* user = std::getenv("USER");
+    return user ? user : "unknown";
+  }
+};
+
+std::string when(std::uint64_t t) {
+  char buf[32];
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&tt));
+  return buf;
+}
+
+CLI::App* sub(CLI::App* store, const char* name, const char* what, const std::shared_ptr<StoreOptions>& o) {
+  CLI::App* c = store->add_subcommand(name, what);
+  c->add_option("--store,-s", o->dir, "The store folder (default: $KILN_STORE)");
+  return c;
+}
+
+}  // namespace
+
+void add_store_command(CLI::App& app) {
+  auto o = std::make_shared<StoreOptions>();
+  CLI::App* store = app.add_subcommand("store", "Keep archives by digest, activate one per package, roll back");
+  store->require_subcommand(1);
+
+  CLI::App* init = sub(store, "init", "Create a store that trusts these keys", o);
+  init->add_option("--trust,-t", o->trust, "PEM public key or folder of keys the store will trust")->required();
+  init->callback([o] {
+    store::Store::init(o->resolve(), o->trust);
+    store::Store s(o->resolve());
+    std::cout << "created store " << s.dir() << " trusting " << s.trust().size() << " key(s)\n";
+  });
+
+  CLI::App* add = sub(store, "add", "Verify an archive against the store's keys and keep it by digest", o);
+  add->add_option("file", o->file, "The archive")->required();
+  add->callback([o] {
+    store::ArchiveInfo a = store::Store(o->resolve()).add(o->file);
+    std::cout << "added " << a.digest << "  " << a.package << " " << a.kernel_revision << " (sequence " << a.sequence << ")\n";
+  });
+
+  CLI::App* activate = sub(store, "activate", "Make an archive its package's active one (never an older sequence)", o);
+  activate->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
+  activate->add_option("--who", o->who, "Recorded in the history (default: $USER)");
+  activate->add_option("--reason", o->reason, "Recorded in the history");
+  activate->callback([o] {
+    store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason);
+    std::cout << "activated " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
+  });
+
+  CLI::App* rollback = sub(store, "rollback", "Go back to the previously active archive, or --to one this package ran", o);
+  rollback->add_option("package", o->package, "The package")->required();
+  rollback->add_option("--to", o->to, "sha256:<hex> of an archive the package has been active with");
+  rollback->add_option("--who", o->who, "Recorded in the history (default: $USER)");
+  rollback->add_option("--reason", o->reason, "Recorded in the history");
+  rollback->callback([o] {
+    store::HistoryEntry h = store::Store(o->resolve()).rollback(o->package, o->to, o->actor(), o->reason);
+    std::cout << "rolled " << o->package << " back to " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
+  });
+
+  CLI::App* active = sub(store, "active", "Print the active digest of a package, and nothing else", o);
+  active->add_option("package", o->package, "The package")->required();
+  active->callback([o] {
+    store::PackageState s = store::Store(o->resolve()).state(o->package);
+    if (s.active.empty()) fail(Errc::not_found, "package " + o->package + " has no active archive in this store");
+    std::cout << s.active << "\n";
+  });
+
+  CLI::App* list = sub(store, "list", "The archives in the store, and which are active", o);
+  list->callback([o] {
+    store::Store s(o->resolve());
+    for (const store::ArchiveInfo& a : s.archives()) {
+      bool is_active = s.state(a.package).active == a.digest;
+      std::printf("%s %s  %-20s %-24s seq %-6llu %s\n", is_active ? "*" : " ", a.digest.c_str(), a.package.c_str(),
+                  a.kernel_revision.c_str(), static_cast<unsigned long long>(a.sequence), human_size(a.size).c_str());
+    }
+  });
+
+  CLI::App* history = sub(store, "history", "Every decision taken for a package, in order", o);
+  history->add_option("package", o->package, "The package")->required();
+  history->callback([o] {
+    store::PackageState s = store::Store(o->resolve()).state(o->package);
+    for (const store::HistoryEntry& h : s.history) {
+      std::printf("#%-4llu %s  %-8s %s seq %-6llu by %s%s%s\n", static_cast<unsigned long long>(h.number),
+                  when(h.time).c_str(), h.action.c_str(), h.digest.empty() ? "-" : h.digest.c_str(),
+                  static_cast<unsigned long long>(h.sequence), h.who.c_str(), h.reason == "-" ? "" : ": ",
+                  h.reason == "-" ? "" : h.reason.c_str());
+    }
+  });
+
+  CLI::App* verify = sub(store, "verify", "Re-verify every archive and every package's active pointer", o);
+  verify->callback([o] {
+    std::vector<std::string> problems = store::Store(o->resolve()).verify();
+    for (const std::string& p : problems) std::cerr << "problem: " << p << "\n";
+    if (!problems.empty()) fail(Errc::integrity, std::to_string(problems.size()) + " problem(s) in the store");
+    std::cout << "store verified\n";
+  });
+
+  CLI::App* gc = sub(store, "gc", "Remove archives no rule keeps (see schema/STORE.md)", o);
+  gc->add_option("--keep", o->keep, "Previously active archives kept per package for rollback")->check(CLI::Range(1u, 1000u));
+  gc->callback([o] {
+    std::vector<std::string> removed = store::Store(o->resolve()).gc(o->keep);
+    for (const std::string& d : removed) std::cout << "removed " << d << "\n";
+    std::cout << removed.size() << " archive(s) removed\n";
+  });
+}
+
+}  // namespace kiln::cli

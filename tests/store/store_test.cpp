@@ -1,0 +1,180 @@
+// The store: its rules (anti-rollback, history, gc) through the library, and crash safety
+// through the kiln command killed with SIGKILL at every durable step of every operation.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <string>
+
+#include "archive_writer.hpp"
+#include "error.hpp"
+#include "kernel_table.hpp"
+#include "store.hpp"
+
+namespace kiln {
+namespace {
+
+const std::string kKeys = KILN_TEST_KEYS;
+
+// Packs a one-kernel archive of package `scale` at `sequence`, signed with the test key.
+std::string make_archive(const std::string& dir, std::uint64_t sequence) {
+  std::string manifest = "[package]\nname = \"scale\"\nkernel_revision = \"v" + std::to_string(sequence) +
+                         "\"\nsequence = " + std::to_string(sequence) +
+                         "\n[[kernel]]\nname = \"k\"\nentry = \"k\"\nbackend = \"cuda\"\ncode = [{ arch = \"compute_80\", file = \"k.ptx\" }]\n";
+  std::string ptx = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
+  std::vector<MemberInput> members(4);
+  members[0].path = "kiln.toml", members[0].role = format::Role::manifest, members[0].content.assign(manifest.begin(), manifest.end());
+  members[1].path = "k.ptx", members[1].role = format::Role::code, members[1].backend = format::Backend::cuda,
+  members[1].kind = format::CodeKind::ptx, members[1].arch = "compute_80", members[1].content.assign(ptx.begin(), ptx.end());
+  members[2].path = kKernelTablePath, members[2].role = format::Role::meta,
+  members[2].content = encode_kernel_table(parse_manifest(manifest, "kiln.toml"));
+  // Bulk, so that writing the archive into the store takes many crash points.
+  members[3].path = "bulk.bin", members[3].role = format::Role::meta;
+  for (int i = 0; i < 2000000; ++i) members[3].content.push_back(static_cast<std::uint8_t>(i * 2654435761u >> 24));
+  PrivateKey key = PrivateKey::load_file(kKeys + "/test.key");
+  std::string path = dir + "/v" + std::to_string(sequence) + ".kiln";
+  Sha256 digest = write_archive_file(path, {"scale", "v" + std::to_string(sequence), sequence}, members,
+                                     {Signer{&key, "test", 0}}, {});
+  return path + " " + digest_string(digest);
+}
+
+struct Fixture {
+  std::string dir, store;
+  std::string v1, v2, v3, d1, d2, d3;
+  Fixture() {
+    char tmpl[] = "/tmp/kiln-store-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    store = dir + "/store";
+    auto split = [](const std::string& s, std::string* path, std::string* digest) {
+      *path = s.substr(0, s.find(' '));
+      *digest = s.substr(s.find(' ') + 1);
+    };
+    split(make_archive(dir, 1), &v1, &d1);
+    split(make_archive(dir, 2), &v2, &d2);
+    split(make_archive(dir, 3), &v3, &d3);
+  }
+};
+
+TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {
+  Fixture f;
+  store::Store::init(f.store, kKeys + "/test.pub");
+  store::Store s(f.store);
+  s.add(f.v1);
+  s.add(f.v2);
+  s.add(f.v3);
+  s.activate(f.d2, "ops", "v2 first");
+  s.activate(f.d3, "ops", "v3");
+  EXPECT_EQ(s.state("scale").active, f.d3);
+  // v1 (sequence 1) was never active: refused by activate and by rollback, each recorded.
+  try {
+    s.activate(f.d1, "mallory", "");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::refused);
+    EXPECT_NE(std::string(e.what()).find("never active for scale"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.rollback("scale", f.d1, "mallory", ""), Error);
+  EXPECT_EQ(s.state("scale").active, f.d3);
+  // Rollback with no target: the previously active archive.
+  store::HistoryEntry back = s.rollback("scale", "", "ops", "v3 is slow");
+  EXPECT_EQ(back.digest, f.d2);
+  EXPECT_EQ(s.state("scale").active, f.d2);
+  EXPECT_EQ(s.state("scale").highest_sequence, 3u);
+  // Forward again to v3 is a rollback too now (its sequence is not above the highest).
+  EXPECT_THROW(s.activate(f.d3, "ops", ""), Error);
+  EXPECT_EQ(s.rollback("scale", f.d3, "ops", "back to v3").digest, f.d3);
+  store::PackageState st = s.state("scale");
+  ASSERT_EQ(st.history.size(), 7u);
+  EXPECT_EQ(st.history[2].action, "refused");
+  EXPECT_EQ(st.history[2].who, "mallory");
+  EXPECT_EQ(st.history[4].action, "rollback");
+  EXPECT_TRUE(s.verify().empty());
+  // gc keeps the active archive and the previously active one; v1 never ran and is below
+  // the highest sequence, so nothing can bring it back: removed.
+  std::vector<std::string> removed = s.gc(1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], f.d1);
+}
+
+TEST(StoreRules, AnArchiveSignedByAKeyTheStoreDoesNotTrustIsRefusedAtAdd) {
+  Fixture f;
+  PrivateKey other = PrivateKey::generate();
+  std::string pub = f.dir + "/other.pub";
+  std::ofstream(pub) << other.public_key().to_pem();
+  store::Store::init(f.store, pub);
+  try {
+    store::Store(f.store).add(f.v1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::signature);
+  }
+}
+
+int run_kiln(const std::string& args, long crash_at) {
+  std::string cmd = "KILN_STORE_CRASH_AT=" + std::to_string(crash_at) + " " + KILN_BINARY + " " + args + " >/dev/null 2>&1";
+  int status = std::system(cmd.c_str());
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) return -SIGKILL;  // reported by the shell
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(StoreCrashSafety, SigkillAtEveryDurableStepLeavesTheOldOrTheNewState) {
+  Fixture f;
+  struct Op {
+    const char* name;
+    std::string args;
+    std::string before, after;  // the active digest before and after the operation
+  };
+  const std::vector<Op> ops = {
+      {"add", "store add " + f.v3 + " --store STORE", f.d2, f.d2},
+      {"activate", "store activate " + f.d3 + " --store STORE", f.d2, f.d3},
+      {"rollback", "store rollback scale --store STORE", f.d2, f.d1},
+      {"gc", "store gc --keep 1 --store STORE", f.d2, f.d2},
+  };
+  int kills = 0;
+  for (const Op& op : ops) {
+    // Each operation from stores of several history depths (longer state files, other steps).
+    for (int depth = 0; depth < (std::string(op.name) == "add" ? 1 : 12); ++depth) {
+      for (long at = 1;; ++at) {
+        std::string store = f.dir + "/s-" + op.name + "-" + std::to_string(depth) + "-" + std::to_string(at);
+        store::Store::init(store, kKeys + "/test.pub");
+        {
+          store::Store s(store);
+          s.add(f.v1);
+          s.add(f.v2);
+          if (std::string(op.name) != "add") s.add(f.v3);
+          s.activate(f.d1, "setup", "");
+          s.activate(f.d2, "setup", "");
+          for (int i = 0; i < depth; ++i) {  // back and forth: the same state, a longer history
+            s.rollback("scale", f.d1, "setup", "");
+            s.rollback("scale", f.d2, "setup", "");
+          }
+        }
+        std::string args = op.args;
+        args.replace(args.find("STORE"), 5, store);
+        int rc = run_kiln(args, at);
+        // Whatever happened, the store opens, verifies, and is in the old or the new state.
+        store::Store s(store);
+        std::vector<std::string> problems = s.verify();
+        EXPECT_TRUE(problems.empty()) << op.name << " killed at step " << at << ": " << problems[0];
+        std::string active = s.state("scale").active;
+        EXPECT_TRUE(active == op.before || active == op.after) << op.name << " at step " << at << ": active " << active;
+        s.info(active);  // the active archive still authenticates
+        if (rc == -SIGKILL) {
+          ++kills;
+          continue;
+        }
+        ASSERT_EQ(rc, 0) << op.name << " failed without a kill at step " << at;
+        EXPECT_EQ(active, op.after) << op.name;
+        break;
+      }
+    }
+  }
+  std::printf("%d SIGKILLs across add, activate, rollback and gc; every one left a valid store\n", kills);
+  EXPECT_GE(kills, 100);
+}
+
+}  // namespace
+}  // namespace kiln
