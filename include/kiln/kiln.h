@@ -261,6 +261,31 @@ KILN_API kiln_status kiln_kernel_param(const kiln_kernel* kernel, size_t index, 
 KILN_API kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                         kiln_route* route_taken);
 
+/* ---- Following a store: hot swap by digest ---------------------------------------------- */
+
+/* The active archive of one package in a kiln store (a folder made by `kiln store init`),
+ * resolved and warmed for one device, and swapped atomically on reload: calls in flight finish
+ * on the archive they started with, new calls use the new one, and no call sees half of each.
+ * Thread-safe: launches from any number of threads while another thread reloads. The runtime's
+ * trust keys decide what opens; the store's own keys decided what was added. */
+typedef struct kiln_package kiln_package;
+
+KILN_API kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
+                                       kiln_package** out);
+KILN_API void kiln_package_destroy(kiln_package* package);
+
+/* Reads the store's active pointer; if it names another archive, opens and warms it, then
+ * switches. `switched` (may be NULL) is set to 1 when a switch happened. On any failure the
+ * current archive stays in place. */
+KILN_API kiln_status kiln_package_reload(kiln_package* package, int* switched);
+
+/* Copies the digest of the archive in use ("sha256:<hex>") into `buffer` (72 bytes suffice). */
+KILN_API kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capacity);
+
+/* Launches kernel `kernel` of the archive in use, as kiln_kernel_launch does. */
+KILN_API kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void* const* args, size_t arg_count,
+                                         void* stream, kiln_route* route_taken);
+
 /* ---- Statistics ------------------------------------------------------------------------ */
 
 typedef struct kiln_stats {

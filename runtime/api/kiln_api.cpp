@@ -9,6 +9,7 @@
 #include "error.hpp"
 #include "kernel.hpp"
 #include "kiln/kiln.h"
+#include "package.hpp"
 #include "runtime.hpp"
 
 namespace {
@@ -243,6 +244,41 @@ kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t ar
   if (kernel == nullptr) return KILN_ERR_INVALID_ARGUMENT;
   return guarded(&kernel->archive->runtime(), [&] {
     kiln_route r = kernel->launch(args, arg_count, stream);
+    if (route_taken) *route_taken = r;
+  });
+}
+
+kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
+                              kiln_package** out) {
+  if (runtime == nullptr || store_dir == nullptr || package == nullptr || out == nullptr || device < 0) {
+    return KILN_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  return guarded(runtime, [&] { *out = new kiln_package(*runtime, store_dir, package, device); });
+}
+
+void kiln_package_destroy(kiln_package* package) { delete package; }
+
+kiln_status kiln_package_reload(kiln_package* package, int* switched) {
+  if (package == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  return guarded(&package->runtime(), [&] {
+    bool did = package->reload();
+    if (switched) *switched = did ? 1 : 0;
+  });
+}
+
+kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capacity) {
+  if (package == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  kiln_status status = KILN_OK;
+  kiln_status guard = guarded(&package->runtime(), [&] { status = copy_message(package->digest(), buffer, capacity, nullptr); });
+  return guard != KILN_OK ? guard : status;
+}
+
+kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void* const* args, size_t arg_count,
+                                void* stream, kiln_route* route_taken) {
+  if (package == nullptr || kernel == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  return guarded(&package->runtime(), [&] {
+    kiln_route r = package->launch(kernel, args, arg_count, stream);
     if (route_taken) *route_taken = r;
   });
 }

@@ -55,6 +55,7 @@ struct Fixture {
     split(make_archive(dir, 2), &v2, &d2);
     split(make_archive(dir, 3), &v3, &d3);
   }
+  ~Fixture() { std::system(("rm -rf '" + dir + "'").c_str()); }  // the crash test makes ~150 stores
 };
 
 TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {

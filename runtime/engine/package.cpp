@@ -1,0 +1,61 @@
+#include "package.hpp"
+
+#include "error.hpp"
+#include "kernel_table.hpp"
+#include "runtime.hpp"
+#include "store.hpp"
+
+using kiln::Errc;
+using kiln::Error;
+
+kiln_package::kiln_package(kiln_runtime& runtime, std::string store_dir, std::string package, int device)
+    : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device) {
+  std::atomic_store(&current_, load(active_digest()));
+}
+
+std::string kiln_package::active_digest() const {
+  kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
+  if (state.active.empty()) {
+    throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
+  }
+  return state.active;
+}
+
+std::shared_ptr<const kiln_package::Generation> kiln_package::load(const std::string& digest) {
+  kiln::store::Store store(store_dir_);
+  auto g = std::make_shared<Generation>();
+  g->archive = std::make_unique<kiln_archive>(runtime_, store.archive_path(digest));
+  if (g->archive->digest() != digest) {
+    throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
+  }
+  if (g->archive->reader().index().package != package_) {
+    throw Error(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().index().package +
+                                            "', not '" + package_ + "'");
+  }
+  // Warm before the switch: no call on the new archive may pay for a load.
+  g->archive->warm(device_);
+  const kiln::KernelTable& table = g->archive->reader().kernel_table();
+  for (std::size_t i = 0; i < table.size(); ++i) g->kernels[table.name(i)] = g->archive->kernel(table.name(i), device_);
+  return g;
+}
+
+bool kiln_package::reload() {
+  std::lock_guard<std::mutex> lock(reload_mutex_);
+  std::string wanted = active_digest();
+  if (std::atomic_load(&current_)->archive->digest() == wanted) return false;
+  std::shared_ptr<const Generation> next = load(wanted);
+  std::atomic_store(&current_, next);
+  runtime_.log(KILN_LOG_INFO, "package '" + package_ + "' switched to " + wanted);
+  return true;
+}
+
+std::string kiln_package::digest() const { return std::atomic_load(&current_)->archive->digest(); }
+
+kiln_route kiln_package::launch(const std::string& kernel, void* const* args, std::size_t arg_count, void* stream) {
+  std::shared_ptr<const Generation> g = std::atomic_load(&current_);  // held for the whole call
+  auto it = g->kernels.find(kernel);
+  if (it == g->kernels.end()) {
+    throw Error(Errc::not_found, "archive " + g->archive->digest() + " of package '" + package_ + "' has no kernel '" + kernel + "'");
+  }
+  return it->second->launch(args, arg_count, stream);
+}

@@ -1,0 +1,161 @@
+// kiln_package: following a store's active pointer, swapping archives under load.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "store.hpp"
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+const std::string kKeys = env_or("KILN_TEST_KEYS", KILN_TEST_KEYS);
+const std::string kKiln = env_or("KILN_BINARY", KILN_BINARY);
+const std::string kScale = KILN_SCALE_DIR;
+
+std::string sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[512];
+  size_t n;
+  while (p && (n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (p) ::pclose(p);
+  while (!out.empty() && (out.back() == '\n')) out.pop_back();
+  return out;
+}
+
+// A store holding scale v1 (sequence 5) active and v2 (sequence 6) added.
+struct StoreWithTwoVersions {
+  std::string dir, store, d1, d2;
+  StoreWithTwoVersions() {
+    char tmpl[] = "/tmp/kiln-package-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    store = dir + "/store";
+    sh("cp " + kScale + "/scale.ptx " + dir + "/");
+    for (int v = 1; v <= 2; ++v) {
+      std::string toml = dir + "/kiln.v" + std::to_string(v) + ".toml";
+      sh("sed -e 's/test-1/v" + std::to_string(v) + "/' -e 's/sequence = 4/sequence = " + std::to_string(4 + v) + "/' " +
+         kScale + "/kiln.toml > " + toml);
+      std::string digest = sh(kKiln + " pack " + toml + " --key " + kKeys + "/test.key -o " + dir + "/v" +
+                              std::to_string(v) + ".kiln -q");
+      (v == 1 ? d1 : d2) = digest;
+    }
+    kiln::store::Store::init(store, kKeys + "/test.pub");
+    kiln::store::Store s(store);
+    s.add(dir + "/v1.kiln");
+    s.add(dir + "/v2.kiln");
+    s.activate(d1, "test", "");
+  }
+  ~StoreWithTwoVersions() { sh("rm -rf '" + dir + "'"); }
+};
+
+struct Calls {
+  std::atomic<long> v1{0}, v2{0}, other{0};
+  std::string d1, d2;
+};
+
+int count_reference(const kiln_call_info* info, void* const*, size_t, void*, void* user) {
+  auto* c = static_cast<Calls*>(user);
+  std::string digest = info->archive_digest;
+  (digest == c->d1 ? c->v1 : digest == c->d2 ? c->v2 : c->other)++;
+  return 0;
+}
+
+kiln_runtime* make_runtime() {
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  std::string trust = kKeys + "/test.pub";
+  o.trust_path = trust.c_str();
+  o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";
+  kiln_runtime* rt = nullptr;
+  EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  return rt;
+}
+
+std::string digest_of(kiln_package* p) {
+  char buf[80];
+  EXPECT_EQ(kiln_package_digest(p, buf, sizeof buf), KILN_OK);
+  return buf;
+}
+
+TEST(Package, FollowsTheStoreOnReloadAndRollsBack) {
+  StoreWithTwoVersions s;
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
+  EXPECT_EQ(digest_of(p), s.d1);
+  int switched = -1;
+  ASSERT_EQ(kiln_package_reload(p, &switched), KILN_OK);
+  EXPECT_EQ(switched, 0);
+  kiln::store::Store(s.store).activate(s.d2, "test", "v2");
+  ASSERT_EQ(kiln_package_reload(p, &switched), KILN_OK);
+  EXPECT_EQ(switched, 1);
+  EXPECT_EQ(digest_of(p), s.d2);
+  kiln::store::Store(s.store).rollback("scale", "", "test", "back");
+  ASSERT_EQ(kiln_package_reload(p, &switched), KILN_OK);
+  EXPECT_EQ(digest_of(p), s.d1);
+  kiln_route route;
+  EXPECT_EQ(kiln_package_launch(p, "no_such_kernel", nullptr, 0, nullptr, &route), KILN_ERR_NOT_FOUND);
+  kiln_package_destroy(p);
+  EXPECT_EQ(kiln_package_open(rt, s.store.c_str(), "unknown", 0, &p), KILN_ERR_NOT_FOUND);
+  kiln_runtime_destroy(rt);
+}
+
+TEST(Package, ManyThreadsLaunchWhileAnotherSwitchesBackAndForth) {
+  StoreWithTwoVersions s;
+  kiln_runtime* rt = make_runtime();
+  Calls calls;
+  calls.d1 = s.d1;
+  calls.d2 = s.d2;
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", count_reference, &calls), KILN_OK);
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
+  std::atomic<bool> stop{false};
+  std::atomic<long> failures{0}, switches{0};
+  std::vector<std::thread> launchers;
+  for (int t = 0; t < 6; ++t) {
+    launchers.emplace_back([&] {
+      float y = 0, x = 0, a = 1;
+      unsigned n = 1;
+      float* yp = &y;
+      float* xp = &x;
+      void* args[] = {&yp, &xp, &a, &n};
+      while (!stop.load()) {
+        if (kiln_package_launch(p, "scale", args, 4, nullptr, nullptr) != KILN_OK) failures++;
+      }
+    });
+  }
+  kiln::store::Store store(s.store);
+  for (int i = 0; i < 40; ++i) {
+    if (i % 2 == 0) {
+      if (i == 0) store.activate(s.d2, "test", "");
+      else store.rollback("scale", s.d2, "test", "");
+    } else {
+      store.rollback("scale", s.d1, "test", "");
+    }
+    int switched = 0;
+    ASSERT_EQ(kiln_package_reload(p, &switched), KILN_OK);
+    switches += switched;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  for (auto& t : launchers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(switches.load(), 40);
+  EXPECT_EQ(calls.other.load(), 0) << "every call ran on one whole archive, the old or the new";
+  EXPECT_GT(calls.v1.load(), 0);
+  EXPECT_GT(calls.v2.load(), 0);
+  kiln_package_destroy(p);
+  kiln_runtime_destroy(rt);
+}
+
+}  // namespace
