@@ -9,6 +9,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "error.hpp"
+#include "oci.hpp"
 #include "store.hpp"
 
 namespace kiln::cli {
@@ -120,6 +121,26 @@ void add_store_command(CLI::App& app) {
     for (const std::string& p : problems) std::cerr << "problem: " << p << "\n";
     if (!problems.empty()) fail(Errc::integrity, std::to_string(problems.size()) + " problem(s) in the store");
     std::cout << "store verified\n";
+  });
+
+  auto oci = std::make_shared<std::string>();
+  auto digests = std::make_shared<std::vector<std::string>>();
+  CLI::App* exp = sub(store, "export", "Write archives as an OCI image layout (for oras, skopeo, any registry)", o);
+  exp->add_option("--oci", *oci, "The OCI layout folder to write (new or empty)")->required();
+  exp->add_option("digests", *digests, "Archives to export (default: all)");
+  exp->callback([o, oci, digests] {
+    std::vector<std::string> done = store::export_oci(store::Store(o->resolve()), *oci, *digests);
+    for (const std::string& d : done) std::cout << "exported " << d << "\n";
+    std::cout << done.size() << " archive(s) written to the OCI layout " << *oci << "\n";
+  });
+  CLI::App* imp = sub(store, "import", "Add every kiln archive of an OCI image layout (each verified)", o);
+  imp->add_option("--oci", *oci, "The OCI layout folder to read")->required();
+  imp->callback([o, oci] {
+    store::Store s(o->resolve());
+    store::ImportResult r = store::import_oci(s, *oci);
+    for (const store::ArchiveInfo& a : r.imported) std::cout << "imported " << a.digest << "  " << a.package << " " << a.kernel_revision << "\n";
+    for (const std::string& why : r.skipped) std::cout << "note: " << why << "\n";
+    std::cout << r.imported.size() << " archive(s) imported\n";
   });
 
   CLI::App* gc = sub(store, "gc", "Remove archives no rule keeps (see schema/STORE.md)", o);

@@ -36,8 +36,9 @@ std::string Device::describe() const {
 }
 
 Backend::~Backend() {
-  if (driver_ == nullptr) return;
-  for (auto& [ordinal, device] : devices_) driver_->api().cuDevicePrimaryCtxRelease(device->handle);
+  const Driver* d = driver();
+  if (d == nullptr) return;
+  for (auto& [ordinal, device] : devices_) d->api().cuDevicePrimaryCtxRelease(device->handle);
 }
 
 const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) {
@@ -45,17 +46,21 @@ const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) 
   auto it = devices_.find(ordinal);
   if (it != devices_.end()) return it->second.get();
   bool no_device = false;
-  if (driver_ == nullptr) driver_ = Driver::get(driver_path_, why, &no_device);
-  if (driver_ == nullptr) {
+  const Driver* driver = this->driver();
+  if (driver == nullptr) {
+    driver = Driver::get(driver_path_, why, &no_device);
+    driver_.store(driver, std::memory_order_release);
+  }
+  if (driver == nullptr) {
     *kind = no_device ? Unavailable::no_device : Unavailable::no_driver;
     return nullptr;
   }
-  const DriverApi& api = driver_->api();
+  const DriverApi& api = driver->api();
   int count = 0;
   CUresult r = api.cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= count) {
     *kind = Unavailable::no_device;
-    *why = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + driver_->describe(r)
+    *why = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + driver->describe(r)
                              : "no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
                                    std::to_string(count) + ")";
     return nullptr;
@@ -69,16 +74,17 @@ const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) 
       (r = api.cuDeviceGetName(name, sizeof name - 1, d->handle)) != CUDA_SUCCESS ||
       (r = api.cuDevicePrimaryCtxRetain(&d->primary, d->handle)) != CUDA_SUCCESS) {
     *kind = Unavailable::no_device;
-    *why = "CUDA device " + std::to_string(ordinal) + " could not be queried: " + driver_->describe(r);
+    *why = "CUDA device " + std::to_string(ordinal) + " could not be queried: " + driver->describe(r);
     return nullptr;
   }
-  d->spec.driver_version = driver_->version();
+  d->spec.driver_version = driver->version();
   d->name = name;
   return devices_.emplace(ordinal, std::move(d)).first->second.get();
 }
 
 LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
-  const DriverApi& api = driver_->api();
+  const Driver* driver = this->driver();
+  const DriverApi& api = driver->api();
   LoadResult result;
   // The JIT writes its diagnostics here when PTX fails to compile; kept for the caller.
   std::vector<char> error_log(16384, '\0');
@@ -87,7 +93,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   auto start = std::chrono::steady_clock::now();
   CUresult r;
   ContextScope scope(api, device.primary);
-  if (driver_->has_library_api()) {
+  if (driver->has_library_api()) {
     r = api.cuLibraryLoadData(&result.code.library, image.data, options, values, 2, nullptr, nullptr, 0);
     if (r == CUDA_SUCCESS) r = api.cuLibraryGetKernel(&result.code.kernel, result.code.library, entry.c_str());
     if (r == CUDA_SUCCESS && max_dynamic_smem > kDefaultSharedLimit) {
@@ -106,7 +112,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   if (r != CUDA_SUCCESS) {
     result.cuda_error = r;
-    result.error = driver_->describe(r);
+    result.error = driver->describe(r);
     if (r == CUDA_ERROR_NOT_FOUND) result.error += ": no kernel named '" + entry + "' in the code object";
     std::string log(error_log.data());
     if (!log.empty()) result.error += "; JIT log: " + log;
@@ -118,15 +124,16 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
 }
 
 void Backend::unload(LoadedCode& code) {
-  if (driver_ == nullptr) return;
-  if (code.library != nullptr) driver_->api().cuLibraryUnload(code.library);
-  if (code.module != nullptr) driver_->api().cuModuleUnload(code.module);
+  const Driver* driver = this->driver();
+  if (driver == nullptr) return;
+  if (code.library != nullptr) driver->api().cuLibraryUnload(code.library);
+  if (code.module != nullptr) driver->api().cuModuleUnload(code.module);
   code = LoadedCode{};
 }
 
 CUresult Backend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
                          void** args) const {
-  const DriverApi& api = driver_->api();
+  const DriverApi& api = driver()->api();
   // A CUkernel may be passed where cuLaunchKernel takes a CUfunction (CUDA 12.0+); it runs
   // in the current context, which must be the device's.
   CUfunction f = code.kernel != nullptr ? reinterpret_cast<CUfunction>(code.kernel) : code.function;

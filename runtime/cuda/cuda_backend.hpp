@@ -2,6 +2,7 @@
 // code object for one of them, and launching. The HIP backend (issue 7) is its twin.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -56,7 +57,7 @@ class Backend {
 
   // The device, or null with why it is unavailable. Queried once per ordinal; thread-safe.
   const Device* device(int ordinal, Unavailable* kind, std::string* why);
-  const Driver* driver() const { return driver_; }
+  const Driver* driver() const { return driver_.load(std::memory_order_acquire); }
 
   // Loads a verified image (a cubin, fatbin, or NUL-terminated PTX) and finds `entry` in it.
   // `max_dynamic_smem` above 48 KiB is granted to the kernel (as Triton's kernels need).
@@ -70,7 +71,9 @@ class Backend {
 
  private:
   std::string driver_path_;
-  const Driver* driver_ = nullptr;
+  // Set once under mutex_ by the first device query; read without the lock by unload and
+  // launch on other threads (an archive may be destroyed while another is being resolved).
+  std::atomic<const Driver*> driver_{nullptr};
   std::mutex mutex_;
   std::map<int, std::unique_ptr<Device>> devices_;
 };

@@ -5,12 +5,15 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "archive_writer.hpp"
 #include "error.hpp"
 #include "kernel_table.hpp"
+#include "oci.hpp"
 #include "store.hpp"
 
 namespace kiln {
@@ -175,6 +178,100 @@ TEST(StoreCrashSafety, SigkillAtEveryDurableStepLeavesTheOldOrTheNewState) {
   }
   std::printf("%d SIGKILLs across add, activate, rollback and gc; every one left a valid store\n", kills);
   EXPECT_GE(kills, 100);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+void spit(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
+
+TEST(StoreOci, ExportThenImportMovesArchivesByDigest) {
+  Fixture f;
+  store::Store::init(f.store, kKeys + "/test.pub");
+  store::Store src(f.store);
+  src.add(f.v1);
+  src.add(f.v2);
+  std::vector<std::string> exported = store::export_oci(src, f.dir + "/oci", {});
+  ASSERT_EQ(exported.size(), 2u);
+  EXPECT_NE(slurp(f.dir + "/oci/oci-layout").find("\"imageLayoutVersion\":\"1.0.0\""), std::string::npos);
+  std::string index = slurp(f.dir + "/oci/index.json");
+  EXPECT_NE(index.find("application/vnd.oci.image.manifest.v1+json"), std::string::npos);
+  EXPECT_NE(index.find("\"dev.kiln.digest\":\"" + f.d1 + "\""), std::string::npos);
+
+  store::Store::init(f.dir + "/dst", kKeys + "/test.pub");
+  store::Store dst(f.dir + "/dst");
+  store::ImportResult r = store::import_oci(dst, f.dir + "/oci");
+  ASSERT_EQ(r.imported.size(), 2u);
+  EXPECT_TRUE(r.skipped.empty());
+  EXPECT_EQ(dst.info(f.d1).sequence, 1u);
+  EXPECT_EQ(dst.info(f.d2).sequence, 2u);
+}
+
+TEST(StoreOci, ImportChecksSizeBeforeHashAndHashBeforeUseAndToleratesUnknownTypes) {
+  Fixture f;
+  store::Store::init(f.store, kKeys + "/test.pub");
+  store::Store src(f.store);
+  src.add(f.v1);
+  store::export_oci(src, f.dir + "/oci", {});
+  std::string index = slurp(f.dir + "/oci/index.json");
+  // An unknown artifact beside ours: skipped with a note, not an error.
+  std::string unknown = "{\"mediaType\":\"application/vnd.example.other+json\",\"digest\":\"sha256:" + std::string(64, 'a') +
+                        "\",\"size\":3},";
+  std::string with_unknown = index;
+  with_unknown.insert(with_unknown.find("[") + 1, unknown);
+  spit(f.dir + "/oci/index.json", with_unknown);
+  store::Store::init(f.dir + "/dst1", kKeys + "/test.pub");
+  store::Store dst1(f.dir + "/dst1");
+  store::ImportResult r = store::import_oci(dst1, f.dir + "/oci");
+  EXPECT_EQ(r.imported.size(), 1u);
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_NE(r.skipped[0].find("application/vnd.example.other+json"), std::string::npos);
+
+  // The archive blob changed by one byte (same size): refused on its hash before the store
+  // reads it as an archive.
+  std::string manifest_list = slurp(f.dir + "/oci/index.json");
+  std::size_t at = manifest_list.find("\"digest\":\"sha256:", manifest_list.find("image.manifest.v1+json"));
+  std::string manifest_hex = manifest_list.substr(at + 17, 64);
+  std::string manifest = slurp(f.dir + "/oci/blobs/sha256/" + manifest_hex);
+  std::size_t layer_at = manifest.find("\"digest\":\"sha256:", manifest.find("vnd.kiln.archive.v1\",\"digest"));
+  std::string layer_hex = manifest.substr(layer_at + 17, 64);
+  std::string blob = slurp(f.dir + "/oci/blobs/sha256/" + layer_hex);
+  std::string tampered = blob;
+  tampered[100] ^= 1;
+  spit(f.dir + "/oci/blobs/sha256/" + layer_hex, tampered);
+  store::Store::init(f.dir + "/dst2", kKeys + "/test.pub");
+  store::Store dst2(f.dir + "/dst2");
+  try {
+    store::import_oci(dst2, f.dir + "/oci");
+    FAIL() << "a tampered blob was imported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::integrity);
+    EXPECT_NE(std::string(e.what()).find("does not hash to"), std::string::npos) << e.what();
+  }
+  // A blob whose size differs from its descriptor: refused before hashing.
+  spit(f.dir + "/oci/blobs/sha256/" + layer_hex, blob + "x");
+  try {
+    store::import_oci(dst2, f.dir + "/oci");
+    FAIL() << "a blob of the wrong size was imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the descriptor says"), std::string::npos) << e.what();
+  }
+  // A digest outside OCI's grammar for sha256 (uppercase hex): refused.
+  spit(f.dir + "/oci/blobs/sha256/" + layer_hex, blob);
+  std::string upper = index;
+  std::size_t d = upper.find("sha256:") + 7;
+  for (std::size_t i = d; i < d + 64; ++i) upper[i] = static_cast<char>(std::toupper(upper[i]));
+  spit(f.dir + "/oci/index.json", upper);
+  EXPECT_THROW(store::import_oci(dst2, f.dir + "/oci"), Error);
 }
 
 }  // namespace

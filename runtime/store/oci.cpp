@@ -1,0 +1,140 @@
+#include "oci.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+
+#include "error.hpp"
+#include "file_io.hpp"
+#include "json.hpp"
+#include "sha256.hpp"
+
+namespace kiln::store {
+namespace {
+
+constexpr const char* kManifestType = "application/vnd.oci.image.manifest.v1+json";
+constexpr const char* kIndexType = "application/vnd.oci.image.index.v1+json";
+constexpr const char* kEmptyType = "application/vnd.oci.empty.v1+json";
+constexpr std::uint64_t kMaxManifest = 4u << 20;  // OCI's recommended manifest bound
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  if (!out) fail(Errc::io, path + ": write failed");
+}
+
+// Stores a blob under its digest and returns the descriptor fields.
+std::string put_blob(const std::string& dir, const std::string& bytes) {
+  std::string digest = digest_string(sha256(bytes.data(), bytes.size()));
+  write_file(dir + "/blobs/sha256/" + digest.substr(7), bytes);
+  return digest;
+}
+
+std::string descriptor(const std::string& media_type, const std::string& digest, std::uint64_t size,
+                       const std::string& annotations) {
+  return "{\"mediaType\":" + json::quote(media_type) + ",\"digest\":" + json::quote(digest) +
+         ",\"size\":" + std::to_string(size) + (annotations.empty() ? "" : ",\"annotations\":{" + annotations + "}") + "}";
+}
+
+// OCI's digest grammar for the only algorithm kiln accepts: sha256 and 64 lowercase hex.
+std::string checked_digest(const json::Value& d, const std::string& where) {
+  const std::string* digest = d.get_string("digest");
+  Sha256 parsed{};
+  if (digest == nullptr || !parse_digest_string(*digest, &parsed)) {
+    fail(Errc::malformed, where + ": descriptor digest is not sha256:<64 lowercase hex>");
+  }
+  return *digest;
+}
+
+// Size first (from the descriptor and the file), then the hash, then the bytes may be used.
+std::string read_blob(const std::string& dir, const json::Value& d, std::uint64_t max, const std::string& where) {
+  std::string digest = checked_digest(d, where);
+  const std::int64_t* size = d.get_number("size");
+  if (size == nullptr || *size < 0 || static_cast<std::uint64_t>(*size) > max) {
+    fail(Errc::malformed, where + ": descriptor size missing or over " + std::to_string(max));
+  }
+  std::string path = dir + "/blobs/sha256/" + digest.substr(7);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(Errc::io, path + ": missing blob");
+  if (static_cast<std::int64_t>(st.st_size) != *size) {
+    fail(Errc::integrity, path + ": " + std::to_string(st.st_size) + " bytes, the descriptor says " + std::to_string(*size));
+  }
+  std::string bytes = read_small_file(path, max);
+  if (digest_string(sha256(bytes.data(), bytes.size())) != digest) {
+    fail(Errc::integrity, path + ": content does not hash to " + digest);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<std::string> export_oci(const Store& store, const std::string& dir, const std::vector<std::string>& digests) {
+  ::mkdir(dir.c_str(), 0755);
+  for (const char* sub : {"/blobs", "/blobs/sha256"}) ::mkdir((dir + sub).c_str(), 0755);
+  write_file(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
+  std::string empty_digest = put_blob(dir, "{}");
+  std::vector<ArchiveInfo> chosen;
+  if (digests.empty()) chosen = store.archives();
+  else for (const std::string& d : digests) chosen.push_back(store.info(d));
+  std::string manifests;
+  std::vector<std::string> exported;
+  for (const ArchiveInfo& a : chosen) {
+    std::string bytes = read_small_file(store.archive_path(a.digest), 1ull << 40);
+    std::string layer = put_blob(dir, bytes);
+    std::string notes = "\"org.opencontainers.image.title\":" + json::quote(a.package + ".kiln") +
+                        ",\"dev.kiln.digest\":" + json::quote(a.digest) + ",\"dev.kiln.package\":" + json::quote(a.package) +
+                        ",\"dev.kiln.kernel_revision\":" + json::quote(a.kernel_revision) +
+                        ",\"dev.kiln.sequence\":" + json::quote(std::to_string(a.sequence));
+    std::string manifest = "{\"schemaVersion\":2,\"mediaType\":" + json::quote(kManifestType) +
+                           ",\"artifactType\":" + json::quote(kArchiveMediaType) +
+                           ",\"config\":" + descriptor(kEmptyType, empty_digest, 2, "") + ",\"layers\":[" +
+                           descriptor(kArchiveMediaType, layer, bytes.size(), notes) + "],\"annotations\":{" + notes + "}}";
+    std::string manifest_digest = put_blob(dir, manifest);
+    std::string ref = "\"org.opencontainers.image.ref.name\":" + json::quote(a.package + "-" + a.kernel_revision);
+    manifests += (manifests.empty() ? "" : ",") + descriptor(kManifestType, manifest_digest, manifest.size(), ref + "," + notes);
+    exported.push_back(a.digest);
+  }
+  write_file(dir + "/index.json", "{\"schemaVersion\":2,\"mediaType\":" + json::quote(kIndexType) + ",\"manifests\":[" + manifests + "]}");
+  return exported;
+}
+
+ImportResult import_oci(Store& store, const std::string& dir) {
+  json::Value layout = json::parse(read_small_file(dir + "/oci-layout", 4096), dir + "/oci-layout");
+  const std::string* version = layout.get_string("imageLayoutVersion");
+  if (version == nullptr || *version != "1.0.0") fail(Errc::unsupported, dir + "/oci-layout: not an OCI image layout 1.0.0");
+  json::Value index = json::parse(read_small_file(dir + "/index.json", kMaxManifest), dir + "/index.json");
+  const json::Value* manifests = index.get("manifests");
+  if (manifests == nullptr || manifests->type != json::Value::Type::array) fail(Errc::malformed, dir + "/index.json: no manifests array");
+  ImportResult result;
+  for (std::size_t i = 0; i < manifests->array.size(); ++i) {
+    const json::Value& d = manifests->array[i];
+    std::string where = dir + "/index.json manifests[" + std::to_string(i) + "]";
+    const std::string* type = d.get_string("mediaType");
+    if (type == nullptr || *type != kManifestType) {
+      result.skipped.push_back(where + ": media type " + (type ? *type : "(none)") + " is not an image manifest; skipped");
+      continue;
+    }
+    json::Value manifest = json::parse(read_blob(dir, d, kMaxManifest, where), where + " manifest");
+    const json::Value* layers = manifest.get("layers");
+    if (layers == nullptr || layers->type != json::Value::Type::array) {
+      result.skipped.push_back(where + ": manifest has no layers; skipped");
+      continue;
+    }
+    for (std::size_t j = 0; j < layers->array.size(); ++j) {
+      const json::Value& layer = layers->array[j];
+      std::string lwhere = where + " layers[" + std::to_string(j) + "]";
+      const std::string* ltype = layer.get_string("mediaType");
+      if (ltype == nullptr || *ltype != kArchiveMediaType) {
+        result.skipped.push_back(lwhere + ": media type " + (ltype ? *ltype : "(none)") + " is not a kiln archive; skipped");
+        continue;
+      }
+      checked_digest(layer, lwhere);
+      read_blob(dir, layer, 1ull << 36, lwhere);  // size and hash checked before the store sees it
+      result.imported.push_back(store.add(dir + "/blobs/sha256/" + layer.get_string("digest")->substr(7)));
+    }
+  }
+  return result;
+}
+
+}  // namespace kiln::store
