@@ -15,6 +15,7 @@ packages=(
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
   python3-pytest              # the Python bindings' tests
   cargo                       # builds examples/rust against the installed libkiln
+  hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
 )
 
 missing=()

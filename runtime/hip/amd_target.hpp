@@ -1,0 +1,31 @@
+// AMD target IDs (LLVM AMDGPUUsage): <processor>(:<feature>(+|-))*, features sramecc and
+// xnack. A feature left out of a code object's ID means "any": it runs with the device set
+// either way; '+' or '-' runs only where the device has that setting. Pure functions: the HIP
+// backend (issue 7, in progress) and the tests use them.
+#pragma once
+
+#include <string>
+
+namespace kiln::hip {
+
+enum class Feature { any, on, off };
+
+struct TargetId {
+  std::string processor;  // gfx90a
+  Feature sramecc = Feature::any;
+  Feature xnack = Feature::any;
+  std::string text;
+};
+
+bool parse_target_id(const std::string& text, TargetId* out);
+
+struct Judgement {
+  bool fits = false;
+  int rank = 0;      // more specific (more features pinned to the device's setting) first
+  std::string why;
+};
+
+// A device reports its own ID with every feature it supports set (gfx90a:sramecc-:xnack+).
+Judgement judge(const TargetId& code, const TargetId& device);
+
+}  // namespace kiln::hip
