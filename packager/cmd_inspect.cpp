@@ -89,7 +89,7 @@ void print_human(const Archive& a, bool checked) {
   for (const KernelSpec& k : m.kernels) {
     std::cout << "    " << k.name << "  entry " << k.entry << "  backend " << k.backend << "  fallback "
               << (k.fallback == FallbackPolicy::reference ? "reference" : "refuse") << "\n";
-    for (const CodeObjectRef& c : k.code) std::cout << "      code   " << std::left << std::setw(14) << c.arch << c.file.path << "\n";
+    for (const CodeObjectRef& c : k.code) std::cout << "      code   " << std::left << std::setw(24) << c.arch << " " << c.file.path << "\n";
     for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s) << "\n";
   }
   std::cout << "  members\n";

@@ -127,6 +127,7 @@ typedef struct kiln_runtime_options {
   size_t error_buffer_size;      /*   (there is no runtime yet to ask); NUL-terminated */
   const char* diag_dir;          /* where to write a diagnostic bundle when a load or launch fails;
                                     NULL: the KILN_DIAG_DIR environment variable, else none */
+  const char* hip_runtime_path;  /* library to dlopen for HIP; default "libamdhip64.so.5", then ".so" */
 } kiln_runtime_options;
 
 /* Fills `options` with defaults. `size` is sizeof(kiln_runtime_options) as the caller knows

@@ -61,7 +61,10 @@ kiln_archive::kiln_archive(kiln_runtime& runtime, std::vector<std::uint8_t> byte
 
 kiln_archive::~kiln_archive() {
   for (auto& [key, slot] : slots_) {
-    if (slot->kernel) runtime_.cuda().unload(slot->kernel->code);
+    if (slot->kernel) {
+      runtime_.cuda().unload(slot->kernel->code);
+      runtime_.hip().unload(slot->kernel->hip_code);
+    }
   }
 }
 
@@ -135,6 +138,7 @@ void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const
 
 void kiln_archive::resolve(kiln_kernel& k) {
   if (k.spec.backend == "cuda") return resolve_cuda(k);
+  if (k.spec.backend == "hip") return resolve_hip(k);
   settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
                       "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
 }
@@ -282,4 +286,69 @@ void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, cons
   std::string folder = kiln::engine::write_diagnostic_bundle(runtime_.diag_dir(), e, &why);
   if (folder.empty()) runtime_.log(KILN_LOG_ERROR, "could not write a diagnostic bundle: " + why);
   else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.spec.name + "': " + folder);
+}
+
+// The HIP twin of resolve_cuda: the device's target ID against each code object's target IDs
+// (as read from the files at pack time and signed), the most specific fit loaded first.
+void kiln_archive::resolve_hip(kiln_kernel& k) {
+  kiln::cuda::Unavailable unavailable = kiln::cuda::Unavailable::none;
+  std::string why;
+  const kiln::hip::Device* device = runtime_.hip().device(k.device, &unavailable, &why);
+  if (device == nullptr) {
+    return settle_without_code(
+        k, unavailable == kiln::cuda::Unavailable::no_driver ? KILN_REASON_NO_DRIVER : KILN_REASON_NO_DEVICE, why);
+  }
+  k.hip_device = device;
+  const std::string where = device->describe();
+  struct HipCandidate {
+    std::size_t member;
+    std::string path, tag;
+    kiln::hip::Judgement judgement;
+  };
+  std::vector<HipCandidate> fitting;
+  std::string rejected_text;
+  const kiln::format::Index& index = reader_->index();
+  for (const kiln::CodeObjectRef& ref : k.spec.code) {
+    long m = index.find(ref.file.path);
+    if (m < 0) throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path + "', which is not a member");
+    const kiln::format::Entry& entry = index.entries[static_cast<std::size_t>(m)];
+    HipCandidate best{static_cast<std::size_t>(m), entry.path, "", {}};
+    for (const std::string& tag : split_tags(entry.arch)) {
+      kiln::hip::TargetId id;
+      if (!kiln::hip::parse_target_id(tag, &id)) continue;
+      kiln::hip::Judgement j = kiln::hip::judge(id, device->target);
+      if (best.tag.empty() || (j.fits && (!best.judgement.fits || j.rank > best.judgement.rank))) best.tag = tag, best.judgement = j;
+    }
+    if (best.tag.empty()) continue;
+    if (best.judgement.fits) fitting.push_back(best);
+    else rejected_text += (rejected_text.empty() ? "" : "; ") + best.tag + " '" + best.path + "' (" + best.judgement.why + ")";
+  }
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const HipCandidate& a, const HipCandidate& b) { return a.judgement.rank > b.judgement.rank; });
+  std::string load_failures;
+  for (const HipCandidate& c : fitting) {
+    std::vector<std::uint8_t> image = reader_->read_member(c.member);
+    kiln::hip::LoadResult r = runtime_.hip().load(*device, kiln::ByteView(image), k.spec.entry);
+    kiln::engine::Stats& s = runtime_.stats();
+    if (!r.ok) {
+      kiln::engine::Stats::bump(s.load_failures);
+      diagnose(k, "load", c.tag, c.path, r.hip_error, r.error, "");
+      load_failures += (load_failures.empty() ? "" : "; ") + c.tag + " '" + c.path + "': " + r.error;
+      continue;
+    }
+    kiln::engine::Stats::bump(s.loads);
+    kiln::engine::Stats::bump(s.load_time_ns, r.nanoseconds);
+    k.hip_code = r.code;
+    k.route = KILN_ROUTE_NATIVE;
+    k.reason = KILN_REASON_MATCH;
+    k.target = c.tag;
+    k.reason_text = where + ": native " + c.tag + " '" + c.path + "' (" + c.judgement.why + ")" +
+                    (rejected_text.empty() ? "" : "; rejected: " + rejected_text);
+    return;
+  }
+  if (!load_failures.empty()) {
+    return settle_without_code(k, KILN_REASON_LOAD_FAILED, where + ": every fitting code object failed to load: " + load_failures);
+  }
+  settle_without_code(k, KILN_REASON_ARCH_MISMATCH, where + ": no code object fits it: " +
+                                                        (rejected_text.empty() ? "none listed" : rejected_text));
 }

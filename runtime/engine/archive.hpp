@@ -41,6 +41,7 @@ struct kiln_archive {
   };
   void resolve(kiln_kernel& k);
   void resolve_cuda(kiln_kernel& k);
+  void resolve_hip(kiln_kernel& k);
   void settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text);
   kiln::ReadOptions read_options() const;
 

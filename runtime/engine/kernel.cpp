@@ -16,6 +16,16 @@ kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* s
   kiln_runtime& rt = archive->runtime();
   if (route == KILN_ROUTE_NATIVE || route == KILN_ROUTE_PTX_JIT) {
     if (const kiln::cuda::LaunchConfig* config = shapes.match(args)) {
+      if (hip_code.loaded()) {
+        int hr = rt.hip().launch(hip_code, *config, stream, const_cast<void**>(args));
+        if (hr != 0) {
+          kiln::engine::Stats::bump(rt.stats().launch_failures);
+          throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on AMD device " + std::to_string(device) +
+                                        ": hipModuleLaunchKernel failed: " + rt.hip().describe(hr));
+        }
+        kiln::engine::Stats::bump(rt.stats().launches_native);
+        return route;
+      }
       kiln::cuda::CUresult r = rt.cuda().launch(*cuda_device, code, *config, stream, const_cast<void**>(args));
       if (r != kiln::cuda::CUDA_SUCCESS) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);

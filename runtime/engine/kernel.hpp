@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_backend.hpp"
+#include "hip_backend.hpp"
 #include "kiln/kiln.h"
 #include "manifest.hpp"
 #include "shape_match.hpp"
@@ -22,6 +23,8 @@ struct kiln_kernel {
   bool reference_allowed = false;     // runtime policy and the kernel's `fallback` both allow it
   const kiln::cuda::Device* cuda_device = nullptr;
   kiln::cuda::LoadedCode code;
+  const kiln::hip::Device* hip_device = nullptr;  // the HIP twin of cuda_device and code
+  kiln::hip::LoadedCode hip_code;
   kiln::engine::ShapeTable shapes;
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.

@@ -15,7 +15,8 @@ kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
       log_fn_(o.log_fn),
       log_user_(o.log_user),
       max_member_size_(o.max_member_size),
-      cuda_(o.cuda_driver_path ? o.cuda_driver_path : "") {
+      cuda_(o.cuda_driver_path ? o.cuda_driver_path : ""),
+      hip_(o.hip_runtime_path ? o.hip_runtime_path : "") {
   if (threshold_ < 1 || threshold_ > 64) {
     throw kiln::Error(kiln::Errc::invalid_argument, "signature_threshold must be 1 to 64, not " + std::to_string(threshold_));
   }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cuda_backend.hpp"
+#include "hip_backend.hpp"
 #include "kiln/kiln.h"
 #include "stats.hpp"
 #include "trust.hpp"
@@ -33,6 +34,7 @@ struct kiln_runtime {
   kiln_policy policy() const { return policy_; }
   std::uint64_t max_member_size() const { return max_member_size_; }
   kiln::cuda::Backend& cuda() { return cuda_; }
+  kiln::hip::Backend& hip() { return hip_; }
   kiln::engine::Stats& stats() { return stats_; }
   // Where diagnostic bundles go ("" for nowhere): the option, else KILN_DIAG_DIR.
   const std::string& diag_dir() const { return diag_dir_; }
@@ -47,6 +49,7 @@ struct kiln_runtime {
   void* log_user_;
   std::uint64_t max_member_size_;
   kiln::cuda::Backend cuda_;
+  kiln::hip::Backend hip_;
   kiln::engine::Stats stats_;
   std::string diag_dir_;
 

@@ -320,6 +320,23 @@ TEST_F(RuntimeApi, PreflightReportsEveryKernelAsJson) {
   kiln_archive_destroy(a);
 }
 
+TEST_F(RuntimeApi, AmdKernelsWithoutAnAmdGpuRouteToTheReferenceWithTheReason) {
+  std::string path = kArchives + "/scale-amd.kiln";
+  if (!std::ifstream(path)) GTEST_SKIP() << "scale-amd.kiln needs hipcc at build time";
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &a), KILN_OK) << last_error(rt);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
+  std::printf("scale (hip): route %s (%s): %s\n", kiln_route_string(kiln_kernel_route(k)),
+              kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
+  EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+  // With Debian's HIP runtime installed and no AMD GPU: no-device; without the runtime: no-driver.
+  EXPECT_TRUE(kiln_kernel_reason(k) == KILN_REASON_NO_DEVICE || kiln_kernel_reason(k) == KILN_REASON_NO_DRIVER);
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale_cuda", 0, &k), KILN_OK);  // the CUDA kernel of the mixed archive
+  EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_NO_DRIVER);
+  kiln_archive_destroy(a);
+}
+
 TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
   std::vector<std::string> lines;
   kiln_runtime_options o;
