@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kiln::hip {
 
@@ -18,6 +19,9 @@ struct TargetId {
 };
 
 bool parse_target_id(const std::string& text, TargetId* out);
+
+// The processors a generic target (gfx9-generic, gfx11-generic, ...) runs on; empty otherwise.
+std::vector<std::string> generic_family(const std::string& generic);
 
 struct Judgement {
   bool fits = false;

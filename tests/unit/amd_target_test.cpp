@@ -34,7 +34,22 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-", true},
                       Case{"gfx90a:sramecc-", "gfx90a:sramecc+:xnack-", false},
                       Case{"gfx908", "gfx90a:sramecc+:xnack-", false},            // another processor
-                      Case{"gfx1030", "gfx1100", false}, Case{"gfx1100", "gfx1100", true}));
+                      Case{"gfx1030", "gfx1100", false}, Case{"gfx1100", "gfx1100", true},
+                      // generic targets run on their family only
+                      Case{"gfx11-generic", "gfx1100", true}, Case{"gfx11-generic", "gfx1151", true},
+                      Case{"gfx11-generic", "gfx1030", false}, Case{"gfx9-generic:xnack-", "gfx906:xnack-", true},
+                      Case{"gfx9-generic", "gfx90a:sramecc+:xnack-", false},
+                      Case{"gfx9-4-generic:sramecc+", "gfx942:sramecc+:xnack-", true}));
+
+TEST(TargetIdRanking, ExactProcessorBeforeGeneric) {
+  TargetId device, exact, generic;
+  ASSERT_TRUE(parse_target_id("gfx1100", &device));
+  ASSERT_TRUE(parse_target_id("gfx1100", &exact));
+  ASSERT_TRUE(parse_target_id("gfx11-generic", &generic));
+  EXPECT_GT(judge(exact, device).rank, judge(generic, device).rank);
+  TargetId t;
+  EXPECT_FALSE(parse_target_id("gfx8-generic", &t)) << "not a generic target LLVM defines";
+}
 
 TEST(TargetIdRanking, MostSpecificFirst) {
   TargetId device, any, one, both;

@@ -102,6 +102,8 @@ TEST(AmdCodeObjects, TargetIdFromFlags) {
       {0x30 | 0x400 | 0x100, "gfx908"},
       {0x41, "gfx1100"},
       {0x4c | 0x800 | 0x300, "gfx942:sramecc-:xnack+"},
+      {0x54, "gfx11-generic"},
+      {0x51 | 0x200, "gfx9-generic:xnack-"},
   };
   for (const Case& c : cases) {
     std::vector<std::uint8_t> h = elf_header(0xE0, 64, 3, c.flags);
