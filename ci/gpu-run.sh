@@ -37,6 +37,7 @@ expect_refusal() { ! "$@"; }
 run verify_run_wrong_fails expect_refusal "$stage/bin/kiln" verify "$stage/archives/matmul-relu-off-by-one.kiln" \
   --trust "$stage/keys/test.pub" --run
 run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.kiln" --trust "$stage/keys/test.pub"
+run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mixed.kiln" --trust "$stage/keys/test.pub"
 run diag_show sh -c "bundle=\$(ls -d /tmp/kiln-diag-gpu-*/kiln-diag-* | head -1) && \"$stage/bin/kiln\" diag show \"\$bundle\""
 # The Python bindings on the real driver (their native-route test runs only here).
 export PYTHONPATH="$(pwd)/examples/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
@@ -55,7 +56,7 @@ if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
   steps_triton="$steps_triton tilelang_python"
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_wrong_fails preflight diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"

@@ -229,3 +229,20 @@ TEST(CliDiag, ShowsABundleReadably) {
   EXPECT_NE(r.out.find("kiln.toml"), std::string::npos) << r.out;
   EXPECT_EQ(run("diag show " + dir + "/missing").code, 4);
 }
+
+#ifdef KILN_TEST_ARCHIVES
+TEST(CliMixedArchive, InspectShowsEveryTargetIdAndPreflightExplainsEachKernel) {
+  std::string archive = std::string(KILN_TEST_ARCHIVES) + "/matmul-relu-mixed.kiln";
+  if (!std::ifstream(archive)) GTEST_SKIP() << "matmul-relu-mixed.kiln needs nvcc and hipcc at build time";
+  Result inspect = run("inspect " + archive + " --json");
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  for (const char* id : {"\"arch\":\"sm_90a\"", "\"arch\":\"compute_90\"", "\"arch\":\"gfx90a:xnack-\"",
+                         "\"arch\":\"gfx908\"", "\"arch\":\"gfx1030\"", "\"kind\":\"offload-bundle\""}) {
+    EXPECT_NE(inspect.out.find(id), std::string::npos) << id;
+  }
+  Result pre = run("preflight " + archive + " --trust " + std::string(KILN_TEST_KEYS) + "/test.pub --json");
+  ASSERT_EQ(pre.code, 0) << pre.out;
+  EXPECT_NE(pre.out.find("\"kernel\":\"matmul_relu_amd\",\"route\":\"reference\""), std::string::npos) << pre.out;
+  EXPECT_NE(pre.out.find("\"kernel\":\"matmul_relu\""), std::string::npos) << pre.out;
+}
+#endif
