@@ -146,6 +146,7 @@ PackPlan plan_pack(const std::string& manifest_path) {
 
   for (const KernelSpec& k : plan.manifest.kernels) {
     format::Backend backend = k.backend == "cuda" ? format::Backend::cuda : format::Backend::hip;
+    bool any_backend = k.backend == "any";  // code for both vendors: each file's own backend
     for (const CodeObjectRef& c : k.code) {
       MemberInput* m = members.add(c.file, format::Role::code);
       CodeObjectInfo info;
@@ -154,7 +155,7 @@ PackPlan plan_pack(const std::string& manifest_path) {
       } catch (const Error& e) {
         fail(Errc::code_object, where(manifest_name, c.file.pos) + ": " + e.what());
       }
-      if (info.backend != backend) {
+      if (!any_backend && info.backend != backend) {
         fail(Errc::code_object, where(manifest_name, c.file.pos) + ": '" + c.file.path + "' is " +
                                     format::backend_name(info.backend) + " code but kernel '" + k.name + "' has backend " + k.backend);
       }
@@ -162,7 +163,7 @@ PackPlan plan_pack(const std::string& manifest_path) {
         fail(Errc::code_object, where(manifest_name, c.pos) + ": kernel '" + k.name + "' claims arch '" + c.arch + "' for '" +
                                     c.file.path + "' but the file is built for " + join(info.targets) + " (" + info.detail + ")");
       }
-      m->backend = backend;
+      m->backend = info.backend;
       m->kind = info.kind;
       m->arch = join(info.targets);
     }

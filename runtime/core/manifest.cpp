@@ -319,9 +319,11 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
   k.name = identifier(t, "name", "\"matmul_relu\"");
   TableReader named(file, *n.as_table(), "kernel '" + k.name + "'");
   k.entry = identifier(t, "entry", "\"matmul_relu_f32\"");
-  const toml::node& bn = t.require("backend", "\"cuda\" or \"hip\"");
+  const toml::node& bn = t.require("backend", "\"cuda\", \"hip\" or \"any\"");
   k.backend = t.as_string(bn, "backend", "\"cuda\"");
-  if (k.backend != "cuda" && k.backend != "hip") t.fail_at(bn, "'backend' must be \"cuda\" or \"hip\", found '" + k.backend + "'");
+  if (k.backend != "cuda" && k.backend != "hip" && k.backend != "any") {
+    t.fail_at(bn, "'backend' must be \"cuda\", \"hip\" or \"any\" (code for both), found '" + k.backend + "'");
+  }
   if (const toml::node* fn = t.get("fallback")) {
     std::string f = t.as_string(*fn, "fallback", "\"reference\"");
     if (f == "reference") k.fallback = FallbackPolicy::reference;

@@ -139,6 +139,18 @@ void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const
 void kiln_archive::resolve(kiln_kernel& k) {
   if (k.spec.backend == "cuda") return resolve_cuda(k);
   if (k.spec.backend == "hip") return resolve_hip(k);
+  if (k.spec.backend == "any") {
+    // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
+    // AMD one; where neither fits, the reason names both.
+    resolve_cuda(k);
+    if (k.route == KILN_ROUTE_NATIVE || k.route == KILN_ROUTE_PTX_JIT) return;
+    kiln_reason cuda_reason = k.reason;
+    std::string cuda_text = k.reason_text;
+    resolve_hip(k);
+    if (k.route == KILN_ROUTE_NATIVE) return;
+    bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
+    return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason, "CUDA: " + cuda_text + "; HIP: " + k.reason_text);
+  }
   settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
                       "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
 }

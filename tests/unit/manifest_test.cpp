@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"description = \"demo\"", "descripton = \"demo\"", "kiln.toml:6:1: unknown key 'descripton' in [package]"},
         BadCase{"name = \"matmul-relu\"", "name = \"Matmul Relu\"", "kiln.toml:3:8: a package name starts with a lowercase"},
         BadCase{"name = \"matmul-relu\"", "name = \"matmul-relu", "kiln.toml:3:"},
-        BadCase{"backend = \"cuda\"", "backend = \"metal\"", "kiln.toml:18:11: 'backend' must be \"cuda\" or \"hip\", found 'metal'"},
+        BadCase{"backend = \"cuda\"", "backend = \"metal\"", "kiln.toml:18:11: 'backend' must be \"cuda\", \"hip\" or \"any\" (code for both), found 'metal'"},
         BadCase{"fallback = \"refuse\"", "fallback = \"maybe\"", "kiln.toml:19:12: 'fallback' must be \"reference\" or \"refuse\""},
         BadCase{"sources = [\"src/k.cu\"]", "sources = [\"../k.cu\"]", "kiln.toml:20:12: 'sources' in kernel[0]: the path '../k.cu' has a '..' component"},
         BadCase{"sources = [\"src/k.cu\"]", "sources = [\"/abs/k.cu\"]", "kiln.toml:20:12: 'sources' in kernel[0]: the path '/abs/k.cu' is absolute"},
