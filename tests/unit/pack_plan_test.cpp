@@ -124,6 +124,27 @@ TEST_F(PackPlanTest, TestVectorOfTheWrongDtypeIsRefused) {
   EXPECT_TRUE(stored) << "the vector is stored once, as testdata";
 }
 
+TEST_F(PackPlanTest, AmdTargetIdClaimsAreCheckedAgainstTheBundle) {
+#ifndef KILN_AMD_OBJECTS
+  GTEST_SKIP() << "hipcc was not found when this build was configured";
+#else
+  write("scale.co", test::read_text_file(std::string(KILN_AMD_OBJECTS) + "/scale.gfx90a_xnack-.co"));
+  std::string manifest = "[package]\nname = \"p\"\nkernel_revision = \"r\"\nsequence = 1\n[[kernel]]\nname = \"k\"\n"
+                         "entry = \"scale_f32\"\nbackend = \"hip\"\ncode = [{ arch = \"gfx90a:xnack+\", file = \"scale.co\" }]\n";
+  write("kiln.toml", manifest);
+  std::string why = expect_error(Errc::code_object);
+  EXPECT_NE(why.find("claims arch 'gfx90a:xnack+' for 'scale.co' but the file is built for gfx90a:xnack-"), std::string::npos) << why;
+  manifest.replace(manifest.find("gfx90a:xnack+"), 13, "gfx90a:xnack-");
+  write("kiln.toml", manifest);
+  EXPECT_EQ(cli::plan_pack(dir + "/kiln.toml").members.size(), 4u);
+  const std::string hip = "backend = \"hip\"";
+  manifest.replace(manifest.find(hip), hip.size(), "backend = \"cuda\"");
+  write("kiln.toml", manifest);
+  why = expect_error(Errc::code_object);
+  EXPECT_NE(why.find("is hip code but kernel 'k' has backend cuda"), std::string::npos) << why;
+#endif
+}
+
 TEST(Npy, RoundTripAndRefusals) {
   float v[6] = {1.5f, -2, 3, 4, 5, 6};
   std::vector<std::uint8_t> bytes = write_npy(ScalarType::f32, {2, 3}, v);
