@@ -1,5 +1,7 @@
 #include "cli_common.hpp"
 
+#include "text.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -41,27 +43,7 @@ std::string human_size(std::uint64_t bytes) {
   return buf;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_string(const std::string& s) { return json_quote(s); }
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include "kiln/kiln.h"
 #include "package.hpp"
 #include "runtime.hpp"
+#include "text.hpp"
 
 namespace {
 
@@ -183,15 +184,7 @@ kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buff
   if (archive == nullptr) return KILN_ERR_INVALID_ARGUMENT;
   kiln_status status = KILN_OK;
   kiln_status guard = guarded(&archive->runtime(), [&] {
-    auto quote = [](const std::string& s) {
-      std::string out = "\"";
-      for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\', out += c;
-        else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-        else out += c;
-      }
-      return out + "\"";
-    };
+    auto quote = [](const std::string& s) { return kiln::json_quote(s); };
     const kiln::KernelTable& table = archive->reader().kernel_table();
     std::string json = "{\"digest\":" + quote(archive->digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
     for (std::size_t i = 0; i < table.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "diagnostics.hpp"
 
+#include "text.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,16 +14,8 @@
 namespace kiln::engine {
 namespace {
 
-std::string toml_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-    else out += c;
-  }
-  return out + "\"";
-}
+// TOML basic strings take JSON's escapes.
+std::string toml_string(const std::string& s) { return json_quote(s); }
 
 // Member paths were validated at open (relative, portable characters): flatten them so the
 // bundle needs no subfolders.

@@ -1,6 +1,7 @@
 #include "json.hpp"
 
 #include "error.hpp"
+#include "text.hpp"
 
 namespace kiln::json {
 namespace {
@@ -146,15 +147,6 @@ Value parse(const std::string& text, const std::string& what) {
   return Parser(text, what).document();
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-    else out += c;
-  }
-  return out + "\"";
-}
+std::string quote(const std::string& s) { return json_quote(s); }
 
 }  // namespace kiln::json
