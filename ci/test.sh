@@ -10,6 +10,17 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build:
+# every reader of attacker bytes (archives, manifests, code objects, .npy) runs instrumented.
+# Two tests are left to the plain run above: they load libkiln into Python and link it from
+# Rust, hosts that would need the ASan runtime preloaded before their own start-up.
+asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -S . -B "$build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
+  -DCMAKE_C_FLAGS="$asan" -DCMAKE_CXX_FLAGS="$asan" -DCMAKE_EXE_LINKER_FLAGS="$asan" -DCMAKE_SHARED_LINKER_FLAGS="$asan"
+cmake --build "$build-asan" -j "$jobs"
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --test-dir "$build-asan" --output-on-failure -j "$jobs" -E '^(python_bindings|install_and_embed_from_c_and_rust)$'
+
 # Concurrency under ThreadSanitizer: the runtime's API tests (threads launching one kernel at
 # once; launches while a package swaps archives) in a separately instrumented build.
 tsan="-fsanitize=thread"
