@@ -16,6 +16,7 @@ packages=(
   python3-pytest              # the Python bindings' tests
   cargo                       # builds examples/rust against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
+  abigail-tools               # abidiff: libkiln against the checked-in v1 ABI baseline
 )
 
 missing=()

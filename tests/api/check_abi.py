@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""libkiln's ABI against the checked-in v1 baseline, with libabigail's abidiff.
+
+    check_abi.py check     ABIDIFF BASELINE LIBKILN HEADERS_DIR   any difference fails
+    check_abi.py self-test ABIDIFF BASELINE LIBKILN HEADERS_DIR   a baseline missing one
+                                                                 function must be caught
+    check_abi.py update    ABIDW   BASELINE LIBKILN HEADERS_DIR   rewrite the baseline
+
+Any difference fails, additions included: a new function belongs in a new version node of
+runtime/kiln.map, and the baseline is then regenerated on purpose (update) in the same commit.
+The baseline holds what the public header declares (abidw --headers-dir --drop-private-types).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# Only the exported functions and the types they reach. The baseline carries no source
+# locations (they differ per checkout), so abidiff's --headers-dir filtering, which decides
+# by location, cannot be used; the version script already exports kiln_* and nothing else.
+FLAGS = ["--exported-interfaces-only"]
+
+
+def abidiff(tool, baseline, lib, headers):
+    return subprocess.run([tool, *FLAGS, baseline, lib],
+                          capture_output=True, text=True)
+
+
+def check(tool, baseline, lib, headers):
+    r = abidiff(tool, baseline, lib, headers)
+    if r.returncode == 0:
+        print(f"ABI of {lib} equals the baseline {baseline}")
+        return 0
+    print(r.stdout + r.stderr)
+    print(f"ABI of {lib} differs from {baseline} (abidiff exit {r.returncode}). If the change "
+          f"is intended and compatible, put new functions in a new version node of runtime/kiln.map "
+          f"and regenerate the baseline: {sys.argv[0]} update abidw {baseline} {lib} {headers}")
+    return 1
+
+
+def self_test(tool, baseline, lib, headers):
+    """Drops kiln_version from a copy of the baseline: abidiff must report it as added."""
+    text = open(baseline, encoding="utf-8").read()
+    pruned = re.sub(r"\s*<elf-symbol name='kiln_version' [^>]*/>", "", text)
+    pruned = re.sub(r"\s*<function-decl name='kiln_version' .*?</function-decl>", "", pruned,
+                    flags=re.S)
+    if pruned == text:
+        print("self-test: kiln_version not found in the baseline; the baseline is not libkiln's")
+        return 1
+    with tempfile.NamedTemporaryFile("w", suffix=".abi", delete=False) as f:
+        f.write(pruned)
+    try:
+        r = abidiff(tool, f.name, lib, headers)
+    finally:
+        os.unlink(f.name)
+    if r.returncode != 0 and "kiln_version" in r.stdout:
+        print(f"self-test: abidiff caught the missing function (exit {r.returncode})")
+        return 0
+    print(r.stdout + r.stderr)
+    print(f"self-test: abidiff did not report kiln_version (exit {r.returncode})")
+    return 1
+
+
+def update(tool, baseline, lib, headers):
+    subprocess.run([tool, "--headers-dir", headers, "--drop-private-types", *FLAGS, "--no-corpus-path", "--no-show-locs",
+                    "--no-comp-dir-path", "--out-file", baseline, lib], check=True)
+    # Source paths of this checkout mean nothing elsewhere: keep them repository-relative.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(headers))) + "/"
+    text = open(baseline, encoding="utf-8").read().replace(root, "")
+    open(baseline, "w", encoding="utf-8").write(text)
+    print(f"wrote {baseline}")
+    return 0
+
+
+if __name__ == "__main__":
+    modes = {"check": check, "self-test": self_test, "update": update}
+    if len(sys.argv) != 6 or sys.argv[1] not in modes:
+        sys.exit(__doc__)
+    sys.exit(modes[sys.argv[1]](*sys.argv[2:]))
