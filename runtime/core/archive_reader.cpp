@@ -168,13 +168,18 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
   }
   verified_[i].store(true, std::memory_order_release);
-  if (e.compression == format::Compression::none) return stored;
-  std::vector<std::uint8_t> content = zstd_decompress_exact(ByteView(stored), e.content_size, member_label(i));
-  Sha256 content_hash = sha256(content.data(), content.size());
-  if (content_hash != e.content_sha256) {
-    fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
-                              sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content_hash) + ")");
+  std::vector<std::uint8_t> content;
+  if (e.compression == format::Compression::none) {
+    content = std::move(stored);
+  } else {
+    content = zstd_decompress_exact(ByteView(stored), e.content_size, member_label(i));
+    Sha256 content_hash = sha256(content.data(), content.size());
+    if (content_hash != e.content_sha256) {
+      fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
+                                sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content_hash) + ")");
+    }
   }
+  if (auto p = format::nested_archive_problem(e.path, ByteView(content)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
   return content;
 }
 

@@ -68,6 +68,7 @@ format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& me
     if (auto p = format::member_path_problem(m.path); !p.empty()) bad("member: " + p);
     if (i > 0 && members[i - 1].path == m.path) bad("member '" + m.path + "' is given twice");
     if (auto p = format::arch_tags_problem(m.arch); !p.empty()) bad("member '" + m.path + "': " + p);
+    if (auto p = format::nested_archive_problem(m.path, m.bytes()); !p.empty()) bad(p);
     bool is_code = m.role == format::Role::code;
     if (is_code != (m.kind != format::CodeKind::none) || is_code != (m.backend != format::Backend::none) ||
         is_code == m.arch.empty()) {

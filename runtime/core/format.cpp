@@ -155,6 +155,13 @@ std::string revision_problem(const std::string& revision) {
   return "";
 }
 
+std::string nested_archive_problem(const std::string& path, ByteView content) {
+  if (content.size < kFileMagic.size() || std::memcmp(content.data, kFileMagic.data(), kFileMagic.size()) != 0) {
+    return "";
+  }
+  return "member '" + path + "' is itself a kiln archive; archives are not nested (ship it as its own archive)";
+}
+
 std::string arch_tags_problem(const std::string& arch) {
   if (arch.size() > kMaxArchLength) return "the arch tags are longer than " + std::to_string(kMaxArchLength) + " bytes";
   if (arch.empty()) return "";

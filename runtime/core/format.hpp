@@ -122,6 +122,10 @@ std::string package_name_problem(const std::string& name);
 std::string revision_problem(const std::string& revision);
 std::string arch_tags_problem(const std::string& arch);
 std::string signer_problem(const std::string& signer);
+// Content rule shared by writer and reader: a member may not itself be a kiln archive. kiln
+// never opens a nested archive, so one sealed inside another would carry the outer signers'
+// blessing to bytes nobody verified; it has to ship, and be verified, as its own archive.
+std::string nested_archive_problem(const std::string& path, ByteView content);
 
 std::uint64_t align_up(std::uint64_t v);
 

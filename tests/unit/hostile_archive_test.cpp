@@ -177,6 +177,31 @@ TEST_F(Hostile, SecondManifestRoleIsRefused) {
   expect_refused(raw, Errc::malformed, "only 'kiln.toml' may");
 }
 
+TEST_F(Hostile, TwoNamesEqualAfterUnicodeNormalisationAreRefused) {
+  // "café.cu" precomposed (NFC) and decomposed (NFD): distinct bytes, one file on macOS.
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  for (const char* name : {"src/caf\xc3\xa9.cu", "src/cafe\xcc\x81.cu"}) {
+    raw.index.entries.push_back(raw.index.entries[i]);
+    raw.index.entries.back().path = name;
+    raw.stored.push_back(raw.stored[i]);
+  }
+  expect_refused(raw, Errc::malformed, "Unicode normalisation");
+}
+
+TEST_F(Hostile, ArchiveWithinAnArchiveIsRefusedWhenRead) {
+  // A validly signed archive whose source member is itself a whole signed archive: the
+  // outer signature must not pass for the inner one, so the member is never handed out.
+  std::vector<std::uint8_t> inner = test::assemble(base());
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  format::Entry& e = raw.index.entries[i];
+  e.stored_size = e.content_size = inner.size();
+  e.stored_sha256 = e.content_sha256 = sha256(inner.data(), inner.size());
+  raw.stored[i] = inner;
+  expect_refused(raw, Errc::malformed, "member 'src/add.cu' is itself a kiln archive");
+}
+
 TEST_F(Hostile, LazyVerificationCatchesAMemberAtFirstUse) {
   // Opening checks the signature and the manifest only; a broken code member is caught
   // when it is first read, not silently passed on.

@@ -125,6 +125,9 @@ TEST_F(RoundTrip, WriterRefusesBadMembers) {
   members = test::small_members(id);
   members.erase(members.begin());
   expect_refusal(members, "kiln.toml");
+  members = test::small_members(id);
+  members[2].content = build_archive(id, test::small_members(id), signers, {});
+  expect_refusal(members, "is itself a kiln archive");
 }
 
 }  // namespace
