@@ -17,6 +17,7 @@ packages=(
   cargo                       # builds examples/rust against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
   abigail-tools               # abidiff: libkiln against the checked-in v1 ABI baseline
+  clang-14 libclang-rt-14-dev # libFuzzer for tests/fuzz
 )
 
 missing=()

@@ -21,6 +21,10 @@ cmake --build "$build-asan" -j "$jobs"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   ctest --test-dir "$build-asan" --output-on-failure -j "$jobs" -E '^(python_bindings|install_and_embed_from_c_and_rust)$'
 
+# Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) for a minute from
+# seeds made by the build above, after replaying tests/fuzz/regressions.
+tests/fuzz/run.sh "$build" 60
+
 # Concurrency under ThreadSanitizer: the runtime's API tests (threads launching one kernel at
 # once; launches while a package swaps archives) in a separately instrumented build.
 tsan="-fsanitize=thread"

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "error.hpp"
@@ -411,7 +412,36 @@ const std::string* Manifest::toolchain_value(const std::string& key) const {
   return nullptr;
 }
 
+namespace {
+
+// kiln.toml is ASCII. Debian 12's toml++ (3.3.0) reaches __builtin_unreachable, undefined
+// behaviour, on some non-ASCII code points where it looks for whitespace (upstream issues
+// #190 and #295, fixed after 3.4; found here by tests/fuzz). Refusing non-ASCII bytes before
+// the parser sees them closes that path; strings can still hold any character as \uXXXX.
+void refuse_non_ascii(std::string_view text, const std::string& source_name) {
+  std::size_t line = 1, column = 1;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x80) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", byte);
+      fail(Errc::manifest, source_name + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                               ": non-ASCII byte " + hex + "; kiln.toml must be ASCII (write other "
+                               "characters in strings as \\uXXXX escapes)");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+}
+
+}  // namespace
+
 Manifest parse_manifest(std::string_view text, const std::string& source_name) {
+  refuse_non_ascii(text, source_name);
   toml::table root;
   try {
     root = toml::parse(text, source_name);

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang and runs each for a bounded time.
+#   tests/fuzz/run.sh MAIN_BUILD_DIR [SECONDS_PER_TARGET]
+# MAIN_BUILD_DIR is a finished ordinary build: its test archives, AMD code objects, .npy vectors
+# and the examples' manifests seed the corpora. Inputs in tests/fuzz/regressions/<target>/
+# (each one a crash found earlier) are replayed first. Exits non-zero on the first crash,
+# leaving the input as crash-* in the target's work folder and naming it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+main_build=$(cd "${1:?usage: tests/fuzz/run.sh MAIN_BUILD_DIR [SECONDS]}" && pwd)
+seconds=${2:-60}
+fuzz_build=$main_build-fuzz
+jobs=$(nproc 2>/dev/null || echo 2)
+clangxx=$(command -v clang++-14 || command -v clang++)
+clangc=$(command -v clang-14 || command -v clang)
+
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$clangxx" \
+  -DCMAKE_C_COMPILER="$clangc" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+targets=(archive manifest code_object npy)
+cmake --build "$fuzz_build" -j "$jobs" --target "${targets[@]/#/kiln_fuzz_}"
+
+seed() {  # seed TARGET: prints the seed files for TARGET, one per line
+  case $1 in
+    archive) find "$main_build/tests/archives" -name '*.kiln' ;;
+    manifest) find examples tests/data "$main_build/tests/amd" -name 'kiln*.toml' ;;
+    code_object) find "$main_build/tests/amd" "$main_build/examples" -type f \
+                   \( -name '*.co' -o -name '*.ptx' -o -name '*.cubin' -o -name '*.fatbin' -o -name '*.hipfb' \) ;;
+    npy) find "$main_build/examples" -name '*.npy' ;;
+  esac
+}
+
+export KILN_FUZZ_TRUST="$main_build/tests/keys/test.pub"
+export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
+printf '%-12s %8s %10s %8s %s\n' target seeds execs cov result > "$fuzz_build/summary.txt"
+for t in "${targets[@]}"; do
+  work="$fuzz_build/work/$t"
+  rm -rf "$work"; mkdir -p "$work/corpus"
+  # Seeds share names (every example has a kiln.toml): name each copy after its whole path.
+  seed "$t" | while read -r f; do cp "$f" "$work/corpus/$(echo "$f" | tr / _)"; done
+  nseeds=$(ls "$work/corpus" | wc -l)
+  regressions=tests/fuzz/regressions/$t
+  if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then
+    "$fuzz_build/bin/kiln_fuzz_$t" "$regressions"/* > "$work/regressions.log" 2>&1 ||
+      { cat "$work/regressions.log"; echo "fuzz: $t: a checked-in regression input fails again"; exit 1; }
+  fi
+  echo "fuzz: $t for ${seconds}s from $nseeds seeds"
+  if ! (cd "$work" && "$fuzz_build/bin/kiln_fuzz_$t" -max_total_time="$seconds" -max_len=1048576 \
+          -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 corpus > run.log 2>&1); then
+    tail -60 "$work/run.log"
+    echo "fuzz: $t: crash; input saved as $(ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null | head -1)"
+    echo "fuzz: add it under tests/fuzz/regressions/$t/ with the fix"
+    exit 1
+  fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/run.log")
+  cov=$(grep -o 'cov: [0-9]*' "$work/run.log" | tail -1 | cut -d' ' -f2)
+  printf '%-12s %8s %10s %8s %s\n' "$t" "$nseeds" "$execs" "$cov" ok >> "$fuzz_build/summary.txt"
+done
+cat "$fuzz_build/summary.txt"
