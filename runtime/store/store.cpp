@@ -251,6 +251,14 @@ PackageState Store::state(const std::string& package) const {
 
 void Store::write_state(const PackageState& s) { durable_write(dir_ + "/packages/" + s.package + ".state", encode_state(s)); }
 
+void Store::refuse(PackageState& s, HistoryEntry h, const std::string& refusal) {
+  h.reason = h.action + ": " + refusal;  // the attempted action, before it becomes "refused"
+  h.action = "refused";
+  s.history.push_back(h);
+  write_state(s);
+  fail(Errc::refused, refusal);
+}
+
 HistoryEntry Store::activate(const std::string& digest, const std::string& who, const std::string& reason) {
   Lock lock(dir_);
   ArchiveInfo info = this->info(digest);
@@ -273,13 +281,7 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
     refusal = "sequence " + std::to_string(info.sequence) + " was already activated for " + info.package +
               " as another archive; a new release needs a higher sequence";
   }
-  if (!refusal.empty()) {
-    h.action = "refused";
-    h.reason = "activate: " + refusal;
-    s.history.push_back(h);
-    write_state(s);
-    fail(Errc::refused, refusal);
-  }
+  if (!refusal.empty()) refuse(s, h, refusal);
   s.active = digest;
   s.highest_sequence = info.sequence;
   s.history.push_back(h);
@@ -318,13 +320,7 @@ HistoryEntry Store::rollback(const std::string& package, const std::string& to, 
     sequence = info.sequence;
   }
   HistoryEntry h{s.history.size() + 1, static_cast<std::uint64_t>(std::time(nullptr)), "rollback", target, sequence, who, reason};
-  if (!refusal.empty()) {
-    h.action = "refused";
-    h.reason = "rollback: " + refusal;
-    s.history.push_back(h);
-    write_state(s);
-    fail(Errc::refused, refusal);
-  }
+  if (!refusal.empty()) refuse(s, h, refusal);
   s.active = target;
   s.history.push_back(h);
   write_state(s);

@@ -67,6 +67,8 @@ class Store {
 
  private:
   void write_state(const PackageState& s);
+  // Records a refused activate/rollback in the package's history (durably), then throws it.
+  [[noreturn]] void refuse(PackageState& s, HistoryEntry h, const std::string& refusal);
   std::string dir_;
   TrustSet trust_;
 };
