@@ -1,19 +1,30 @@
 // libFuzzer target: an archive opened and verified the way `kiln inspect` (no trust set) and
 // libkiln (a trust set, one signer required) do. Whatever the bytes, the reader must answer
 // with a kiln::Error or success: any other exception, crash or sanitizer report is a bug.
-// KILN_FUZZ_TRUST names the public key for the authenticated pass (the tests' test.pub).
+//
+// No fuzzer forges Ed25519, so a mutated archive almost never passes the signature check and
+// the authenticated path (the one libkiln takes) would stay shallow. So every input that the
+// unauthenticated reader accepts as far as its index is re-signed here with a key this process
+// made, its signature block replaced, and opened again against that key: the fuzzer then
+// explores what a *validly signed* hostile archive can do, which is what a stolen or careless
+// signing key would let an attacker ship.
+// KILN_FUZZ_TRUST also names a public key (the tests' test.pub) for the archives as given.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "archive_reader.hpp"
+#include "archive_writer.hpp"
+#include "ed25519.hpp"
 #include "error.hpp"
+#include "format.hpp"
 #include "trust.hpp"
 
 namespace {
 
-const kiln::TrustSet* trust_set() {
+const kiln::TrustSet* given_trust_set() {
   static std::optional<kiln::TrustSet> trust = []() -> std::optional<kiln::TrustSet> {
     const char* path = std::getenv("KILN_FUZZ_TRUST");
     if (path == nullptr) return std::nullopt;
@@ -22,22 +33,60 @@ const kiln::TrustSet* trust_set() {
   return trust ? &*trust : nullptr;
 }
 
-void open_and_verify(const std::uint8_t* data, std::size_t size, const kiln::TrustSet* trust) {
+struct ResigningKey {
+  kiln::PrivateKey key = kiln::PrivateKey::generate();
+  kiln::TrustSet trust;
+  ResigningKey() { trust.add(key.public_key(), "fuzz re-signing key"); }
+};
+
+const ResigningKey& resigning_key() {
+  static const ResigningKey k;
+  return k;
+}
+
+// Opens and verifies; returns the archive's bytes re-signed by the fuzz key when the
+// unauthenticated open got as far as a digest, package and sequence, else nothing.
+std::optional<std::vector<std::uint8_t>> open_and_verify(const std::uint8_t* data, std::size_t size,
+                                                         const kiln::TrustSet* trust) {
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{trust, 1};
   options.max_member_size = 64u << 20;  // keeps each run fast; the cap itself is under test too
+  std::unique_ptr<kiln::Archive> archive;
   try {
-    std::unique_ptr<kiln::Archive> archive = kiln::Archive::open_memory(data, size, options);
-    archive->verify_all(1, true, nullptr);
+    archive = kiln::Archive::open_memory(data, size, options);
   } catch (const kiln::Error&) {
-    // refused with a reason: the expected outcome for nearly every input
+    return std::nullopt;  // refused with a reason: the expected outcome for nearly every input
   }
+  std::optional<std::vector<std::uint8_t>> resigned;
+  if (trust == nullptr) try {
+    const kiln::format::Header& h = archive->header();
+    const std::size_t signed_end = static_cast<std::size_t>(h.index_offset + h.index_size);
+    kiln::Signer signer{&resigning_key().key, "fuzz", 0};
+    kiln::format::SignatureRecord record =
+        kiln::make_signature(archive->digest(), archive->index().package, archive->index().sequence, signer);
+    std::vector<std::uint8_t> block = kiln::format::encode_signature_block({record});
+    kiln::format::Header header = h;
+    header.signature_block_size = block.size();
+    std::vector<std::uint8_t> out = kiln::format::encode_header(header);
+    out.insert(out.end(), data + out.size(), data + signed_end);
+    out.insert(out.end(), block.begin(), block.end());
+    resigned = std::move(out);
+  } catch (const kiln::Error&) {
+    // make_signature refuses what the writer would never sign; the reader let it through
+  }
+  try {
+    archive->verify_all(1, true, nullptr);
+    (void)archive->manifest();
+  } catch (const kiln::Error&) {
+  }
+  return resigned;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  open_and_verify(data, size, nullptr);
-  if (const kiln::TrustSet* trust = trust_set()) open_and_verify(data, size, trust);
+  std::optional<std::vector<std::uint8_t>> resigned = open_and_verify(data, size, nullptr);
+  if (const kiln::TrustSet* trust = given_trust_set()) open_and_verify(data, size, trust);
+  if (resigned) open_and_verify(resigned->data(), resigned->size(), &resigning_key().trust);
   return 0;
 }

@@ -29,7 +29,7 @@ seed() {  # seed TARGET: prints the seed files for TARGET, one per line; a folde
     manifest) find examples tests/data "$main_build/tests/amd" -name 'kiln*.toml' ;;
     code_object) find "$main_build/tests/amd" "$main_build/examples" -type f \
                    \( -name '*.co' -o -name '*.ptx' -o -name '*.cubin' -o -name '*.fatbin' -o -name '*.hipfb' \) ;;
-    npy) find "$main_build/examples" -name '*.npy' ;;
+    npy) find tests/fuzz/seeds/npy "$main_build/examples" -name '*.npy' ;;
   esac 2>/dev/null || true
 }
 
