@@ -39,7 +39,7 @@ NpyArray parse_npy(ByteView bytes, const std::string& what) {
   auto bad = [&](const std::string& why) { fail(Errc::malformed, what + ": not a usable .npy file: " + why); };
   if (bytes.size < 10 || std::memcmp(bytes.data, "\x93NUMPY", 6) != 0) bad("bad magic");
   std::uint8_t major = bytes.data[6];
-  std::uint64_t header_len, header_start;
+  std::uint64_t header_len = 0, header_start = 0;  // set by every branch that does not throw
   if (major == 1) {
     header_len = load_le16(bytes.data + 8);
     header_start = 10;
