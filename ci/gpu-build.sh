@@ -10,10 +10,14 @@ stage=.gpu-stage
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
-cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
+cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
 cp -P "$build"/lib/libkiln.so* "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
-mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop-1.kiln,noop-3000.kiln,noop.sm_90a.cubin} "$stage/bench/"
+# The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU
+# machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.
+mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop,big}.{sm_80,sm_90a,sm_100}.cubin \
+  "$build"/tests/bench/{noop,big}.compute_90.ptx "$stage/bench/"
+cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian "$stage/lib/"
 # A Triton archive packed here from an export made on the GPU machine (examples/triton):
 # KILN_TRITON_ARCHIVE=path/to/matmul-relu-triton.kiln ci/gpu-build.sh
 # It is countersigned with this build's test key (kiln sign: the digest does not change), so the

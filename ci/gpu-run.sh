@@ -29,7 +29,6 @@ run c_api_test "$stage/bin/kiln_c_api_test" "$stage/archives/scale.kiln" "$stage
 run demo_c "$stage/bin/matmul_demo_c" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
 run demo_cpp "$stage/bin/matmul_demo_cpp" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"
 run verify_on_gpu_host "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub"
-run bench "$stage/bin/kiln_runtime_bench" "$stage/bench" "$stage/keys/test.pub"
 # Release checks on the target GPU: every test vector of the nvcc archive must pass, and the
 # deliberately wrong kernel must fail with its error figures.
 run verify_run_nvcc "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub" --run
@@ -48,12 +47,20 @@ if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
   run triton_python python3 examples/triton/check_on_gpu.py "$triton_archive" "$stage/keys/test.pub"
   run triton_c "$stage/bin/matmul_demo_c" "$triton_archive" "$stage/keys/test.pub"
   run verify_run_triton "$stage/bin/kiln" verify "$triton_archive" --trust "$stage/keys/test.pub" --run
-  run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub"
+  mkdir -p /tmp/kiln-bench
+  run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub" \
+    /tmp/kiln-bench/python_launch.rows.json
   steps_triton="triton_python triton_c verify_run_triton python_launch_bench"
 fi
 if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
   run tilelang_python python3 examples/tilelang/check_on_gpu.py "$stage/archives/matmul-relu-tilelang.kiln" "$stage/keys/test.pub"
   steps_triton="$steps_triton tilelang_python"
+fi
+# The benchmark harness last (it packs gigabytes first): host side and GPU side, one table.
+run bench tests/bench/run.sh --bin "$stage/bin" --keys "$stage/keys" --code "$stage/bench" --work /tmp/kiln-bench --gpu
+if [ -n "${OUT:-}" ]; then
+  cp /tmp/kiln-bench/*.json /tmp/kiln-bench/scaling.csv "$OUT/" 2>/dev/null || true
+  python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 
 steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
@@ -62,6 +69,6 @@ echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | hea
 printf '%-20s %s\n' "step" "result"
 for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
-sed -n '/^kiln runtime benchmark on/,/^$/p' "$log"
+sed -n '/^kiln against its baselines/,$p' "$log" | grep -v '^=====' | sed '/^$/q'
 sed -n '/^Python launch overhead per call/,/^kiln \/ Triton/p' "$log"
 for step in $steps; do [ "${result[$step]:-}" = pass ] || exit 1; done

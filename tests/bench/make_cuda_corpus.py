@@ -3,10 +3,12 @@
 libraries: each entry of each library's .nv_fatbin section becomes a single-entry fatbin
 file, and a kiln.toml names them all (one kernel per code object). Usage:
 
-    make_cuda_corpus.py OUT_DIR [--bytes N] [--group-bytes G] [--cuda /usr/local/cuda]
+    make_cuda_corpus.py OUT_DIR [--bytes N] [--group-bytes G] [--cuda /usr/local/cuda] [--lib-dir DIR]
 
 Stops once N bytes (default 1 GiB) of code objects are written. With --group-bytes, entries
-are gathered into multi-entry fatbins of about G bytes instead (few large code objects)."""
+are gathered into multi-entry fatbins of about G bytes instead (few large code objects).
+--lib-dir searches a folder recursively for the same libraries under versioned names (the
+pip wheels' site-packages/nvidia/*/lib/libcublas.so.13, as on the GPU machine)."""
 import argparse
 import pathlib
 import re
@@ -65,6 +67,7 @@ def main() -> int:
     ap.add_argument("--bytes", type=int, default=1 << 30)
     ap.add_argument("--group-bytes", type=int, default=0)
     ap.add_argument("--cuda", type=pathlib.Path, default=pathlib.Path("/usr/local/cuda"))
+    ap.add_argument("--lib-dir", type=pathlib.Path, action="append", default=[])
     args = ap.parse_args()
     code_dir = args.out / "code"
     code_dir.mkdir(parents=True, exist_ok=True)
@@ -85,9 +88,19 @@ def main() -> int:
         count += 1
         group, group_tag = [], None
 
-    for name in LIBRARIES:
+    def find(name):
         lib = args.cuda / "lib64" / name
-        if not lib.exists() or written >= args.bytes:
+        if lib.exists():
+            return lib
+        for d in args.lib_dir:
+            found = sorted(p for p in d.rglob(name + "*") if p.is_file() and not p.is_symlink())
+            if found:
+                return found[0]
+        return None
+
+    for name in LIBRARIES:
+        lib = find(name)
+        if lib is None or written >= args.bytes:
             continue
         for kind, sm, entry, head in entries(fatbin_section(lib)):
             if kind not in (1, 2) or written + sum(map(len, group)) >= args.bytes:

@@ -2,7 +2,9 @@
 """Per-call launch overhead from Python, on a GPU: kiln's Python bindings against Triton's own
 launch of the same compiled kernel (and PyTorch's matmul+relu for scale), same shape, same run.
 Goal: kiln's per-call overhead at most half of Triton's. Prints a table last.
-    python_launch_bench.py TRITON_ARCHIVE TRUSTED_KEY"""
+    python_launch_bench.py TRITON_ARCHIVE TRUSTED_KEY [ROWS_JSON]
+ROWS_JSON (optional) receives the comparison row for tests/bench/report.py."""
+import json
 import pathlib
 import statistics
 import sys
@@ -51,3 +53,7 @@ print(f"{'Triton kernel[grid](...)':36} {results['triton']:8.2f}")
 print(f"{'kiln Kernel(...) (ctypes)':36} {results['kiln']:8.2f}")
 print(f"{'torch.relu(a @ b) (for scale)':36} {results['torch']:8.2f}")
 print(f"kiln / Triton = {ratio:.2f} (goal <= 0.50: {'met' if ratio <= 0.5 else 'MISSED'})")
+if len(sys.argv) > 3:
+    overhead = {"name": "Python launch: kiln Kernel(...) vs Triton kernel[grid]", "kiln": results["kiln"],
+                "baseline": results["triton"], "unit": "us", "goal": "<= 0.50", "goal_ratio": 0.5}
+    pathlib.Path(sys.argv[3]).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": [overhead]}))

@@ -1,0 +1,207 @@
+// The host-side half of kiln's benchmark harness (Google Benchmark). Every kiln figure has its
+// baseline registered beside it, measured in the same run on the same bytes:
+//   open+load-one/SHAPE/kernels:N  open + authenticate + read one code member of an archive of N
+//                                  kernels (against N = 1, and against reading that code object
+//                                  from a plain file); resident memory added (counter rss_kib)
+//                                  against the index, kernel table and member read (bound_kib)
+//   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
+//   verify/threads:T               `kiln verify -j T` against `openssl dgst -sha256`, same file
+//   pack/threads:T                 `kiln pack -l L -j T` against `zstd -L -T T` on the same bytes
+// usage: kiln_bench BENCH_DIR [google benchmark flags]
+// BENCH_DIR is what tests/bench/run.sh prepares: scale/{small,big}-N.kiln (N kernels x 4 code
+// objects), verify.kiln, pack/ (a kiln.toml and its files) and pack.concat (the same bytes as one
+// file), and test.pub. The GPU half is kiln_runtime_bench.
+#include <benchmark/benchmark.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "archive_reader.hpp"
+#include "trust.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+std::string bench_dir;
+
+// Resident set in KiB, from /proc/self/statm (pages resident, file-backed included: a mapped
+// member that was read counts, which is what the memory bound is about).
+long resident_kib() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// Drops the archive's pages from this process's view between iterations is not possible
+// without root, so memory is measured on the first open only (cold mapping), and time as the
+// median of warm-cache iterations, for kiln and its baseline alike.
+void open_load_one(benchmark::State& state, const std::string& archive, const std::string& member) {
+  kiln::TrustSet trust = kiln::TrustSet::load(bench_dir + "/test.pub");
+  kiln::ReadOptions options;
+  options.policy = kiln::TrustPolicy{&trust, 1};
+  long rss_added = -1;
+  double bound_kib = 0;
+  for (auto _ : state) {
+    long before = resident_kib();
+    std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+    std::vector<std::uint8_t> code = a->read_member(member);
+    benchmark::DoNotOptimize(code.data());
+    if (rss_added < 0) {
+      rss_added = resident_kib() - before;
+      long m = a->index().find(member);
+      double stored = static_cast<double>(a->index().entries[static_cast<std::size_t>(m)].stored_size);
+      bound_kib = (static_cast<double>(a->header().index_size) + stored + static_cast<double>(code.size()) +
+                   static_cast<double>(a->kernel_table().bytes().size())) / 1024.0;
+    }
+  }
+  state.counters["rss_kib"] = static_cast<double>(rss_added);
+  state.counters["bound_kib"] = bound_kib;
+  state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
+}
+
+// Full verification in-process on one thread (what `kiln verify -j 1` does after start-up),
+// for the curve of verify time against archive size and kernel count.
+void verify_in_process(benchmark::State& state, const std::string& archive) {
+  kiln::TrustSet trust = kiln::TrustSet::load(bench_dir + "/test.pub");
+  kiln::ReadOptions options;
+  options.policy = kiln::TrustPolicy{&trust, 1};
+  for (auto _ : state) {
+    std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+    a->verify_all(1, false, nullptr);
+  }
+  state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
+}
+
+// The baseline of a load: the code object read from its own file, as a program that ships
+// bare cubins does before handing them to the driver.
+void read_plain_file(benchmark::State& state, const std::string& path) {
+  for (auto _ : state) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    benchmark::DoNotOptimize(bytes.data());
+  }
+}
+
+// Runs a command to completion, output discarded; a failure fails the benchmark (a baseline
+// that did not run must not produce a ratio).
+void run_command(benchmark::State& state, const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    state.SkipWithError(("command failed: " + argv[0] + " " + (argv.size() > 1 ? argv[1] : "")).c_str());
+  }
+}
+
+void command_benchmark(benchmark::State& state, std::vector<std::string> argv) {
+  for (auto _ : state) run_command(state, argv);
+}
+
+std::string kiln_binary() {
+  const char* env = std::getenv("KILN_BINARY");
+  return env != nullptr ? env : "kiln";
+}
+
+void register_scale(const std::string& shape) {
+  // Archives named <shape>-<kernels>.kiln; the member read is the middle kernel's sm_90a cubin.
+  std::vector<std::pair<long, fs::path>> found;
+  for (const fs::directory_entry& e : fs::directory_iterator(bench_dir + "/scale")) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(shape + "-", 0) == 0 && e.path().extension() == ".kiln") {
+      found.emplace_back(std::stol(name.substr(shape.size() + 1)), e.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  for (const auto& [kernels, path] : found) {
+    char member[64];
+    std::snprintf(member, sizeof member, "code/noop.%05ld.sm_90a.cubin", kernels / 2);
+    std::string label = "open+load-one/" + shape + "/kernels:" + std::to_string(kernels);
+    benchmark::RegisterBenchmark(label.c_str(), open_load_one, path.string(), std::string(member))
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+    benchmark::RegisterBenchmark(("verify-in-process/" + shape + "/kernels:" + std::to_string(kernels)).c_str(),
+                                 verify_in_process, path.string())
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.2);
+  }
+  std::string plain = bench_dir + "/scale/" + shape + ".sm_90a.cubin";
+  if (fs::exists(plain)) {
+    benchmark::RegisterBenchmark(("read-plain-cubin/" + shape).c_str(), read_plain_file, plain)
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+  }
+}
+
+void register_commands() {
+  const std::string kiln = kiln_binary(), dir = bench_dir;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<unsigned> threads;
+  for (unsigned t = 1; t <= cores; t *= 2) threads.push_back(t);
+  if (threads.back() != cores) threads.push_back(cores);
+  const int level = 9;
+  if (fs::exists(dir + "/verify.kiln")) {
+    benchmark::RegisterBenchmark("verify/openssl-dgst-sha256", command_benchmark,
+                                 std::vector<std::string>{"openssl", "dgst", "-sha256", dir + "/verify.kiln"})
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    for (unsigned t : threads) {
+      benchmark::RegisterBenchmark(("verify/kiln/threads:" + std::to_string(t)).c_str(), command_benchmark,
+                                   std::vector<std::string>{kiln, "verify", dir + "/verify.kiln", "--trust",
+                                                            dir + "/test.pub", "-j", std::to_string(t)})
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    }
+  }
+  if (fs::exists(dir + "/pack/kiln.toml")) {
+    for (unsigned t : threads) {
+      std::string ts = std::to_string(t);
+      benchmark::RegisterBenchmark(("pack/zstd/threads:" + ts).c_str(), command_benchmark,
+                                   std::vector<std::string>{"zstd", "-q", "-f", "-" + std::to_string(level), "-T" + ts,
+                                                            dir + "/pack.concat", "-o", dir + "/pack.concat.zst"})
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+      benchmark::RegisterBenchmark(("pack/kiln/threads:" + ts).c_str(), command_benchmark,
+                                   std::vector<std::string>{kiln, "pack", dir + "/pack/kiln.toml", "--key",
+                                                            dir + "/test.key", "-o", dir + "/pack.out.kiln", "-l",
+                                                            std::to_string(level), "-j", ts, "-q"})
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: kiln_bench BENCH_DIR [--benchmark_* flags]\n");
+    return 2;
+  }
+  bench_dir = argv[1];
+  if (fs::exists(bench_dir + "/scale")) {
+    register_scale("small");
+    register_scale("big");
+  }
+  register_commands();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
