@@ -36,20 +36,20 @@ void add_preflight_command(CLI::App& app) {
     ro.max_member_size = 4ull << 30;
     kiln_runtime rt(ro);
     kiln_archive archive(rt, o->file);
-    const KernelTable& table = archive.reader().kernel_table();
+    const std::vector<std::string>& names = archive.reader().kernel_names();
     if (o->json) std::cout << "{\"file\":" << json_string(o->file) << ",\"digest\":" << json_string(archive.digest())
                            << ",\"device\":" << o->device << ",\"kernels\":[";
     else std::cout << o->file << " (" << archive.digest() << ") on device " << o->device << ":\n";
-    for (std::size_t i = 0; i < table.size(); ++i) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
       // Resolving loads the chosen code object (PTX is JIT-compiled) but launches nothing.
-      kiln_kernel* k = archive.kernel(table.name(i), o->device);
+      kiln_kernel* k = archive.kernel(names[i], o->device);
       if (o->json) {
-        std::cout << (i ? "," : "") << "{\"kernel\":" << json_string(table.name(i))
+        std::cout << (i ? "," : "") << "{\"kernel\":" << json_string(names[i])
                   << ",\"route\":" << json_string(kiln_route_string(k->route))
                   << ",\"reason\":" << json_string(kiln_reason_string(k->reason)) << ",\"target\":" << json_string(k->target)
                   << ",\"detail\":" << json_string(k->reason_text) << "}";
       } else {
-        std::printf("  %-20s %-9s %-18s %s\n", table.name(i).c_str(), kiln_route_string(k->route),
+        std::printf("  %-20s %-9s %-18s %s\n", names[i].c_str(), kiln_route_string(k->route),
                     kiln_reason_string(k->reason), k->reason_text.c_str());
       }
     }

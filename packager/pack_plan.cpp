@@ -215,11 +215,7 @@ PackPlan plan_pack(const std::string& manifest_path) {
   observed.content.assign(record.begin(), record.end());
   members.add_generated(std::move(observed));
 
-  MemberInput table;
-  table.path = kKernelTablePath;
-  table.role = format::Role::meta;
-  table.content = encode_kernel_table(plan.manifest);
-  members.add_generated(std::move(table));
+  for (MemberInput& table : kernel_table_inputs(plan.manifest)) members.add_generated(std::move(table));
 
   plan.members = members.take();
   return plan;

@@ -165,14 +165,21 @@ kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, si
 void kiln_archive_destroy(kiln_archive* archive) { delete archive; }
 
 const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->digest().c_str() : nullptr; }
-const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().index().package.c_str() : nullptr; }
-const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().index().kernel_revision.c_str() : nullptr; }
-uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->reader().index().sequence : 0; }
+const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().package().c_str() : nullptr; }
+const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().kernel_revision().c_str() : nullptr; }
+uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->reader().sequence() : 0; }
 size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->reader().kernel_table().size() : 0; }
 
 const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
-  if (a == nullptr || index >= a->reader().kernel_table().size()) return nullptr;
-  return a->reader().kernel_table().name(index).c_str();
+  if (a == nullptr) return nullptr;
+  // The names come from the index (every page, read once); an archive whose kernel records do
+  // not match kiln/kernels.bin answers NULL here and fails kiln_archive_warm with the reason.
+  try {
+    const std::vector<std::string>& names = a->reader().kernel_names();
+    return index < names.size() ? names[index].c_str() : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
@@ -185,11 +192,11 @@ kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buff
   kiln_status status = KILN_OK;
   kiln_status guard = guarded(&archive->runtime(), [&] {
     auto quote = [](const std::string& s) { return kiln::json_quote(s); };
-    const kiln::KernelTable& table = archive->reader().kernel_table();
+    const std::vector<std::string>& names = archive->reader().kernel_names();
     std::string json = "{\"digest\":" + quote(archive->digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      kiln_kernel* k = archive->kernel(table.name(i), device);
-      json += std::string(i ? "," : "") + "{\"kernel\":" + quote(table.name(i)) + ",\"route\":" +
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      kiln_kernel* k = archive->kernel(names[i], device);
+      json += std::string(i ? "," : "") + "{\"kernel\":" + quote(names[i]) + ",\"route\":" +
               quote(kiln_route_string(k->route)) + ",\"reason\":" + quote(kiln_reason_string(k->reason)) +
               ",\"target\":" + quote(k->target) + ",\"detail\":" + quote(k->reason_text) + "}";
     }
@@ -211,9 +218,9 @@ const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? k->reason
 const char* kiln_kernel_target(const kiln_kernel* k) { return k ? k->target.c_str() : ""; }
 const char* kiln_kernel_name(const kiln_kernel* k) { return k ? k->spec.name.c_str() : ""; }
 const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? k->archive->digest().c_str() : ""; }
-const char* kiln_kernel_package(const kiln_kernel* k) { return k ? k->archive->reader().index().package.c_str() : ""; }
+const char* kiln_kernel_package(const kiln_kernel* k) { return k ? k->archive->reader().package().c_str() : ""; }
 const char* kiln_kernel_revision(const kiln_kernel* k) {
-  return k ? k->archive->reader().index().kernel_revision.c_str() : "";
+  return k ? k->archive->reader().kernel_revision().c_str() : "";
 }
 size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec.params.size() : 0; }
 

@@ -11,6 +11,11 @@
 
 namespace kiln {
 
+struct Archive::Page {
+  std::once_flag once;
+  std::vector<format::Entry> entries;
+};
+
 Archive::~Archive() = default;
 
 std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadOptions& options) {
@@ -31,7 +36,7 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
   return a;
 }
 
-std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + index_.entries[i].path + "'"; }
+std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
 
 void Archive::parse(const ReadOptions& options) {
   max_member_size_ = options.max_member_size;
@@ -58,9 +63,16 @@ void Archive::parse(const ReadOptions& options) {
            ") and signature block of " + std::to_string(header_.signature_block_size) + " bytes do not tile a file of " +
            std::to_string(size) + " bytes (truncated or extended?)");
   }
+  if (header_.index_head_size == 0 || header_.index_head_size > header_.index_size) {
+    refuse("header: index head size " + std::to_string(header_.index_head_size) + " is outside 1.." +
+           std::to_string(header_.index_size) + " (the index size)");
+  }
 
-  ByteView index_bytes = bytes_.sub(header_.index_offset, header_.index_size);
-  digest_ = sha256(index_bytes.data, index_bytes.size);
+  // The head is copied out of the mapping before it is hashed, and parsed from the copy, so
+  // that a file changed underneath cannot show the parser other bytes than the hash saw.
+  ByteView mapped_head = bytes_.sub(header_.index_offset, header_.index_head_size);
+  std::vector<std::uint8_t> head(mapped_head.data, mapped_head.data + mapped_head.size);
+  digest_ = sha256(head.data(), head.size());
 
   try {
     signatures_ = format::decode_signature_block(bytes_.sub(header_.index_offset + header_.index_size, header_.signature_block_size));
@@ -77,74 +89,166 @@ void Archive::parse(const ReadOptions& options) {
   }
 
   try {
-    index_ = format::decode_index(index_bytes);
+    head_ = format::decode_index_head(ByteView(head), header_.index_size, header_.index_offset);
   } catch (const Error& e) {
     refuse(e.what());
   }
-  const format::Entry& last = index_.entries.back();
-  if (format::align_up(last.offset + last.stored_size) != header_.index_offset) {
-    refuse("the index starts at " + std::to_string(header_.index_offset) + " but its members end at " +
-           std::to_string(last.offset + last.stored_size));
-  }
-  verified_.reset(new std::atomic<bool>[index_.entries.size()]);
-  for (std::size_t i = 0; i < index_.entries.size(); ++i) verified_[i].store(false, std::memory_order_relaxed);
+  pages_.reset(new Page[head_.pages.size()]);
+  verified_.reset(new std::atomic<bool>[head_.entry_count]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
   for (const format::SignatureRecord& rec : signatures_) {
-    if (rec.attributes.package != index_.package || rec.attributes.sequence != index_.sequence) {
+    if (rec.attributes.package != head_.package || rec.attributes.sequence != head_.sequence) {
       fail(Errc::signature, name_ + ": a signature by key " + rec.attributes.key_id + " names package '" +
                                 rec.attributes.package + "' sequence " + std::to_string(rec.attributes.sequence) +
-                                " but the archive is '" + index_.package + "' sequence " + std::to_string(index_.sequence));
+                                " but the archive is '" + head_.package + "' sequence " + std::to_string(head_.sequence));
     }
   }
 
-  // The kernel table is what the runtime reads: checked, decoded, and bound to the index.
-  long table = index_.find(kKernelTablePath);
-  if (table < 0 || index_.entries[static_cast<std::size_t>(table)].role != format::Role::meta) {
+  // The kernel table header is what the runtime reads: checked, decoded, and bound to the index.
+  long table = find(kKernelTablePath);
+  if (table < 0 || entry(static_cast<std::size_t>(table)).role != format::Role::meta) {
     refuse(std::string("index: no '") + kKernelTablePath + "' member with role meta");
   }
   kernel_table_ = KernelTable::decode(read_member(static_cast<std::size_t>(table)), name_ + ": " + kKernelTablePath);
-  if (kernel_table_.package() != index_.package || kernel_table_.kernel_revision() != index_.kernel_revision ||
-      kernel_table_.sequence() != index_.sequence) {
-    fail(Errc::integrity, name_ + ": the index says package '" + index_.package + "' revision '" + index_.kernel_revision +
-                              "' sequence " + std::to_string(index_.sequence) + " but " + kKernelTablePath + " says '" +
+  if (kernel_table_.package() != head_.package || kernel_table_.kernel_revision() != head_.kernel_revision ||
+      kernel_table_.sequence() != head_.sequence) {
+    fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" + head_.kernel_revision +
+                              "' sequence " + std::to_string(head_.sequence) + " but " + kKernelTablePath + " says '" +
                               kernel_table_.package() + "' '" + kernel_table_.kernel_revision() + "' " +
                               std::to_string(kernel_table_.sequence()));
   }
 }
 
+const Archive::Page& Archive::page(std::size_t p) const {
+  Page& slot = pages_[p];
+  std::call_once(slot.once, [&] {
+    const format::PageRef& ref = head_.pages[p];
+    // Copied before hashing, parsed from the copy (as the head is).
+    ByteView mapped = bytes_.sub(header_.index_offset + ref.index_position, ref.size);
+    std::vector<std::uint8_t> bytes(mapped.data, mapped.data + mapped.size);
+    if (sha256(bytes.data(), bytes.size()) != ref.sha256) {
+      fail(Errc::integrity, name_ + ": index page " + std::to_string(p) +
+                                ": its bytes do not match the SHA-256 the index head gives for it");
+    }
+    try {
+      slot.entries = format::decode_index_page(ByteView(bytes), head_, p, header_.index_offset);
+    } catch (const Error& e) {
+      fail(Errc::malformed, name_ + ": " + e.what());
+    }
+  });
+  return slot;
+}
+
+const format::Entry& Archive::entry(std::size_t i) const {
+  if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
+  // The last page whose first entry is at or before i.
+  auto it = std::upper_bound(head_.pages.begin(), head_.pages.end(), i,
+                             [](std::size_t pos, const format::PageRef& ref) { return pos < ref.first_entry; });
+  std::size_t p = static_cast<std::size_t>(it - head_.pages.begin()) - 1;
+  return page(p).entries[i - head_.pages[p].first_entry];
+}
+
+long Archive::find(const std::string& path) const {
+  long p = head_.page_for(path);
+  if (p < 0) return -1;
+  const std::vector<format::Entry>& entries = page(static_cast<std::size_t>(p)).entries;
+  auto it = std::lower_bound(entries.begin(), entries.end(), path,
+                             [](const format::Entry& e, const std::string& key) { return e.path < key; });
+  if (it == entries.end() || it->path != path) return -1;
+  return static_cast<long>(head_.pages[static_cast<std::size_t>(p)].first_entry) + (it - entries.begin());
+}
+
+const format::Index& Archive::index() const {
+  std::call_once(index_once_, [this] {
+    format::Index index;
+    index.package = head_.package;
+    index.kernel_revision = head_.kernel_revision;
+    index.sequence = head_.sequence;
+    index.entries.reserve(head_.entry_count);
+    for (std::size_t p = 0; p < head_.pages.size(); ++p) {
+      for (const format::Entry& e : page(p).entries) index.entries.push_back(e);
+    }
+    long manifest = index.find(format::kManifestPath);
+    if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
+      fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");
+    }
+    index_ = std::move(index);
+  });
+  return index_;
+}
+
+KernelSpec Archive::kernel(const std::string& name) const {
+  const std::string path = kernel_record_path(name);
+  long i = find(path);
+  if (i < 0) fail(Errc::not_found, name_ + " (" + head_.package + ") has no kernel named '" + name + "'");
+  if (entry(static_cast<std::size_t>(i)).role != format::Role::meta) {
+    fail(Errc::malformed, name_ + ": member '" + path + "' must have role meta");
+  }
+  std::vector<std::uint8_t> record = read_member(static_cast<std::size_t>(i));
+  return decode_kernel_record(ByteView(record), name, name_ + ": " + path);
+}
+
+const std::vector<std::string>& Archive::kernel_names() const {
+  std::call_once(names_once_, [this] {
+    const std::string prefix = kKernelRecordPrefix;
+    std::vector<std::string> names;
+    for (const format::Entry& e : index().entries) {
+      if (e.path.compare(0, prefix.size(), prefix) != 0) continue;
+      std::string name = e.path.substr(prefix.size());
+      if (name.find('/') != std::string::npos || e.role != format::Role::meta) {
+        fail(Errc::malformed, name_ + ": member '" + e.path + "' is not a kernel record (kiln/kernels/<name>, role meta)");
+      }
+      names.push_back(std::move(name));
+    }
+    if (names.size() != kernel_table_.size()) {
+      fail(Errc::integrity, name_ + ": " + kKernelTablePath + " declares " + std::to_string(kernel_table_.size()) +
+                                " kernels but the archive holds " + std::to_string(names.size()) + " kernel records");
+    }
+    kernel_names_ = std::move(names);
+  });
+  return kernel_names_;
+}
+
 const Manifest& Archive::manifest() const {
   std::call_once(manifest_once_, [this] {
-    std::size_t position = static_cast<std::size_t>(index_.find(format::kManifestPath));
-    std::vector<std::uint8_t> bytes = read_member(position);
+    long position = index().find(format::kManifestPath);
+    std::vector<std::uint8_t> bytes = read_member(static_cast<std::size_t>(position));
     Manifest m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
                                 name_ + ":kiln.toml");
-    if (m.package != index_.package || m.kernel_revision != index_.kernel_revision || m.sequence != index_.sequence) {
-      fail(Errc::integrity, name_ + ": the index says package '" + index_.package + "' revision '" +
-                                index_.kernel_revision + "' sequence " + std::to_string(index_.sequence) +
+    if (m.package != head_.package || m.kernel_revision != head_.kernel_revision || m.sequence != head_.sequence) {
+      fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" +
+                                head_.kernel_revision + "' sequence " + std::to_string(head_.sequence) +
                                 " but kiln.toml says '" + m.package + "' '" + m.kernel_revision + "' " +
                                 std::to_string(m.sequence));
     }
     // The packer derives the table from kiln.toml; a signer who shipped two descriptions
     // that disagree gets the archive refused rather than one of them believed.
-    if (encode_kernel_table(m) != kernel_table_.bytes()) {
-      fail(Errc::integrity, name_ + ": kiln.toml and " + kKernelTablePath +
-                                " describe different kernels (the table was not derived from this manifest)");
+    // Every table member must be present and byte-identical, and no other kernel record
+    // may exist (kernel_names() counts them against kernels.bin, which must match too).
+    auto disagree = [&](const std::string& path) {
+      fail(Errc::integrity, name_ + ": kiln.toml and " + path +
+                                " describe different kernels (the kernel table was not derived from this manifest)");
+    };
+    for (const KernelTableMember& member : encode_kernel_table(m)) {
+      long i = find(member.path);
+      if (i < 0 || read_member(static_cast<std::size_t>(i)) != member.content) disagree(member.path);
     }
+    if (kernel_names().size() != m.kernels.size()) disagree(kKernelRecordPrefix);
     manifest_ = std::move(m);
   });
   return manifest_;
 }
 
 ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
-  const format::Entry& e = index_.entries.at(i);
+  const format::Entry& e = entry(i);
   return bytes_.sub(e.offset, e.stored_size);
 }
 
 void Archive::verify_member(std::size_t i) const {
+  const format::Entry& e = entry(i);
   if (verified_[i].load(std::memory_order_acquire)) return;
-  const format::Entry& e = index_.entries.at(i);
   ByteView stored = unchecked_stored_bytes(i);
   Sha256 got = sha256(stored.data, stored.size);
   if (got != e.stored_sha256) {
@@ -155,7 +259,7 @@ void Archive::verify_member(std::size_t i) const {
 }
 
 std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
-  const format::Entry& e = index_.entries.at(i);
+  const format::Entry& e = entry(i);
   if (e.content_size > max_member_size_) {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
@@ -184,14 +288,14 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
 }
 
 std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
-  long i = index_.find(path);
+  long i = find(path);
   if (i < 0) fail(Errc::invalid_argument, name_ + ": no member named '" + path + "'");
   return read_member(static_cast<std::size_t>(i));
 }
 
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
   manifest();  // parses kiln.toml and checks it against the index and the kernel table
-  const auto& entries = index_.entries;
+  const auto& entries = index().entries;
   // Padding between members is covered by no digest, so it must be zero to leave no byte
   // of the file free for an attacker to change unnoticed.
   for (std::size_t i = 0; i < entries.size(); ++i) {

@@ -1,8 +1,10 @@
-// Reads archive format v1 from a mapped file or from memory, in the order that keeps
-// unverified bytes away from parsers: header, then the index's SHA-256 (the archive's
-// digest) and the signatures over it, and only then the index and the kernel table.
-// Member bytes are checked lazily, right before first use; kiln.toml is parsed only when
-// asked for (tools, full verification), never on the runtime's open path.
+// Reads archive format v2 from a mapped file or from memory, in the order that keeps
+// unverified bytes away from parsers: header, then the index head's SHA-256 (the archive's
+// digest) and the signatures over it, and only then the head and the kernel table header.
+// Index pages, kernel records and members are hashed and decoded lazily, right before first
+// use, so opening an archive of thousands of kernels costs what opening one of a single
+// kernel does; kiln.toml is parsed only when asked for (tools, full verification), never on
+// the runtime's path.
 #pragma once
 
 #include <atomic>
@@ -47,8 +49,25 @@ class Archive {
   std::uint64_t file_size() const { return bytes_.size; }
   const format::Header& header() const { return header_; }
   const Sha256& digest() const { return digest_; }
-  const format::Index& index() const { return index_; }
+  const std::string& package() const { return head_.package; }
+  const std::string& kernel_revision() const { return head_.kernel_revision; }
+  std::uint64_t sequence() const { return head_.sequence; }
+  std::size_t member_count() const { return head_.entry_count; }
+  // Position of the member at `path`, or -1; decodes (once) only the page that would hold it.
+  long find(const std::string& path) const;
+  // One member's index entry; decodes (once) only its page.
+  const format::Entry& entry(std::size_t i) const;
+  // Every entry, every page hashed and decoded, the manifest rule checked (once): for tools.
+  const format::Index& index() const;
+
+  // kiln/kernels.bin (identity, toolchain, kernel count), read at open.
   const KernelTable& kernel_table() const { return kernel_table_; }
+  bool has_kernel(const std::string& name) const { return find(kernel_record_path(name)) >= 0; }
+  // The kernel's record, read and checked now. Throws Errc::not_found for an unknown name.
+  KernelSpec kernel(const std::string& name) const;
+  // Every kernel name, sorted, from the index (once); refused unless there are exactly as
+  // many as kiln/kernels.bin declares.
+  const std::vector<std::string>& kernel_names() const;
   // kiln.toml, parsed on first call (thread-safe), and checked against the index and the
   // kernel table: an archive whose two descriptions disagree is refused (Errc::integrity).
   const Manifest& manifest() const;
@@ -79,13 +98,20 @@ class Archive {
   Archive() = default;
   void parse(const ReadOptions& options);
   std::string member_label(std::size_t i) const;
+  struct Page;
+  const Page& page(std::size_t p) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
   ByteView bytes_;
   format::Header header_;
   Sha256 digest_{};
-  format::Index index_;
+  format::IndexHead head_;
+  std::unique_ptr<Page[]> pages_;
+  mutable std::once_flag index_once_;
+  mutable format::Index index_;
+  mutable std::once_flag names_once_;
+  mutable std::vector<std::string> kernel_names_;
   KernelTable kernel_table_;
   mutable std::once_flag manifest_once_;
   mutable Manifest manifest_;

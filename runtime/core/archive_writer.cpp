@@ -229,14 +229,16 @@ Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& member
   sink.append(placeholder.data(), placeholder.size());
   MemberPipeline(members, index, options).run(sink);
 
-  std::vector<std::uint8_t> index_bytes = format::encode_index(index);
+  format::EncodedIndex encoded = format::encode_index(index);
+  const std::vector<std::uint8_t>& index_bytes = encoded.bytes;
   if (index_bytes.size() > format::kMaxIndexSize) fail(Errc::limit, "the index would exceed 256 MiB");
-  Sha256 digest = sha256(index_bytes.data(), index_bytes.size());
+  Sha256 digest = sha256(index_bytes.data(), static_cast<std::size_t>(encoded.head_size));  // the head: §3.3
   std::vector<std::uint8_t> sig_block = format::encode_signature_block(sign_all(digest, id, signers));
   const format::Entry& last = index.entries.back();
   format::Header header;
   header.index_offset = format::align_up(last.offset + last.stored_size);
   header.index_size = index_bytes.size();
+  header.index_head_size = encoded.head_size;
   header.signature_block_size = sig_block.size();
   sink.append(index_bytes.data(), index_bytes.size());
   sink.append(sig_block.data(), sig_block.size());
@@ -246,6 +248,18 @@ Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& member
 }
 
 }  // namespace
+
+std::vector<MemberInput> kernel_table_inputs(const Manifest& manifest) {
+  std::vector<MemberInput> out;
+  for (KernelTableMember& t : encode_kernel_table(manifest)) {
+    MemberInput m;
+    m.path = std::move(t.path);
+    m.role = format::Role::meta;
+    m.content = std::move(t.content);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 format::SignatureRecord make_signature(const Sha256& digest, const std::string& package, std::uint64_t sequence,
                                        const Signer& signer) {
@@ -294,7 +308,7 @@ format::SignatureRecord add_signature_to_file(const std::string& path, const Sig
     fail(Errc::limit, path + ": already carries the maximum of " + std::to_string(format::kMaxSignatures) + " signatures");
   }
   std::vector<format::SignatureRecord> records = archive->signatures();
-  records.push_back(make_signature(archive->digest(), archive->index().package, archive->index().sequence, signer));
+  records.push_back(make_signature(archive->digest(), archive->package(), archive->sequence(), signer));
   std::vector<std::uint8_t> block = format::encode_signature_block(records);
 
   format::Header header = archive->header();

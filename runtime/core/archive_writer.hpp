@@ -46,6 +46,10 @@ struct WriteOptions {
   ProgressFn progress;    // called from worker threads with (bytes compressed, total)
 };
 
+// The kernel table members derived from `manifest` (kiln/kernels.bin and one record per
+// kernel, FORMAT.md §4.1), ready to add to an archive's members.
+std::vector<MemberInput> kernel_table_inputs(const Manifest& manifest);
+
 // Builds the archive in memory. Members are sorted by path; a duplicate, an invalid path
 // or a missing kiln.toml is refused with Errc::invalid_argument.
 std::vector<std::uint8_t> build_archive(const PackageIdentity& id, std::vector<MemberInput> members,

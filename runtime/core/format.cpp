@@ -1,5 +1,6 @@
 #include "format.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "error.hpp"
@@ -200,7 +201,8 @@ std::vector<std::uint8_t> encode_header(const Header& h) {
   w.u64(h.index_offset);
   w.u64(h.index_size);
   w.u64(h.signature_block_size);
-  for (int i = 0; i < 24; ++i) w.u8(0);
+  w.u64(h.index_head_size);
+  for (int i = 0; i < 16; ++i) w.u8(0);
   return std::move(w.buffer());
 }
 
@@ -213,14 +215,16 @@ Header decode_header(ByteView bytes) {
   expect_magic(r, kFileMagic, "a kiln archive");
   std::uint32_t version = r.u32();
   if (version != kFormatVersion) {
-    r.fail_here("format version " + std::to_string(version) + " is not supported (this kiln reads version 1)");
+    r.fail_here("format version " + std::to_string(version) + " is not supported (this kiln reads version " +
+                std::to_string(kFormatVersion) + (version == 1 ? "; repack version-1 archives with this kiln" : "") + ")");
   }
-  if (r.u32() != 0) r.fail_here("flags must be zero in format version 1");
+  if (r.u32() != 0) r.fail_here("flags must be zero in format version 2");
   Header h;
   h.index_offset = r.u64();
   h.index_size = r.u64();
   h.signature_block_size = r.u64();
-  for (int i = 0; i < 24; ++i) {
+  h.index_head_size = r.u64();
+  for (int i = 0; i < 16; ++i) {
     if (r.u8() != 0) r.fail_here("reserved bytes must be zero");
   }
   return h;
@@ -228,102 +232,255 @@ Header decode_header(ByteView bytes) {
 
 // ---- index ----------------------------------------------------------------------------
 
-std::vector<std::uint8_t> encode_index(const Index& index) {
-  ByteWriter w;
-  w.bytes(kIndexMagic.data(), kIndexMagic.size());
-  w.u32(static_cast<std::uint32_t>(index.entries.size()));
-  w.u64(index.sequence);
-  w.string16(index.package);
-  w.string16(index.kernel_revision);
-  for (const Entry& e : index.entries) {
-    w.string16(e.path);
-    w.u8(static_cast<std::uint8_t>(e.role));
-    w.u8(static_cast<std::uint8_t>(e.backend));
-    w.u8(static_cast<std::uint8_t>(e.kind));
-    w.u8(static_cast<std::uint8_t>(e.compression));
-    w.string16(e.arch);
-    w.u64(e.offset);
-    w.u64(e.stored_size);
-    w.u64(e.content_size);
-    w.bytes(e.stored_sha256.data(), 32);
-    w.bytes(e.content_sha256.data(), 32);
-  }
-  return std::move(w.buffer());
+namespace {
+
+void encode_entry(ByteWriter& w, const Entry& e) {
+  w.string16(e.path);
+  w.u8(static_cast<std::uint8_t>(e.role));
+  w.u8(static_cast<std::uint8_t>(e.backend));
+  w.u8(static_cast<std::uint8_t>(e.kind));
+  w.u8(static_cast<std::uint8_t>(e.compression));
+  w.string16(e.arch);
+  w.u64(e.offset);
+  w.u64(e.stored_size);
+  w.u64(e.content_size);
+  w.bytes(e.stored_sha256.data(), 32);
+  w.bytes(e.content_sha256.data(), 32);
 }
 
-Index decode_index(ByteView bytes) {
-  ByteReader r(bytes, "index");
-  expect_magic(r, kIndexMagic, "a kiln index");
-  Index index;
-  std::uint32_t count = r.u32();
-  if (count > kMaxEntries) r.fail_here("entry count " + std::to_string(count) + " is over the limit");
-  index.sequence = r.u64();
-  index.package = r.string16();
-  if (auto p = package_name_problem(index.package); !p.empty()) r.fail_here(p);
-  index.kernel_revision = r.string16();
-  if (auto p = revision_problem(index.kernel_revision); !p.empty()) r.fail_here(p);
+// An entry takes at least 2+4+2+24+64 bytes, so a count the remaining bytes cannot hold is
+// refused before anything is reserved for it.
+constexpr std::size_t kMinEntrySize = 96;
 
-  // An entry takes at least 2+4+2+24+64 bytes, so a count the remaining bytes cannot
-  // hold is refused before anything is reserved for it.
-  constexpr std::size_t kMinEntrySize = 96;
-  if (static_cast<std::uint64_t>(count) * kMinEntrySize > r.remaining()) {
-    r.fail_here("entry count " + std::to_string(count) + " cannot fit in the index's remaining bytes");
+// One entry, checked on its own; `where` names it in errors.
+Entry decode_entry(ByteReader& r, const std::string& position) {
+  Entry e;
+  e.path = r.string16();
+  std::string where = position;
+  if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(where + ": " + p);
+  where += " ('" + e.path + "')";
+  std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
+  if (role < 1 || role > 6) r.fail_here(where + ": unknown role " + std::to_string(role));
+  if (backend > 2) r.fail_here(where + ": unknown backend " + std::to_string(backend));
+  if (kind > 5) r.fail_here(where + ": unknown code kind " + std::to_string(kind));
+  if (compression > 1) r.fail_here(where + ": unknown compression " + std::to_string(compression));
+  e.role = static_cast<Role>(role);
+  e.backend = static_cast<Backend>(backend);
+  e.kind = static_cast<CodeKind>(kind);
+  e.compression = static_cast<Compression>(compression);
+  bool is_code = e.role == Role::code;
+  if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
+    r.fail_here(where + ": backend and code kind are set exactly for code members");
   }
-  index.entries.reserve(count);
-  std::uint64_t next_offset = kHeaderSize;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    Entry e;
-    e.path = r.string16();
-    std::string where = "index entry " + std::to_string(i);
-    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(where + ": " + p);
-    where += " ('" + e.path + "')";
-    if (!index.entries.empty() && !(index.entries.back().path < e.path)) {
-      r.fail_here(where + ": paths must be unique and sorted bytewise");
+  if (e.role == Role::manifest && e.path != kManifestPath) {
+    r.fail_here(where + ": has role manifest; only 'kiln.toml' may");
+  }
+  e.arch = r.string16();
+  if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where + ": " + p);
+  if (is_code == e.arch.empty()) r.fail_here(where + ": arch tags are set exactly for code members");
+  e.offset = r.u64();
+  e.stored_size = r.u64();
+  e.content_size = r.u64();
+  if (e.stored_size > (1ull << 62)) r.fail_here(where + ": stored size is absurd");
+  ByteView stored = r.take(32);
+  std::memcpy(e.stored_sha256.data(), stored.data, 32);
+  ByteView content = r.take(32);
+  std::memcpy(e.content_sha256.data(), content.data, 32);
+  if (e.compression == Compression::none && (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
+    r.fail_here(where + ": an uncompressed member's stored and content size and digest must be equal");
+  }
+  return e;
+}
+
+}  // namespace
+
+long IndexHead::page_for(const std::string& path) const {
+  // The last page whose first path is <= path.
+  std::size_t lo = 0, hi = pages.size();
+  while (lo < hi) {
+    std::size_t mid = (lo + hi) / 2;
+    if (pages[mid].first_path.compare(path) <= 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
-    std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
-    if (role < 1 || role > 6) r.fail_here(where + ": unknown role " + std::to_string(role));
-    if (backend > 2) r.fail_here(where + ": unknown backend " + std::to_string(backend));
-    if (kind > 5) r.fail_here(where + ": unknown code kind " + std::to_string(kind));
-    if (compression > 1) r.fail_here(where + ": unknown compression " + std::to_string(compression));
-    e.role = static_cast<Role>(role);
-    e.backend = static_cast<Backend>(backend);
-    e.kind = static_cast<CodeKind>(kind);
-    e.compression = static_cast<Compression>(compression);
-    bool is_code = e.role == Role::code;
-    if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
-      r.fail_here(where + ": backend and code kind are set exactly for code members");
+  }
+  return static_cast<long>(lo) - 1;
+}
+
+EncodedIndex encode_index(const Index& index) {
+  std::vector<std::vector<std::uint8_t>> pages;
+  std::vector<PageRef> refs;
+  for (std::size_t first = 0; first < index.entries.size(); first += kEntriesPerPage) {
+    std::size_t end = std::min(index.entries.size(), first + kEntriesPerPage);
+    ByteWriter w;
+    w.bytes(kIndexPageMagic.data(), kIndexPageMagic.size());
+    for (std::size_t i = first; i < end; ++i) encode_entry(w, index.entries[i]);
+    PageRef ref;
+    ref.entry_count = static_cast<std::uint32_t>(end - first);
+    ref.size = static_cast<std::uint32_t>(w.buffer().size());
+    ref.first_offset = index.entries[first].offset;
+    ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
+    ref.first_path = index.entries[first].path;
+    refs.push_back(ref);
+    pages.push_back(std::move(w.buffer()));
+  }
+  ByteWriter head;
+  head.bytes(kIndexMagic.data(), kIndexMagic.size());
+  head.u32(static_cast<std::uint32_t>(index.entries.size()));
+  head.u64(index.sequence);
+  head.string16(index.package);
+  head.string16(index.kernel_revision);
+  head.u32(static_cast<std::uint32_t>(refs.size()));
+  for (const PageRef& ref : refs) {
+    head.u32(ref.entry_count);
+    head.u32(ref.size);
+    head.u64(ref.first_offset);
+    head.bytes(ref.sha256.data(), 32);
+    head.string16(ref.first_path);
+  }
+  EncodedIndex out;
+  out.bytes = std::move(head.buffer());
+  out.head_size = out.bytes.size();
+  for (const auto& page : pages) out.bytes.insert(out.bytes.end(), page.begin(), page.end());
+  return out;
+}
+
+IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
+  const std::uint64_t head_size = head_bytes.size;
+  if (head_size == 0 || head_size > index_size) {
+    fail(Errc::malformed, "header: index head size " + std::to_string(head_size) + " is outside 1.." +
+                              std::to_string(index_size) + " (the index size)");
+  }
+  ByteReader r(head_bytes, "index head");
+  expect_magic(r, kIndexMagic, "a kiln index (format 2)");
+  IndexHead head;
+  head.entry_count = r.u32();
+  if (head.entry_count == 0 || head.entry_count > kMaxEntries) {
+    r.fail_here("entry count " + std::to_string(head.entry_count) + " is outside 1.." + std::to_string(kMaxEntries));
+  }
+  head.sequence = r.u64();
+  head.package = r.string16();
+  if (auto p = package_name_problem(head.package); !p.empty()) r.fail_here(p);
+  head.kernel_revision = r.string16();
+  if (auto p = revision_problem(head.kernel_revision); !p.empty()) r.fail_here(p);
+  std::uint32_t page_count = r.u32();
+  // A page reference takes at least 4+4+8+32+2+1 bytes.
+  if (page_count == 0 || static_cast<std::uint64_t>(page_count) * 51 > r.remaining()) {
+    r.fail_here("page count " + std::to_string(page_count) + " cannot fit in the head's remaining bytes");
+  }
+  head.pages.reserve(page_count);
+  std::uint64_t position = head_size, entries = 0;
+  for (std::uint32_t i = 0; i < page_count; ++i) {
+    PageRef ref;
+    std::string where = "index page " + std::to_string(i);
+    ref.entry_count = r.u32();
+    ref.size = r.u32();
+    ref.first_offset = r.u64();
+    ByteView digest = r.take(32);
+    std::memcpy(ref.sha256.data(), digest.data, 32);
+    ref.first_path = r.string16();
+    if (ref.entry_count == 0 || ref.entry_count > kMaxEntriesPerPage) {
+      r.fail_here(where + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
+                  std::to_string(kMaxEntriesPerPage));
     }
-    e.arch = r.string16();
-    if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where + ": " + p);
-    if (is_code == e.arch.empty()) r.fail_here(where + ": arch tags are set exactly for code members");
-    e.offset = r.u64();
-    e.stored_size = r.u64();
-    e.content_size = r.u64();
+    if (ref.size < kIndexPageMagic.size() + kMinEntrySize * ref.entry_count || ref.size > index_size - position) {
+      r.fail_here(where + ": " + std::to_string(ref.size) + " bytes cannot hold " + std::to_string(ref.entry_count) +
+                  " entries within the index");
+    }
+    if (auto p = member_path_problem(ref.first_path); !p.empty()) r.fail_here(where + ": first path: " + p);
+    if (i == 0 ? ref.first_offset != kHeaderSize : !(head.pages.back().first_path < ref.first_path)) {
+      r.fail_here(where + (i == 0 ? ": the first member must start at offset 64"
+                                  : ": first paths must be unique and sorted bytewise"));
+    }
+    if (i > 0 && !(head.pages.back().first_offset < ref.first_offset)) {
+      r.fail_here(where + ": member offsets must increase from page to page");
+    }
+    if (ref.first_offset >= index_offset || ref.first_offset % kMemberAlignment != 0) {
+      r.fail_here(where + ": first member offset " + std::to_string(ref.first_offset) +
+                  " is not 64-byte aligned before the index");
+    }
+    ref.index_position = position;
+    ref.first_entry = static_cast<std::uint32_t>(entries);
+    position += ref.size;
+    entries += ref.entry_count;
+    head.pages.push_back(std::move(ref));
+  }
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last page reference");
+  if (position != index_size) {
+    fail(Errc::malformed, "index head: its pages cover " + std::to_string(position - head_size) + " bytes but " +
+                              std::to_string(index_size - head_size) + " follow the head");
+  }
+  if (entries != head.entry_count) {
+    fail(Errc::malformed, "index head: its pages hold " + std::to_string(entries) + " entries, not the " +
+                              std::to_string(head.entry_count) + " it declares");
+  }
+  return head;
+}
+
+std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::size_t page_number,
+                                     std::uint64_t index_offset) {
+  const PageRef& ref = head.pages.at(page_number);
+  const std::string label = "index page " + std::to_string(page_number);
+  ByteReader r(page, label);
+  expect_magic(r, kIndexPageMagic, "a kiln index page");
+  const std::string* next_first_path = page_number + 1 < head.pages.size() ? &head.pages[page_number + 1].first_path : nullptr;
+  const std::uint64_t end_offset =
+      page_number + 1 < head.pages.size() ? head.pages[page_number + 1].first_offset : index_offset;
+  std::vector<Entry> entries;
+  entries.reserve(ref.entry_count);
+  std::uint64_t next_offset = ref.first_offset;
+  for (std::uint32_t i = 0; i < ref.entry_count; ++i) {
+    Entry e = decode_entry(r, "index entry " + std::to_string(ref.first_entry + i));
+    const std::string where = "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')";
+    if (i == 0 ? e.path != ref.first_path : !(entries.back().path < e.path)) {
+      r.fail_here(where + (i == 0 ? ": is not the page's first path in the index head"
+                                  : ": paths must be unique and sorted bytewise"));
+    }
+    if (next_first_path != nullptr && !(e.path < *next_first_path)) {
+      r.fail_here(where + ": must sort before the next page's first path '" + *next_first_path + "'");
+    }
     if (e.offset != next_offset) {
       r.fail_here(where + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
                   " (members are packed in index order, each 64-byte aligned)");
     }
-    if (e.stored_size > (1ull << 62)) r.fail_here(where + ": stored size is absurd");
     next_offset = align_up(e.offset + e.stored_size);
-    ByteView stored = r.take(32);
-    std::memcpy(e.stored_sha256.data(), stored.data, 32);
-    ByteView content = r.take(32);
-    std::memcpy(e.content_sha256.data(), content.data, 32);
-    if (e.compression == Compression::none &&
-        (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
-      r.fail_here(where + ": an uncompressed member's stored and content size and digest must be equal");
+    if (next_offset > end_offset) {
+      r.fail_here(where + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
+                  std::to_string(end_offset) + " where the next page's members (or the index) begin");
     }
-    index.entries.push_back(std::move(e));
+    entries.push_back(std::move(e));
   }
   if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
+  if (next_offset != end_offset) {
+    fail(Errc::malformed, label + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
+                              std::to_string(end_offset));
+  }
+  return entries;
+}
+
+Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t index_offset) {
+  if (head_size == 0 || head_size > index_bytes.size) {
+    fail(Errc::malformed, "header: index head size " + std::to_string(head_size) + " is outside 1.." +
+                              std::to_string(index_bytes.size) + " (the index size)");
+  }
+  IndexHead head = decode_index_head(index_bytes.sub(0, head_size), index_bytes.size, index_offset);
+  Index index;
+  index.package = head.package;
+  index.kernel_revision = head.kernel_revision;
+  index.sequence = head.sequence;
+  index.entries.reserve(head.entry_count);
+  for (std::size_t p = 0; p < head.pages.size(); ++p) {
+    const PageRef& ref = head.pages[p];
+    ByteView page = index_bytes.sub(ref.index_position, ref.size);
+    if (sha256(page.data, page.size) != ref.sha256) {
+      fail(Errc::integrity, "index page " + std::to_string(p) + ": its bytes do not match the SHA-256 in the index head");
+    }
+    for (Entry& e : decode_index_page(page, head, p, index_offset)) index.entries.push_back(std::move(e));
+  }
   long manifest = index.find(kManifestPath);
   if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
     fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");
-  }
-  for (const Entry& e : index.entries) {
-    if (e.role == Role::manifest && e.path != kManifestPath) {
-      fail(Errc::malformed, "index: member '" + e.path + "' has role manifest; only 'kiln.toml' may");
-    }
   }
   return index;
 }

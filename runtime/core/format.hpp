@@ -1,4 +1,4 @@
-// Archive format v1: the constants and the in-memory form of the index and signature
+// Archive format v2: the constants and the in-memory form of the index and signature
 // block. schema/FORMAT.md is the specification; this file must agree with it byte for byte.
 #pragma once
 
@@ -15,9 +15,14 @@ namespace kiln::format {
 
 // "KILN" then CR LF SUB LF, as PNG does, so that text-mode transfers are caught at once.
 constexpr std::array<std::uint8_t, 8> kFileMagic = {'K', 'I', 'L', 'N', 0x0d, 0x0a, 0x1a, 0x0a};
-constexpr std::array<std::uint8_t, 8> kIndexMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '1'};
+constexpr std::array<std::uint8_t, 8> kIndexMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '2'};
+constexpr std::array<std::uint8_t, 8> kIndexPageMagic = {'K', 'I', 'L', 'N', 'P', 'G', 'E', '2'};
 constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
-constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;
+// Entries per index page: a lookup hashes and decodes one page (~16 KiB at 128 entries)
+// instead of the whole index, while the head stays ~80 bytes per page.
+constexpr std::uint32_t kEntriesPerPage = 128;
+constexpr std::uint32_t kMaxEntriesPerPage = 4096;
 constexpr std::uint64_t kHeaderSize = 64;
 constexpr std::uint64_t kMemberAlignment = 64;  // lets a reader use raw members in place
 
@@ -57,6 +62,7 @@ struct Header {
   std::uint64_t index_offset = 0;
   std::uint64_t index_size = 0;
   std::uint64_t signature_block_size = 0;
+  std::uint64_t index_head_size = 0;  // the first bytes of the index: what the digest covers
 };
 
 struct Entry {
@@ -83,6 +89,30 @@ struct Index {
   long find(const std::string& path) const;
 };
 
+// The index head (FORMAT.md §3): identity and one reference per page. The digest is the
+// SHA-256 of the head alone; each page is bound to it by the page's own SHA-256, so a
+// reader hashes and decodes only the pages it needs.
+struct PageRef {
+  std::uint32_t entry_count = 0;
+  std::uint32_t size = 0;           // bytes of the page
+  std::uint64_t first_offset = 0;   // file offset of the page's first member
+  Sha256 sha256{};
+  std::string first_path;           // the page's first entry's path
+  std::uint64_t index_position = 0; // bytes from the index start (derived, not encoded)
+  std::uint32_t first_entry = 0;    // position of its first entry in the index (derived)
+};
+
+struct IndexHead {
+  std::string package;
+  std::string kernel_revision;
+  std::uint64_t sequence = 0;
+  std::uint32_t entry_count = 0;
+  std::vector<PageRef> pages;
+
+  // The page that would hold `path` (the last page whose first path is <= path), or -1.
+  long page_for(const std::string& path) const;
+};
+
 constexpr const char* kManifestPath = "kiln.toml";
 
 struct SignedAttributes {
@@ -105,8 +135,24 @@ struct SignatureRecord {
 std::vector<std::uint8_t> encode_header(const Header& h);
 Header decode_header(ByteView bytes);
 
-std::vector<std::uint8_t> encode_index(const Index& index);
-Index decode_index(ByteView bytes);
+// The index as written: head then pages. `head_size` goes into the file header.
+struct EncodedIndex {
+  std::vector<std::uint8_t> bytes;
+  std::uint64_t head_size = 0;
+};
+EncodedIndex encode_index(const Index& index);
+// The head, checked against the index region it describes: pages tile the rest of the index
+// exactly, their first paths increase, their member ranges chain from offset 64 to
+// `index_offset`. `head` is the head's bytes; `index_size` the whole index region's size.
+IndexHead decode_index_head(ByteView head, std::uint64_t index_size, std::uint64_t index_offset);
+// One page's entries, after the caller has checked the page's SHA-256 against the head.
+// Checks each entry, the order within the page and against the next page's first path,
+// and the member offsets chaining from the page's first offset to the next page's.
+std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::size_t page_number,
+                                     std::uint64_t index_offset);
+// The whole index (head, every page hashed and decoded, exactly one manifest): for tools and
+// tests that want every entry.
+Index decode_index(ByteView index, std::uint64_t head_size, std::uint64_t index_offset);
 
 std::string encode_attributes(const SignedAttributes& a);
 SignedAttributes decode_attributes(const std::string& text);

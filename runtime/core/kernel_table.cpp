@@ -1,6 +1,7 @@
 #include "kernel_table.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "bytes.hpp"
@@ -10,7 +11,7 @@
 namespace kiln {
 namespace {
 
-constexpr std::array<std::uint8_t, 8> kMagic = {'K', 'I', 'L', 'N', 'K', 'T', 'B', '1'};
+constexpr std::array<std::uint8_t, 8> kMagic = {'K', 'I', 'L', 'N', 'K', 'T', 'B', '2'};
 constexpr std::uint32_t kMaxCount = 1u << 20;
 
 std::uint64_t double_bits(double d) {
@@ -81,12 +82,10 @@ std::vector<FileRef> get_list(ByteReader& r, const char* what) {
 
 }  // namespace
 
-std::vector<std::uint8_t> encode_kernel_table(const Manifest& m) {
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
   std::vector<const KernelSpec*> kernels;
   for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
   std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
-  std::vector<std::vector<std::uint8_t>> records;
-  for (const KernelSpec* k : kernels) records.push_back(encode_kernel(*k));
 
   ByteWriter w;
   w.bytes(kMagic.data(), kMagic.size());
@@ -99,24 +98,18 @@ std::vector<std::uint8_t> encode_kernel_table(const Manifest& m) {
     w.string16(value);
   }
   w.u32(static_cast<std::uint32_t>(kernels.size()));
-  std::uint32_t offset = 0;
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    w.string16(kernels[i]->name);
-    w.u32(offset);
-    w.u32(static_cast<std::uint32_t>(records[i].size()));
-    offset += static_cast<std::uint32_t>(records[i].size());
-  }
-  for (const auto& r : records) w.bytes(r.data(), r.size());
-  return std::move(w.buffer());
+  std::vector<KernelTableMember> out;
+  out.push_back({kKernelTablePath, std::move(w.buffer())});
+  for (const KernelSpec* k : kernels) out.push_back({kernel_record_path(k->name), encode_kernel(*k)});
+  return out;
 }
 
 KernelTable KernelTable::decode(std::vector<std::uint8_t> bytes, const std::string& what) {
   KernelTable t;
   t.bytes_ = std::move(bytes);
-  t.what_ = what;
   ByteReader r(ByteView(t.bytes_), what);
   ByteView magic = r.take(8);
-  if (std::memcmp(magic.data, kMagic.data(), 8) != 0) r.fail_here("bad magic: not a kiln kernel table");
+  if (std::memcmp(magic.data, kMagic.data(), 8) != 0) r.fail_here("bad magic: not a kiln kernel table (format 2)");
   t.package_ = r.string16();
   t.revision_ = r.string16();
   t.sequence_ = r.u64();
@@ -125,22 +118,9 @@ KernelTable KernelTable::decode(std::vector<std::uint8_t> bytes, const std::stri
     std::string key = r.string16();
     t.toolchain_.emplace_back(key, r.string16());
   }
-  std::uint32_t kernels = count(r, "kernel");
-  t.names_.reserve(kernels);
-  t.records_.reserve(kernels);
-  std::uint64_t expected_offset = 0;
-  for (std::uint32_t i = 0; i < kernels; ++i) {
-    std::string name = r.string16();
-    if (!t.names_.empty() && !(t.names_.back() < name)) r.fail_here("kernel names must be unique and sorted");
-    std::uint32_t offset = r.u32(), size = r.u32();
-    if (offset != expected_offset) r.fail_here("kernel '" + name + "' record is not where the previous one ends");
-    expected_offset += size;
-    t.names_.push_back(std::move(name));
-    t.records_.emplace_back(offset, size);
-  }
-  if (expected_offset != r.remaining()) r.fail_here("the kernel records do not fill the rest of the table exactly");
-  std::size_t body = r.offset();
-  for (auto& rec : t.records_) rec.first += static_cast<std::uint32_t>(body);
+  t.kernel_count_ = r.u32();
+  if (t.kernel_count_ > kMaxCount) r.fail_here("bad kernel count");
+  if (r.remaining() != 0) r.fail_here("trailing bytes after the kernel count");
   return t;
 }
 
@@ -151,16 +131,13 @@ const std::string* KernelTable::toolchain_value(const std::string& key) const {
   return nullptr;
 }
 
-long KernelTable::find(const std::string& name) const {
-  auto it = std::lower_bound(names_.begin(), names_.end(), name);
-  return it != names_.end() && *it == name ? static_cast<long>(it - names_.begin()) : -1;
-}
-
-KernelSpec KernelTable::kernel(std::size_t i) const {
-  const auto& [offset, size] = records_.at(i);
-  ByteReader r(ByteView(bytes_.data() + offset, size), what_ + " kernel '" + names_[i] + "'");
+KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what) {
+  ByteReader r(bytes, what);
+  bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) identifier = identifier && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!identifier) r.fail_here("kernel name '" + name + "' is not an identifier");
   KernelSpec k;
-  k.name = names_[i];
+  k.name = name;
   k.entry = r.string16();
   k.backend = r.string16();
   std::uint8_t fallback = r.u8();

@@ -1,8 +1,10 @@
-// kiln/kernels.bin: the manifest's kernels in a canonical binary form that the packer
-// derives from kiln.toml. The runtime reads this table instead of parsing TOML, so opening
-// an archive of thousands of kernels costs a directory read, and one kernel is decoded only
-// when it is asked for. A full verification re-derives the table from kiln.toml and
-// refuses the archive unless the bytes are identical. schema/FORMAT.md §4.1 specifies it.
+// The kernel table: the manifest's kernels in a canonical binary form that the packer derives
+// from kiln.toml, so that the runtime never parses TOML. `kiln/kernels.bin` holds the package
+// identity, the toolchain and the kernel count; each kernel's record is its own member,
+// `kiln/kernels/<name>`, found through the paged index. Opening an archive of thousands of
+// kernels therefore reads one small member, and a kernel costs one index page and one record
+// when it is asked for. A full verification re-derives every one of these members from
+// kiln.toml and refuses the archive unless the bytes are identical. schema/FORMAT.md §4.1.
 #pragma once
 
 #include <cstdint>
@@ -10,20 +12,30 @@
 #include <utility>
 #include <vector>
 
+#include "bytes.hpp"
 #include "manifest.hpp"
 
 namespace kiln {
 
 constexpr const char* kKernelTablePath = "kiln/kernels.bin";
+constexpr const char* kKernelRecordPrefix = "kiln/kernels/";
 
-// Kernels sorted by name; positions in the manifest (line, column) are not kept.
-std::vector<std::uint8_t> encode_kernel_table(const Manifest& manifest);
+inline std::string kernel_record_path(const std::string& kernel) { return kKernelRecordPrefix + kernel; }
 
+struct KernelTableMember {
+  std::string path;
+  std::vector<std::uint8_t> content;
+};
+
+// kiln/kernels.bin first, then one record member per kernel, sorted by name (the order the
+// index keeps). Positions in the manifest (line, column) are not kept.
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& manifest);
+
+// kiln/kernels.bin: identity, toolchain and the kernel count.
 class KernelTable {
  public:
   KernelTable() = default;
-  // Checks the header and the directory (names sorted and unique, every record inside the
-  // table); records are checked when decoded. Throws Errc::malformed naming `what`.
+  // Throws Errc::malformed naming `what`.
   static KernelTable decode(std::vector<std::uint8_t> bytes, const std::string& what);
 
   const std::string& package() const { return package_; }
@@ -31,21 +43,18 @@ class KernelTable {
   std::uint64_t sequence() const { return sequence_; }
   const std::vector<std::pair<std::string, std::string>>& toolchain() const { return toolchain_; }
   const std::string* toolchain_value(const std::string& key) const;
-
-  std::size_t size() const { return names_.size(); }
-  const std::string& name(std::size_t i) const { return names_[i]; }
-  long find(const std::string& name) const;  // position or -1
-  KernelSpec kernel(std::size_t i) const;    // decoded on demand
+  std::size_t size() const { return kernel_count_; }
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
 
  private:
   std::vector<std::uint8_t> bytes_;
-  std::string what_;
   std::string package_, revision_;
   std::uint64_t sequence_ = 0;
   std::vector<std::pair<std::string, std::string>> toolchain_;
-  std::vector<std::string> names_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> records_;  // offset, size of each kernel
+  std::uint32_t kernel_count_ = 0;
 };
+
+// One kernel's record (the member kernel_record_path(name)). Throws Errc::malformed naming `what`.
+KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what);
 
 }  // namespace kiln

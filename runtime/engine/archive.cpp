@@ -69,17 +69,14 @@ kiln_archive::~kiln_archive() {
 }
 
 kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
-  const kiln::KernelTable& table = reader_->kernel_table();
-  long found = table.find(name);
-  if (found < 0) {
-    throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->index().package + ") has no kernel named '" + name + "'");
+  if (!reader_->has_kernel(name)) {
+    throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
   }
   if (device < 0) throw Error(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
-  std::size_t index = static_cast<std::size_t>(found);
   Slot* slot;
   {
     std::lock_guard<std::mutex> lock(slots_mutex_);
-    auto& entry = slots_[{index, device}];
+    auto& entry = slots_[{name, device}];
     if (!entry) entry = std::make_unique<Slot>();
     slot = entry.get();
   }
@@ -88,7 +85,7 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
   std::call_once(slot->once, [&] {
     auto k = std::make_unique<kiln_kernel>();
     k->archive = this;
-    k->spec = table.kernel(index);
+    k->spec = reader_->kernel(name);
     k->device = device;
     k->shapes = kiln::engine::ShapeTable(k->spec);
     k->reference_allowed =
@@ -100,15 +97,15 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
 }
 
 void kiln_archive::warm(int device) {
-  const kiln::KernelTable& table = reader_->kernel_table();
+  const std::vector<std::string>& names = reader_->kernel_names();
   std::atomic<std::size_t> next{0};
   std::mutex error_mutex;
   std::string first_error;
   Errc first_code = Errc::internal;
   auto worker = [&] {
-    for (std::size_t i = next.fetch_add(1); i < table.size(); i = next.fetch_add(1)) {
+    for (std::size_t i = next.fetch_add(1); i < names.size(); i = next.fetch_add(1)) {
       try {
-        kernel(table.name(i), device);
+        kernel(names[i], device);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (first_error.empty()) {
@@ -121,7 +118,7 @@ void kiln_archive::warm(int device) {
   // The driver loads modules concurrently; a few threads hide JIT and load latency without
   // oversubscribing the host a serving process shares.
   unsigned threads = std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(table.size()));
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max<std::size_t>(1, names.size())));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
@@ -177,15 +174,14 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
   }
 
   // Judge every code object the manifest lists for this kernel against the device.
-  const kiln::format::Index& index = reader_->index();
   std::vector<Candidate> fitting, rejected;
   for (const kiln::CodeObjectRef& ref : k.spec.code) {
-    long m = index.find(ref.file.path);
+    long m = reader_->find(ref.file.path);
     if (m < 0) {
       throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path +
                                        "', which is not a member");
     }
-    const kiln::format::Entry& entry = index.entries[static_cast<std::size_t>(m)];
+    const kiln::format::Entry& entry = reader_->entry(static_cast<std::size_t>(m));
     Candidate best;
     best.member = static_cast<std::size_t>(m);
     best.path = entry.path;
@@ -271,8 +267,8 @@ void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, cons
   kiln::engine::DiagnosticEvent e;
   e.event = event;
   e.archive_digest = digest_;
-  e.package = reader_->index().package;
-  e.kernel_revision = reader_->index().kernel_revision;
+  e.package = reader_->package();
+  e.kernel_revision = reader_->kernel_revision();
   e.kernel = k.spec.name;
   e.entry = k.spec.entry;
   e.target = target;
@@ -319,11 +315,10 @@ void kiln_archive::resolve_hip(kiln_kernel& k) {
   };
   std::vector<HipCandidate> fitting;
   std::string rejected_text;
-  const kiln::format::Index& index = reader_->index();
   for (const kiln::CodeObjectRef& ref : k.spec.code) {
-    long m = index.find(ref.file.path);
+    long m = reader_->find(ref.file.path);
     if (m < 0) throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path + "', which is not a member");
-    const kiln::format::Entry& entry = index.entries[static_cast<std::size_t>(m)];
+    const kiln::format::Entry& entry = reader_->entry(static_cast<std::size_t>(m));
     HipCandidate best{static_cast<std::size_t>(m), entry.path, "", {}};
     for (const std::string& tag : split_tags(entry.arch)) {
       kiln::hip::TargetId id;

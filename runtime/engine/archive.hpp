@@ -50,5 +50,5 @@ struct kiln_archive {
   std::unique_ptr<kiln::Archive> reader_;
   std::string digest_;
   std::mutex slots_mutex_;
-  std::map<std::pair<std::size_t, int>, std::unique_ptr<Slot>> slots_;
+  std::map<std::pair<std::string, int>, std::unique_ptr<Slot>> slots_;  // by kernel name and device
 };

@@ -28,14 +28,13 @@ std::shared_ptr<const kiln_package::Generation> kiln_package::load(const std::st
   if (g->archive->digest() != digest) {
     throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
   }
-  if (g->archive->reader().index().package != package_) {
-    throw Error(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().index().package +
+  if (g->archive->reader().package() != package_) {
+    throw Error(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().package() +
                                             "', not '" + package_ + "'");
   }
   // Warm before the switch: no call on the new archive may pay for a load.
   g->archive->warm(device_);
-  const kiln::KernelTable& table = g->archive->reader().kernel_table();
-  for (std::size_t i = 0; i < table.size(); ++i) g->kernels[table.name(i)] = g->archive->kernel(table.name(i), device_);
+  for (const std::string& name : g->archive->reader().kernel_names()) g->kernels[name] = g->archive->kernel(name, device_);
   return g;
 }
 

@@ -123,13 +123,21 @@ TEST_F(RuntimeApi, OpensFromPathAndMemoryWithTheSameDigest) {
 TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   std::vector<char> good = read_file(kArchives + "/scale.kiln");
   ASSERT_GT(good.size(), 200u);
-  // A byte of the index (just before the signature block) breaks the signature.
-  std::vector<char> index_changed = good;
-  index_changed[good.size() - 300] ^= 1;
+  // A byte of the index head (what the digest covers) breaks the signature.
+  std::uint64_t index_offset = 0;
+  std::memcpy(&index_offset, good.data() + 16, 8);  // header field, little-endian (FORMAT.md §2)
+  std::vector<char> head_changed = good;
+  head_changed[index_offset + 30] ^= 1;
   kiln_archive* a = nullptr;
-  EXPECT_EQ(kiln_archive_open_memory(rt, index_changed.data(), index_changed.size(), &a), KILN_ERR_SIGNATURE);
+  EXPECT_EQ(kiln_archive_open_memory(rt, head_changed.data(), head_changed.size(), &a), KILN_ERR_SIGNATURE);
   EXPECT_EQ(a, nullptr);
   EXPECT_NE(last_error(rt).find("signature check failed"), std::string::npos) << last_error(rt);
+  // A byte of an index page (just before the signature block) no longer matches the page's
+  // digest in the head; the page holding kiln/kernels.bin is read at open.
+  std::vector<char> page_changed = good;
+  page_changed[good.size() - 300] ^= 1;
+  EXPECT_EQ(kiln_archive_open_memory(rt, page_changed.data(), page_changed.size(), &a), KILN_ERR_INTEGRITY);
+  EXPECT_NE(last_error(rt).find("index page 0"), std::string::npos) << last_error(rt);
   // A truncated file is malformed.
   EXPECT_EQ(kiln_archive_open_memory(rt, good.data(), good.size() - 1, &a), KILN_ERR_MALFORMED);
   EXPECT_NE(last_error(rt).find("truncated"), std::string::npos) << last_error(rt);
@@ -140,7 +148,7 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   kiln_stats s{};
   s.size = sizeof s;
   ASSERT_EQ(kiln_runtime_stats(rt, &s), KILN_OK);
-  EXPECT_EQ(s.archive_open_failures, 4u);
+  EXPECT_EQ(s.archive_open_failures, 5u);  // head, page, truncated, not an archive, missing
 }
 
 TEST_F(RuntimeApi, UntrustedSignerIsRefused) {

@@ -27,15 +27,14 @@ std::string make_archive(const std::string& dir, std::uint64_t sequence) {
                          "\"\nsequence = " + std::to_string(sequence) +
                          "\n[[kernel]]\nname = \"k\"\nentry = \"k\"\nbackend = \"cuda\"\ncode = [{ arch = \"compute_80\", file = \"k.ptx\" }]\n";
   std::string ptx = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
-  std::vector<MemberInput> members(4);
+  std::vector<MemberInput> members(3);
   members[0].path = "kiln.toml", members[0].role = format::Role::manifest, members[0].content.assign(manifest.begin(), manifest.end());
   members[1].path = "k.ptx", members[1].role = format::Role::code, members[1].backend = format::Backend::cuda,
   members[1].kind = format::CodeKind::ptx, members[1].arch = "compute_80", members[1].content.assign(ptx.begin(), ptx.end());
-  members[2].path = kKernelTablePath, members[2].role = format::Role::meta,
-  members[2].content = encode_kernel_table(parse_manifest(manifest, "kiln.toml"));
   // Bulk, so that writing the archive into the store takes many crash points.
-  members[3].path = "bulk.bin", members[3].role = format::Role::meta;
-  for (int i = 0; i < 2000000; ++i) members[3].content.push_back(static_cast<std::uint8_t>(i * 2654435761u >> 24));
+  members[2].path = "bulk.bin", members[2].role = format::Role::meta;
+  for (int i = 0; i < 2000000; ++i) members[2].content.push_back(static_cast<std::uint8_t>(i * 2654435761u >> 24));
+  for (MemberInput& table : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(table));
   PrivateKey key = PrivateKey::load_file(kKeys + "/test.key");
   std::string path = dir + "/v" + std::to_string(sequence) + ".kiln";
   Sha256 digest = write_archive_file(path, {"scale", "v" + std::to_string(sequence), sequence}, members,

@@ -48,25 +48,34 @@ TEST(PackageName, Rules) {
 }
 
 TEST(Header, RoundTripsAndRefusesNonZeroReservedBytes) {
-  Header h{128, 300, 200};
+  Header h{128, 300, 200, 120};
   std::vector<std::uint8_t> bytes = encode_header(h);
   ASSERT_EQ(bytes.size(), kHeaderSize);
   Header back = decode_header(ByteView(bytes));
   EXPECT_EQ(back.index_offset, 128u);
   EXPECT_EQ(back.index_size, 300u);
   EXPECT_EQ(back.signature_block_size, 200u);
-  for (std::size_t i = 40; i < 64; ++i) {
+  EXPECT_EQ(back.index_head_size, 120u);
+  for (std::size_t i = 48; i < 64; ++i) {
     auto copy = bytes;
     copy[i] = 1;
     EXPECT_THROW(decode_header(ByteView(copy)), Error) << "reserved byte " << i;
   }
   auto wrong_version = bytes;
-  wrong_version[8] = 2;
+  wrong_version[8] = 3;
   try {
     decode_header(ByteView(wrong_version));
-    FAIL() << "version 2 accepted";
+    FAIL() << "version 3 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 2 is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("format version 3 is not supported"), std::string::npos) << e.what();
+  }
+  // A version-1 archive (before the paged index) is refused with what to do about it.
+  wrong_version[8] = 1;
+  try {
+    decode_header(ByteView(wrong_version));
+    FAIL() << "version 1 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("repack version-1 archives"), std::string::npos) << e.what();
   }
 }
 

@@ -89,12 +89,41 @@ TEST_F(Hostile, KernelTableThatDisagreesWithKilnTomlIsRefusedByFullVerification)
   // A signer ships a kernel table naming another entry symbol than kiln.toml does.
   Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
   m.kernels[0].entry = "evil_entry";
-  std::vector<std::uint8_t> forged = encode_kernel_table(m);
-  std::size_t i = position(raw, kKernelTablePath);
+  std::vector<KernelTableMember> table = encode_kernel_table(m);
+  const KernelTableMember& record = table.at(1);
+  std::size_t i = position(raw, record.path);
+  const std::vector<std::uint8_t>& forged = record.content;
   raw.index.entries[i].stored_size = raw.index.entries[i].content_size = forged.size();
   raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 = sha256(forged.data(), forged.size());
   raw.stored[i] = forged;
-  expect_refused(raw, Errc::integrity, "kiln.toml and kiln/kernels.bin describe different kernels");
+  expect_refused(raw, Errc::integrity, "kiln.toml and " + record.path + " describe different kernels");
+}
+
+TEST_F(Hostile, KernelRecordNotInKilnTomlIsRefusedByFullVerification) {
+  test::RawArchive raw = base();
+  // A signer adds a kernel record (and raises the count in kiln/kernels.bin) that kiln.toml lacks.
+  Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
+  KernelSpec extra = m.kernels.at(0);
+  extra.name = "zz_extra";
+  m.kernels.push_back(extra);
+  for (const KernelTableMember& member : encode_kernel_table(m)) {
+    format::Entry e;
+    e.path = member.path;
+    e.role = format::Role::meta;
+    e.stored_size = e.content_size = member.content.size();
+    e.stored_sha256 = e.content_sha256 = sha256(member.content.data(), member.content.size());
+    auto at = std::lower_bound(raw.index.entries.begin(), raw.index.entries.end(), e.path,
+                               [](const format::Entry& x, const std::string& p) { return x.path < p; });
+    std::size_t i = static_cast<std::size_t>(at - raw.index.entries.begin());
+    if (at != raw.index.entries.end() && at->path == e.path) {
+      raw.index.entries[i] = e;
+      raw.stored[i] = member.content;
+    } else {
+      raw.index.entries.insert(at, e);
+      raw.stored.insert(raw.stored.begin() + static_cast<long>(i), member.content);
+    }
+  }
+  expect_refused(raw, Errc::integrity, "describe different kernels");
 }
 
 TEST_F(Hostile, MalformedKernelTableIsRefusedAtOpen) {

@@ -41,7 +41,8 @@ TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
   write("kiln.toml", test::small_manifest(id, "k.ptx"));
   write("k.ptx", test::small_ptx("sm_90"));
   cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
-  ASSERT_EQ(plan.members.size(), 4u);  // kiln.toml, k.ptx, kiln/observed-toolchain.toml, kiln/kernels.bin
+  // kiln.toml, k.ptx, kiln/observed-toolchain.toml, kiln/kernels.bin, the kernel's record
+  ASSERT_EQ(plan.members.size(), 5u);
   bool saw_code = false;
   for (const MemberInput& m : plan.members) {
     if (m.path == "k.ptx") {
@@ -136,7 +137,7 @@ TEST_F(PackPlanTest, AmdTargetIdClaimsAreCheckedAgainstTheBundle) {
   EXPECT_NE(why.find("claims arch 'gfx90a:xnack+' for 'scale.co' but the file is built for gfx90a:xnack-"), std::string::npos) << why;
   manifest.replace(manifest.find("gfx90a:xnack+"), 13, "gfx90a:xnack-");
   write("kiln.toml", manifest);
-  EXPECT_EQ(cli::plan_pack(dir + "/kiln.toml").members.size(), 4u);
+  EXPECT_EQ(cli::plan_pack(dir + "/kiln.toml").members.size(), 5u);
   const std::string hip = "backend = \"hip\"";
   manifest.replace(manifest.find(hip), hip.size(), "backend = \"cuda\"");
   write("kiln.toml", manifest);

@@ -164,15 +164,19 @@ backend = "hip"
 code = [{ arch = "gfx90a", file = "a.co" }]
 )";
   Manifest m = parse_manifest(text, "kiln.toml");
-  KernelTable t = KernelTable::decode(encode_kernel_table(m), "table");
+  std::vector<KernelTableMember> members = encode_kernel_table(m);
+  // kiln/kernels.bin first, then one record per kernel, sorted by name (the index's order).
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].path, kKernelTablePath);
+  EXPECT_EQ(members[1].path, "kiln/kernels/alpha");
+  EXPECT_EQ(members[2].path, "kiln/kernels/zeta");
+  KernelTable t = KernelTable::decode(members[0].content, "table");
   EXPECT_EQ(t.package(), "p");
   EXPECT_EQ(t.sequence(), 2u);
   ASSERT_NE(t.toolchain_value("min_cuda_driver"), nullptr);
-  ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t.name(0), "alpha");  // sorted by name
-  EXPECT_EQ(t.find("zeta"), 1);
-  EXPECT_EQ(t.find("nope"), -1);
-  KernelSpec z = t.kernel(1);
+  EXPECT_EQ(t.size(), 2u);
+  KernelSpec z = decode_kernel_record(ByteView(members[2].content), "zeta", "zeta record");
+  EXPECT_EQ(z.name, "zeta");
   EXPECT_EQ(z.entry, "zeta_entry");
   EXPECT_EQ(z.fallback, FallbackPolicy::refuse);
   ASSERT_EQ(z.params.size(), 2u);
@@ -187,19 +191,25 @@ code = [{ arch = "gfx90a", file = "a.co" }]
   EXPECT_EQ(z.shapes[0].block[2], 1u);
   EXPECT_EQ(z.shapes[0].shared_mem, 65536u);
   EXPECT_DOUBLE_EQ(z.tolerance.atol, 0.25);
-  EXPECT_EQ(t.kernel(0).backend, "hip");
-  // Every truncation of the table is refused, at decode or when a kernel is read.
-  std::vector<std::uint8_t> bytes = encode_kernel_table(m);
-  for (std::size_t n = 0; n < bytes.size(); ++n) {
-    std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
-    bool refused = false;
-    try {
-      KernelTable c = KernelTable::decode(cut, "cut");
-      for (std::size_t i = 0; i < c.size(); ++i) c.kernel(i);
-    } catch (const Error&) {
-      refused = true;
+  EXPECT_EQ(decode_kernel_record(ByteView(members[1].content), "alpha", "alpha record").backend, "hip");
+  // A record under a name that is not an identifier is refused.
+  EXPECT_THROW(decode_kernel_record(ByteView(members[1].content), "al-pha", "bad name"), Error);
+  // Every truncation of the table header and of each record is refused.
+  for (const KernelTableMember& member : members) {
+    for (std::size_t n = 0; n < member.content.size(); ++n) {
+      std::vector<std::uint8_t> cut(member.content.begin(), member.content.begin() + static_cast<long>(n));
+      bool refused = false;
+      try {
+        if (member.path == kKernelTablePath) {
+          KernelTable::decode(cut, "cut");
+        } else {
+          decode_kernel_record(ByteView(cut), "alpha", "cut");
+        }
+      } catch (const Error&) {
+        refused = true;
+      }
+      EXPECT_TRUE(refused) << member.path << ": truncation to " << n << " bytes accepted";
     }
-    EXPECT_TRUE(refused) << "truncation to " << n << " bytes accepted";
   }
 }
 

@@ -74,7 +74,7 @@ TEST(Signatures, SignatureNamingAnotherSequenceIsRefused) {
   PrivateKey k = PrivateKey::generate();
   PackageIdentity id = test::default_identity();
   test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
-  std::vector<std::uint8_t> index = format::encode_index([&] {
+  format::EncodedIndex index = format::encode_index([&] {
     auto copy = raw;
     std::uint64_t offset = format::kHeaderSize;
     for (std::size_t i = 0; i < copy.index.entries.size(); ++i) {
@@ -85,7 +85,7 @@ TEST(Signatures, SignatureNamingAnotherSequenceIsRefused) {
   }());
   // Signed over the right digest but claiming sequence 99: replaying approval of one
   // release as approval of another must fail.
-  raw.extra_records.push_back(make_signature(sha256(index.data(), index.size()), id.package, 99, Signer{&k, "s", 0}));
+  raw.extra_records.push_back(make_signature(sha256(index.bytes.data(), static_cast<std::size_t>(index.head_size)), id.package, 99, Signer{&k, "s", 0}));
   try {
     test::open_and_verify(test::assemble(raw), test::trust_of({&k}));
     FAIL() << "accepted";

@@ -40,11 +40,9 @@ std::vector<MemberInput> small_members(const PackageIdentity& id) {
   manifest.content = bytes_of(small_manifest(id));
   members.push_back(manifest);
 
-  MemberInput table;
-  table.path = kKernelTablePath;
-  table.role = format::Role::meta;
-  table.content = encode_kernel_table(parse_manifest(small_manifest(id), "kiln.toml"));
-  members.push_back(table);
+  for (MemberInput& table : kernel_table_inputs(parse_manifest(small_manifest(id), "kiln.toml"))) {
+    members.push_back(std::move(table));
+  }
 
   MemberInput code;
   code.path = "k.ptx";
@@ -128,13 +126,14 @@ std::vector<std::uint8_t> assemble(RawArchive raw) {
     body.resize(body.size() + (format::align_up(end) - end), 0);
     offset = format::align_up(end);
   }
-  std::vector<std::uint8_t> index = format::encode_index(raw.index);
-  Sha256 digest = sha256(index.data(), index.size());
+  format::EncodedIndex encoded = format::encode_index(raw.index);
+  const std::vector<std::uint8_t>& index = encoded.bytes;
+  Sha256 digest = sha256(index.data(), static_cast<std::size_t>(encoded.head_size));
   std::vector<format::SignatureRecord> records;
   for (const Signer& s : raw.signers) records.push_back(make_signature(digest, raw.index.package, raw.index.sequence, s));
   records.insert(records.end(), raw.extra_records.begin(), raw.extra_records.end());
   std::vector<std::uint8_t> sigs = format::encode_signature_block(records);
-  format::Header h{offset, index.size(), sigs.size()};
+  format::Header h{offset, index.size(), sigs.size(), encoded.head_size};
   std::vector<std::uint8_t> out = format::encode_header(h);
   out.insert(out.end(), body.begin(), body.end());
   out.insert(out.end(), index.begin(), index.end());
