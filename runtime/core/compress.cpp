@@ -51,8 +51,14 @@ std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t c
   if (ZSTD_getDictID_fromFrame(stored.data, stored.size) != 0) {
     fail(Errc::malformed, what + ": the zstd frame needs a dictionary; kiln archives use none");
   }
-  std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
-  if (!dctx) fail(Errc::internal, "zstd: cannot allocate a decompression context");
+  // One context per thread, reset before each frame: creating one costs more than
+  // decompressing a small member (a kernel record, the kernel table) does.
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx;
+  if (!dctx) {
+    dctx.reset(ZSTD_createDCtx());
+    if (!dctx) fail(Errc::internal, "zstd: cannot allocate a decompression context");
+  }
+  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
   // The buffer is the declared size, which the caller has already bounded; zstd cannot
   // write past it whatever the frame says, so a lying frame ends in an error, not a bomb.

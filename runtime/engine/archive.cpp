@@ -173,8 +173,12 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
     }
   }
 
-  // Judge every code object the manifest lists for this kernel against the device.
+  // Judge every code object the manifest lists for this kernel against the device. A PTX
+  // member's ISA version can only be read from its (verified, decompressed) bytes, so PTX is
+  // judged only when no native code object fits or every one failed to load: a PTX member
+  // can be hundreds of KiB, and a native cubin always ranks above a JIT.
   std::vector<Candidate> fitting, rejected;
+  std::vector<Candidate> ptx_pending;
   for (const kiln::CodeObjectRef& ref : k.spec.code) {
     long m = reader_->find(ref.file.path);
     if (m < 0) {
@@ -190,14 +194,11 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
     for (const std::string& tag : split_tags(entry.arch)) {
       Candidate c = best;
       if (!kiln::cuda::parse_target(tag, &c.target)) continue;
-      std::string isa;
       if (entry.kind == kiln::format::CodeKind::ptx && c.target.is_ptx) {
-        // The ISA version decides whether this driver can JIT it; read from verified bytes,
-        // which are kept so that loading does not read and hash the member again.
-        c.content = reader_->read_member(c.member);
-        isa = kiln::inspect_ptx(kiln::ByteView(c.content), entry.path).ptx_isa;
+        ptx_pending.push_back(c);
+        continue;
       }
-      c.judgement = kiln::cuda::judge(c.target, device->spec, isa);
+      c.judgement = kiln::cuda::judge(c.target, device->spec, "");
       bool better = c.judgement.verdict == kiln::cuda::Verdict::fits &&
                     (best.judgement.verdict != kiln::cuda::Verdict::fits || c.judgement.rank > best.judgement.rank);
       if (!have || better) {
@@ -208,46 +209,71 @@ void kiln_archive::resolve_cuda(kiln_kernel& k) {
     if (!have) continue;
     (best.judgement.verdict == kiln::cuda::Verdict::fits ? fitting : rejected).push_back(best);
   }
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.judgement.rank > b.judgement.rank; });
+  // Reads and judges the PTX members; the bytes are kept so that loading does not read and
+  // hash the member again.
+  auto judge_ptx = [&](std::vector<Candidate>* out) {
+    for (Candidate& c : ptx_pending) {
+      c.content = reader_->read_member(c.member);
+      std::string isa = kiln::inspect_ptx(kiln::ByteView(c.content), c.path).ptx_isa;
+      c.judgement = kiln::cuda::judge(c.target, device->spec, isa);
+      (c.judgement.verdict == kiln::cuda::Verdict::fits ? *out : rejected).push_back(std::move(c));
+    }
+    ptx_pending.clear();
+  };
+  auto by_rank = [](const Candidate& a, const Candidate& b) { return a.judgement.rank > b.judgement.rank; };
+  if (fitting.empty()) judge_ptx(&fitting);
+  std::stable_sort(fitting.begin(), fitting.end(), by_rank);
 
+  std::string load_failures;
+  // Loads the first candidate that the driver accepts and settles the route; false if none did.
+  auto try_load = [&](std::vector<Candidate>& candidates) {
+    std::string rejected_text;
+    for (const Candidate& c : rejected) rejected_text += (rejected_text.empty() ? "" : "; ") + candidate_text(c);
+    for (Candidate& c : candidates) {
+      std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
+      bool is_ptx = c.target.is_ptx;
+      // The index's tags were read from the file at pack time and are signed; reading them
+      // again from the verified bytes costs a header parse and catches a packer that lied.
+      kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
+      if (std::find(info.targets.begin(), info.targets.end(), c.target.tag) == info.targets.end()) {
+        throw Error(Errc::code_object, "archive " + digest_ + ": member '" + c.path + "' is indexed as " + c.target.tag +
+                                           " but holds code for " + info.targets.front());
+      }
+      if (c.kind == kiln::format::CodeKind::ptx) image.push_back('\0');  // the driver reads PTX as a C string
+      kiln::cuda::LoadResult r = runtime_.cuda().load(*device, kiln::ByteView(image), k.spec.entry, k.shapes.max_shared_mem());
+      kiln::engine::Stats& s = runtime_.stats();
+      if (!r.ok) {
+        kiln::engine::Stats::bump(is_ptx ? s.jit_failures : s.load_failures);
+        k.cuda_device = device;
+        diagnose(k, "load", c.target.tag, c.path, r.cuda_error, r.error, "");
+        std::string text = candidate_text(c) + ": " + r.error;
+        runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + where + ": load failed: " + text);
+        load_failures += (load_failures.empty() ? "" : "; ") + text;
+        continue;
+      }
+      kiln::engine::Stats::bump(is_ptx ? s.jit_compiles : s.loads);
+      kiln::engine::Stats::bump(is_ptx ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
+      k.code = r.code;
+      k.route = is_ptx ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+      k.reason = KILN_REASON_MATCH;
+      k.target = c.target.tag;
+      k.reason_text = where + ": " + (is_ptx ? "PTX-JIT " : "native ") + candidate_text(c);
+      if (!load_failures.empty()) k.reason_text += "; failed first: " + load_failures;
+      if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
+      runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "': " + k.reason_text);
+      return true;
+    }
+    return false;
+  };
+  if (try_load(fitting)) return;
+  if (!ptx_pending.empty()) {  // every native code object failed to load: PTX is the next resort
+    std::vector<Candidate> jit;
+    judge_ptx(&jit);
+    std::stable_sort(jit.begin(), jit.end(), by_rank);
+    if (try_load(jit)) return;
+  }
   std::string rejected_text;
   for (const Candidate& c : rejected) rejected_text += (rejected_text.empty() ? "" : "; ") + candidate_text(c);
-  std::string load_failures;
-  for (Candidate& c : fitting) {
-    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
-    bool is_ptx = c.target.is_ptx;
-    // The index's tags were read from the file at pack time and are signed; reading them
-    // again from the verified bytes costs a header parse and catches a packer that lied.
-    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
-    if (std::find(info.targets.begin(), info.targets.end(), c.target.tag) == info.targets.end()) {
-      throw Error(Errc::code_object, "archive " + digest_ + ": member '" + c.path + "' is indexed as " + c.target.tag +
-                                         " but holds code for " + info.targets.front());
-    }
-    if (c.kind == kiln::format::CodeKind::ptx) image.push_back('\0');  // the driver reads PTX as a C string
-    kiln::cuda::LoadResult r = runtime_.cuda().load(*device, kiln::ByteView(image), k.spec.entry, k.shapes.max_shared_mem());
-    kiln::engine::Stats& s = runtime_.stats();
-    if (!r.ok) {
-      kiln::engine::Stats::bump(is_ptx ? s.jit_failures : s.load_failures);
-      k.cuda_device = device;
-      diagnose(k, "load", c.target.tag, c.path, r.cuda_error, r.error, "");
-      std::string text = candidate_text(c) + ": " + r.error;
-      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + where + ": load failed: " + text);
-      load_failures += (load_failures.empty() ? "" : "; ") + text;
-      continue;
-    }
-    kiln::engine::Stats::bump(is_ptx ? s.jit_compiles : s.loads);
-    kiln::engine::Stats::bump(is_ptx ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
-    k.code = r.code;
-    k.route = is_ptx ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
-    k.reason = KILN_REASON_MATCH;
-    k.target = c.target.tag;
-    k.reason_text = where + ": " + (is_ptx ? "PTX-JIT " : "native ") + candidate_text(c);
-    if (!load_failures.empty()) k.reason_text += "; failed first: " + load_failures;
-    if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
-    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "': " + k.reason_text);
-    return;
-  }
   if (!load_failures.empty()) {
     return settle_without_code(k, KILN_REASON_LOAD_FAILED,
                                where + ": every fitting code object failed to load: " + load_failures +
