@@ -1,4 +1,4 @@
-// Writes archive format v1, and adds signatures to an existing archive. The only writer
+// Writes archive format v2, and adds signatures to an existing archive. The only writer
 // of the format: the packager and the tests both come through here.
 #pragma once
 

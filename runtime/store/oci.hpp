@@ -1,6 +1,6 @@
 // OCI image layout export and import (oci-layout, index.json, blobs/sha256/...), so archives
 // travel by digest through the registries and tools a fleet already runs (oras, skopeo).
-// Each archive is one artifact: a manifest with artifactType application/vnd.kiln.archive.v1,
+// Each archive is one artifact: a manifest with artifactType application/vnd.kiln.archive.v2,
 // the empty config, and the .kiln file as its one layer. Import follows OCI's rules: the digest
 // grammar is checked, the size before hashing, the hash before any use; descriptors of media
 // types kiln does not know are skipped and reported, not refused.
@@ -13,7 +13,7 @@
 
 namespace kiln::store {
 
-constexpr const char* kArchiveMediaType = "application/vnd.kiln.archive.v1";
+constexpr const char* kArchiveMediaType = "application/vnd.kiln.archive.v2";
 
 // Writes the store's archives (all, or those named) as an OCI layout at `dir` (new or empty).
 std::vector<std::string> export_oci(const Store& store, const std::string& dir, const std::vector<std::string>& digests);

@@ -241,7 +241,7 @@ TEST(StoreOci, ImportChecksSizeBeforeHashAndHashBeforeUseAndToleratesUnknownType
   std::size_t at = manifest_list.find("\"digest\":\"sha256:", manifest_list.find("image.manifest.v1+json"));
   std::string manifest_hex = manifest_list.substr(at + 17, 64);
   std::string manifest = slurp(f.dir + "/oci/blobs/sha256/" + manifest_hex);
-  std::size_t layer_at = manifest.find("\"digest\":\"sha256:", manifest.find("vnd.kiln.archive.v1\",\"digest"));
+  std::size_t layer_at = manifest.find("\"digest\":\"sha256:", manifest.find("vnd.kiln.archive.v2\",\"digest"));
   std::string layer_hex = manifest.substr(layer_at + 17, 64);
   std::string blob = slurp(f.dir + "/oci/blobs/sha256/" + layer_hex);
   std::string tampered = blob;
