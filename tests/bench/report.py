@@ -8,16 +8,22 @@ import argparse
 import csv
 import json
 import re
+import sys
 
 
 def load_host(path):
+    """Returns (context, benchmarks by name, errors by name)."""
     data = json.load(open(path))
-    out = {}
+    out, errors = {}, {}
     for b in data["benchmarks"]:
-        if b.get("run_type") == "aggregate" or b.get("error_occurred"):
+        if b.get("run_type") == "aggregate":
             continue
-        out[b["name"].split("/min_time")[0].split("/iterations")[0].split("/real_time")[0]] = b
-    return data.get("context", {}), out
+        name = b["name"].split("/min_time")[0].split("/iterations")[0].split("/real_time")[0]
+        if b.get("error_occurred"):
+            errors[name] = b.get("error_message", "error")
+        else:
+            out[name] = b
+    return data.get("context", {}), out, errors
 
 
 def to_us(b):
@@ -79,7 +85,7 @@ def main():
     ap.add_argument("others", nargs="*")
     ap.add_argument("--csv")
     args = ap.parse_args()
-    context, bench = load_host(args.host)
+    context, bench, errors = load_host(args.host)
     rows = host_rows(bench)
     headers = [f"host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs, {context.get('date', '')}"]
     for path in args.others:
@@ -95,7 +101,11 @@ def main():
         ratio = value / base if base else float("inf")
         verdict = "" if not goal_ratio else ("met" if ratio <= goal_ratio else "MISSED")
         print(f"{name:58} {value:9.2f} {unit:3}{base:9.2f} {unit:3}{ratio:7.3f} {goal:>8} {verdict}")
+    # A baseline that did not run leaves its comparison out; say so, and fail the run.
+    for name, message in sorted(errors.items()):
+        print(f"{name:58} NOT RUN: {message}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

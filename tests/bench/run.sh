@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
 done
 : "${bin:?--bin missing}" "${keys:?--keys missing}" "${code:?--code missing}" "${work:?--work missing}"
 kiln="$bin/kiln"
+export PATH="$bin:$PATH"  # a zstd staged beside kiln (the GPU machine has none) is the one used
 cores=$(nproc)
 cp "$keys/test.pub" "$keys/test.key" "$work/"
 mkdir -p "$work/scale"
