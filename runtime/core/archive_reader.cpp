@@ -12,7 +12,7 @@
 namespace kiln {
 
 struct Archive::Page {
-  std::once_flag once;
+  Once once;
   std::vector<format::Entry> entries;
 };
 
@@ -123,7 +123,7 @@ void Archive::parse(const ReadOptions& options) {
 
 const Archive::Page& Archive::page(std::size_t p) const {
   Page& slot = pages_[p];
-  std::call_once(slot.once, [&] {
+  slot.once.run([&] {
     const format::PageRef& ref = head_.pages[p];
     // Copied before hashing, parsed from the copy (as the head is).
     ByteView mapped = bytes_.sub(header_.index_offset + ref.index_position, ref.size);
@@ -161,7 +161,7 @@ long Archive::find(const std::string& path) const {
 }
 
 const format::Index& Archive::index() const {
-  std::call_once(index_once_, [this] {
+  index_once_.run([this] {
     format::Index index;
     index.package = head_.package;
     index.kernel_revision = head_.kernel_revision;
@@ -191,7 +191,7 @@ KernelSpec Archive::kernel(const std::string& name) const {
 }
 
 const std::vector<std::string>& Archive::kernel_names() const {
-  std::call_once(names_once_, [this] {
+  names_once_.run([this] {
     const std::string prefix = kKernelRecordPrefix;
     std::vector<std::string> names;
     for (const format::Entry& e : index().entries) {
@@ -212,7 +212,7 @@ const std::vector<std::string>& Archive::kernel_names() const {
 }
 
 const Manifest& Archive::manifest() const {
-  std::call_once(manifest_once_, [this] {
+  manifest_once_.run([this] {
     long position = index().find(format::kManifestPath);
     std::vector<std::uint8_t> bytes = read_member(static_cast<std::size_t>(position));
     Manifest m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),

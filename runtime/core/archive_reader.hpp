@@ -19,6 +19,7 @@
 #include "format.hpp"
 #include "kernel_table.hpp"
 #include "manifest.hpp"
+#include "once.hpp"
 #include "trust.hpp"
 
 namespace kiln {
@@ -108,12 +109,12 @@ class Archive {
   Sha256 digest_{};
   format::IndexHead head_;
   std::unique_ptr<Page[]> pages_;
-  mutable std::once_flag index_once_;
+  mutable Once index_once_;
   mutable format::Index index_;
-  mutable std::once_flag names_once_;
+  mutable Once names_once_;
   mutable std::vector<std::string> kernel_names_;
   KernelTable kernel_table_;
-  mutable std::once_flag manifest_once_;
+  mutable Once manifest_once_;
   mutable Manifest manifest_;
   std::vector<format::SignatureRecord> signatures_;
   TrustReport trust_report_;

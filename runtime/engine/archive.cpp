@@ -80,9 +80,11 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
     if (!entry) entry = std::make_unique<Slot>();
     slot = entry.get();
   }
-  // Resolution (which may JIT-compile PTX for a second or more) runs outside the lock, once;
-  // if it throws, the next request tries again.
-  std::call_once(slot->once, [&] {
+  // Resolution (which may JIT-compile PTX for a second or more) runs outside the map's lock,
+  // once per kernel and device; if it throws, the next request tries again. (A mutex, not
+  // std::call_once: an exception leaving call_once aborts where libstdc++ is linked statically.)
+  std::lock_guard<std::mutex> resolving(slot->resolving);
+  if (!slot->kernel) {
     auto k = std::make_unique<kiln_kernel>();
     k->archive = this;
     k->spec = reader_->kernel(name);
@@ -92,7 +94,7 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
         runtime_.policy() == KILN_POLICY_FALLBACK && k->spec.fallback == kiln::FallbackPolicy::reference;
     resolve(*k);
     slot->kernel = std::move(k);
-  });
+  }
   return slot->kernel.get();
 }
 

@@ -36,7 +36,7 @@ struct kiln_archive {
 
  private:
   struct Slot {
-    std::once_flag once;
+    std::mutex resolving;  // held while this kernel resolves for this device
     std::unique_ptr<kiln_kernel> kernel;
   };
   void resolve(kiln_kernel& k);
