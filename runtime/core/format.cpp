@@ -254,42 +254,42 @@ void encode_entry(ByteWriter& w, const Entry& e) {
 // refused before anything is reserved for it.
 constexpr std::size_t kMinEntrySize = 96;
 
-// One entry, checked on its own; `where` names it in errors.
-Entry decode_entry(ByteReader& r, const std::string& position) {
+// One entry, checked on its own; `position` (its place in the index) names it in errors. The
+// name is built only when an error needs it: every entry of every page read passes here.
+Entry decode_entry(ByteReader& r, std::uint64_t position) {
   Entry e;
   e.path = r.string16();
-  std::string where = position;
-  if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(where + ": " + p);
-  where += " ('" + e.path + "')";
+  if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
+  auto where = [&] { return "index entry " + std::to_string(position) + " ('" + e.path + "')"; };
   std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
-  if (role < 1 || role > 6) r.fail_here(where + ": unknown role " + std::to_string(role));
-  if (backend > 2) r.fail_here(where + ": unknown backend " + std::to_string(backend));
-  if (kind > 5) r.fail_here(where + ": unknown code kind " + std::to_string(kind));
-  if (compression > 1) r.fail_here(where + ": unknown compression " + std::to_string(compression));
+  if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
+  if (backend > 2) r.fail_here(where() + ": unknown backend " + std::to_string(backend));
+  if (kind > 5) r.fail_here(where() + ": unknown code kind " + std::to_string(kind));
+  if (compression > 1) r.fail_here(where() + ": unknown compression " + std::to_string(compression));
   e.role = static_cast<Role>(role);
   e.backend = static_cast<Backend>(backend);
   e.kind = static_cast<CodeKind>(kind);
   e.compression = static_cast<Compression>(compression);
   bool is_code = e.role == Role::code;
   if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
-    r.fail_here(where + ": backend and code kind are set exactly for code members");
+    r.fail_here(where() + ": backend and code kind are set exactly for code members");
   }
   if (e.role == Role::manifest && e.path != kManifestPath) {
-    r.fail_here(where + ": has role manifest; only 'kiln.toml' may");
+    r.fail_here(where() + ": has role manifest; only 'kiln.toml' may");
   }
   e.arch = r.string16();
-  if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where + ": " + p);
-  if (is_code == e.arch.empty()) r.fail_here(where + ": arch tags are set exactly for code members");
+  if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where() + ": " + p);
+  if (is_code == e.arch.empty()) r.fail_here(where() + ": arch tags are set exactly for code members");
   e.offset = r.u64();
   e.stored_size = r.u64();
   e.content_size = r.u64();
-  if (e.stored_size > (1ull << 62)) r.fail_here(where + ": stored size is absurd");
+  if (e.stored_size > (1ull << 62)) r.fail_here(where() + ": stored size is absurd");
   ByteView stored = r.take(32);
   std::memcpy(e.stored_sha256.data(), stored.data, 32);
   ByteView content = r.take(32);
   std::memcpy(e.content_sha256.data(), content.data, 32);
   if (e.compression == Compression::none && (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
-    r.fail_here(where + ": an uncompressed member's stored and content size and digest must be equal");
+    r.fail_here(where() + ": an uncompressed member's stored and content size and digest must be equal");
   }
   return e;
 }
@@ -375,7 +375,7 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
   std::uint64_t position = head_size, entries = 0;
   for (std::uint32_t i = 0; i < page_count; ++i) {
     PageRef ref;
-    std::string where = "index page " + std::to_string(i);
+    auto where = [&] { return "index page " + std::to_string(i); };  // built only for an error
     ref.entry_count = r.u32();
     ref.size = r.u32();
     ref.first_offset = r.u64();
@@ -385,22 +385,22 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
     // entry (validated with the page) is found equal to it.
     ref.first_path = r.string16();
     if (ref.entry_count == 0 || ref.entry_count > kMaxEntriesPerPage) {
-      r.fail_here(where + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
+      r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
                   std::to_string(kMaxEntriesPerPage));
     }
     if (ref.size < kIndexPageMagic.size() + kMinEntrySize * ref.entry_count || ref.size > index_size - position) {
-      r.fail_here(where + ": " + std::to_string(ref.size) + " bytes cannot hold " + std::to_string(ref.entry_count) +
+      r.fail_here(where() + ": " + std::to_string(ref.size) + " bytes cannot hold " + std::to_string(ref.entry_count) +
                   " entries within the index");
     }
     if (i == 0 ? ref.first_offset != kHeaderSize : !(head.pages.back().first_path < ref.first_path)) {
-      r.fail_here(where + (i == 0 ? ": the first member must start at offset 64"
+      r.fail_here(where() + (i == 0 ? ": the first member must start at offset 64"
                                   : ": first paths must be unique and sorted bytewise"));
     }
     if (i > 0 && !(head.pages.back().first_offset < ref.first_offset)) {
-      r.fail_here(where + ": member offsets must increase from page to page");
+      r.fail_here(where() + ": member offsets must increase from page to page");
     }
     if (ref.first_offset >= index_offset || ref.first_offset % kMemberAlignment != 0) {
-      r.fail_here(where + ": first member offset " + std::to_string(ref.first_offset) +
+      r.fail_here(where() + ": first member offset " + std::to_string(ref.first_offset) +
                   " is not 64-byte aligned before the index");
     }
     ref.index_position = position;
@@ -434,22 +434,22 @@ std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::
   entries.reserve(ref.entry_count);
   std::uint64_t next_offset = ref.first_offset;
   for (std::uint32_t i = 0; i < ref.entry_count; ++i) {
-    Entry e = decode_entry(r, "index entry " + std::to_string(ref.first_entry + i));
-    const std::string where = "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')";
+    Entry e = decode_entry(r, ref.first_entry + i);
+    auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')"; };
     if (i == 0 ? e.path != ref.first_path : !(entries.back().path < e.path)) {
-      r.fail_here(where + (i == 0 ? ": is not the page's first path in the index head"
+      r.fail_here(where() + (i == 0 ? ": is not the page's first path in the index head"
                                   : ": paths must be unique and sorted bytewise"));
     }
     if (next_first_path != nullptr && !(e.path < *next_first_path)) {
-      r.fail_here(where + ": must sort before the next page's first path '" + *next_first_path + "'");
+      r.fail_here(where() + ": must sort before the next page's first path '" + *next_first_path + "'");
     }
     if (e.offset != next_offset) {
-      r.fail_here(where + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
+      r.fail_here(where() + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
                   " (members are packed in index order, each 64-byte aligned)");
     }
     next_offset = align_up(e.offset + e.stored_size);
     if (next_offset > end_offset) {
-      r.fail_here(where + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
+      r.fail_here(where() + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
                   std::to_string(end_offset) + " where the next page's members (or the index) begin");
     }
     entries.push_back(std::move(e));
