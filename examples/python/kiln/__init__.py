@@ -92,7 +92,7 @@ def _load():
         "kiln_archive_kernel_name": ([p, sz], ctypes.c_char_p), "kiln_archive_warm": ([p, ctypes.c_int], st),
         "kiln_archive_get_kernel": ([p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(p)], st),
         "kiln_kernel_route": ([p], st), "kiln_kernel_reason": ([p], st), "kiln_kernel_reason_text": ([p], ctypes.c_char_p),
-        "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
+        "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_kernel_name": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
         "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
         "kiln_kernel_launch": ([p, ctypes.POINTER(ctypes.c_void_p), sz, p, ctypes.POINTER(st)], st),
         "kiln_runtime_stats": ([p, ctypes.POINTER(_Stats)], st),
@@ -105,7 +105,12 @@ def _load():
 
 
 _lib = _load()
-_launch = _lib.kiln_kernel_launch
+# The launch, called per kernel call, through a second function pointer to the same symbol
+# with no argtypes: every argument is passed as a prebuilt ctypes object (handle, argument
+# array, count, stream, route out), which ctypes hands to C as is instead of converting each
+# through argtypes' from_param on every call.
+_launch = type(_lib.kiln_kernel_launch)(("kiln_kernel_launch", _lib))
+_launch.restype = ctypes.c_int
 _call = threading.local()  # the Python arguments of the launch in progress on this thread
 
 
@@ -244,6 +249,10 @@ class Kernel:
         self._route_ref = ctypes.byref(self._route_out)
         self._expected = None
         self._count = len(self.params)
+        self._count_arg = ctypes.c_size_t(self._count)
+        self._stream_arg = ctypes.c_void_p()
+        self.name = _lib.kiln_kernel_name(handle).decode()
+        self._references = archive._runtime._references  # Python references by kernel name
         self._plan = [(slot, p["pointer"], i) for i, (slot, p) in enumerate(zip(self._slots, self.params))]
 
     route = property(lambda self: _ROUTES[_lib.kiln_kernel_route(self._handle)])
@@ -287,16 +296,22 @@ class Kernel:
                 slot.value = value
         if stream is None and cuda_device >= 0:
             stream = self._current_stream(cuda_device)  # the caller's current CUDA stream
-        call = _call
-        call.args = args
-        try:
-            status = _launch(self._handle, self._argv, self._count, stream, self._route_ref)
-        finally:
-            call.args = None
-        error = getattr(call, "error", None)
-        if error is not None:
-            call.error = None
-            raise error
+        stream_arg = self._stream_arg
+        stream_arg.value = stream  # None is NULL: the default stream
+        if self.name not in self._references:
+            # No Python reference for this kernel: no Python objects to hand over.
+            status = _launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
+        else:
+            call = _call
+            call.args = args
+            try:
+                status = _launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
+            finally:
+                call.args = None
+            error = getattr(call, "error", None)
+            if error is not None:
+                call.error = None
+                raise error
         if status:
             self._archive._runtime._check(status)
         return _ROUTES[self._route_out.value]
