@@ -9,6 +9,7 @@
 #include "kernel_table.hpp"
 #include "npy.hpp"
 #include "error.hpp"
+#include "parallel.hpp"
 #include "file_io.hpp"
 #include "format.hpp"
 
@@ -73,14 +74,29 @@ class MemberSet {
     MemberInput m;
     m.path = ref.path;
     m.role = role;
-    try {
-      m.mapped = MappedFile::open_regular_nofollow(base_ + "/" + ref.path, kMaxInputFileSize);
-    } catch (const Error& e) {
-      fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name_, ref.pos) + ": " + e.what());
-    }
     positions_[ref.path] = members_.size();
     members_.push_back(std::move(m));
+    pending_.push_back({&members_.back(), ref});
     return &members_.back();
+  }
+
+  // Opens and maps every file add() named, on `threads` threads (thousands of code objects
+  // are thousands of open/fstat/mmap calls); the first failure in manifest order is thrown.
+  void map_all(unsigned threads) {
+    std::vector<std::string> errors(pending_.size());
+    std::vector<Errc> codes(pending_.size(), Errc::manifest);
+    parallel_for(pending_.size(), threads, [&](std::size_t i) {
+      try {
+        pending_[i].member->mapped = MappedFile::open_regular_nofollow(base_ + "/" + pending_[i].ref.path, kMaxInputFileSize);
+      } catch (const Error& e) {
+        codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;
+        errors[i] = where(manifest_name_, pending_[i].ref.pos) + ": " + e.what();
+      }
+    });
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+      if (!errors[i].empty()) fail(codes[i], errors[i]);
+    }
+    pending_.clear();
   }
 
   void add_generated(MemberInput m) { members_.push_back(std::move(m)); }
@@ -93,6 +109,11 @@ class MemberSet {
   std::string manifest_name_;
   std::deque<MemberInput> members_;  // a deque: pointers handed out stay valid as it grows
   std::map<std::string, std::size_t> positions_;
+  struct Pending {
+    MemberInput* member;
+    FileRef ref;
+  };
+  std::vector<Pending> pending_;  // named by add(), mapped by map_all()
 };
 
 std::string join(const std::vector<std::string>& parts) {
@@ -126,7 +147,7 @@ std::vector<ObservedTool> observe_toolchain() {
   return out;
 }
 
-PackPlan plan_pack(const std::string& manifest_path) {
+PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   std::string base = manifest_path.rfind('/') == std::string::npos ? "." : manifest_path.substr(0, manifest_path.rfind('/'));
   if (base.empty()) base = "/";
   std::string manifest_name = manifest_path;
@@ -144,51 +165,27 @@ PackPlan plan_pack(const std::string& manifest_path) {
   manifest_member.content = std::move(manifest_bytes);
   members.add_generated(std::move(manifest_member));
 
+  // Every file the manifest names becomes a member; their code objects are checked once the
+  // files are mapped (in parallel), and reported in manifest order.
+  struct CodeClaim {
+    const KernelSpec* kernel;
+    const CodeObjectRef* code;
+    MemberInput* member;
+  };
+  struct VectorCheck {
+    const KernelSpec* kernel;
+    const std::string* param_name;
+    const FileRef* file;
+    MemberInput* member;
+  };
+  std::vector<CodeClaim> claims;
+  std::vector<VectorCheck> vectors;
   for (const KernelSpec& k : plan.manifest.kernels) {
-    format::Backend backend = k.backend == "cuda" ? format::Backend::cuda : format::Backend::hip;
-    bool any_backend = k.backend == "any";  // code for both vendors: each file's own backend
-    for (const CodeObjectRef& c : k.code) {
-      MemberInput* m = members.add(c.file, format::Role::code);
-      CodeObjectInfo info;
-      try {
-        info = inspect_code_object(m->bytes(), "'" + c.file.path + "'");
-      } catch (const Error& e) {
-        fail(Errc::code_object, where(manifest_name, c.file.pos) + ": " + e.what());
-      }
-      if (!any_backend && info.backend != backend) {
-        fail(Errc::code_object, where(manifest_name, c.file.pos) + ": '" + c.file.path + "' is " +
-                                    format::backend_name(info.backend) + " code but kernel '" + k.name + "' has backend " + k.backend);
-      }
-      if (!target_claim_matches(c.arch, info)) {
-        fail(Errc::code_object, where(manifest_name, c.pos) + ": kernel '" + k.name + "' claims arch '" + c.arch + "' for '" +
-                                    c.file.path + "' but the file is built for " + join(info.targets) + " (" + info.detail + ")");
-      }
-      m->backend = info.backend;
-      m->kind = info.kind;
-      m->arch = join(info.targets);
-    }
+    for (const CodeObjectRef& c : k.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
     for (const TestSpec& test : k.tests) {
       for (const auto* list : {&test.inputs, &test.outputs}) {
         for (const auto& [param_name, file] : *list) {
-          MemberInput* m = members.add(file, format::Role::testdata);
-          NpyArray array;
-          try {
-            array = parse_npy(m->bytes(), "'" + file.path + "'");
-          } catch (const Error& e) {
-            fail(Errc::manifest, where(manifest_name, file.pos) + ": " + e.what());
-          }
-          const KernelParam* param = nullptr;
-          for (const KernelParam& p : k.params) {
-            if (p.name == param_name) param = &p;
-          }
-          if (array.dtype != param->type) {
-            fail(Errc::manifest, where(manifest_name, file.pos) + ": test vector '" + file.path + "' holds " +
-                                     scalar_type_name(array.dtype) + " but parameter '" + param_name + "' of kernel '" +
-                                     k.name + "' points to " + scalar_type_name(param->type));
-          }
-          if (array.count() == 0) {
-            fail(Errc::manifest, where(manifest_name, file.pos) + ": test vector '" + file.path + "' is empty");
-          }
+          vectors.push_back({&k, &param_name, &file, members.add(file, format::Role::testdata)});
         }
       }
     }
@@ -196,6 +193,64 @@ PackPlan plan_pack(const std::string& manifest_path) {
     for (const FileRef& f : k.ir) members.add(f, format::Role::ir);
   }
   for (const FileRef& f : plan.manifest.extra_files) members.add(f, format::Role::meta);
+  members.map_all(threads);
+
+  // Each distinct code object read once, in parallel; a file two kernels share is read once.
+  std::map<const MemberInput*, std::size_t> code_slot;
+  std::vector<const CodeClaim*> first_claim;
+  for (const CodeClaim& c : claims) {
+    if (code_slot.emplace(c.member, first_claim.size()).second) first_claim.push_back(&c);
+  }
+  std::vector<CodeObjectInfo> infos(first_claim.size());
+  std::vector<std::string> inspect_errors(first_claim.size());
+  parallel_for(first_claim.size(), threads, [&](std::size_t i) {
+    const CodeClaim& c = *first_claim[i];
+    try {
+      infos[i] = inspect_code_object(c.member->bytes(), "'" + c.code->file.path + "'");
+    } catch (const Error& e) {
+      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
+    }
+  });
+  for (const CodeClaim& c : claims) {
+    std::size_t slot = code_slot.at(c.member);
+    if (!inspect_errors[slot].empty()) fail(Errc::code_object, inspect_errors[slot]);
+    const CodeObjectInfo& info = infos[slot];
+    const KernelSpec& k = *c.kernel;
+    format::Backend backend = k.backend == "cuda" ? format::Backend::cuda : format::Backend::hip;
+    bool any_backend = k.backend == "any";  // code for both vendors: each file's own backend
+    if (!any_backend && info.backend != backend) {
+      fail(Errc::code_object, where(manifest_name, c.code->file.pos) + ": '" + c.code->file.path + "' is " +
+                                  format::backend_name(info.backend) + " code but kernel '" + k.name + "' has backend " + k.backend);
+    }
+    if (!target_claim_matches(c.code->arch, info)) {
+      fail(Errc::code_object, where(manifest_name, c.code->pos) + ": kernel '" + k.name + "' claims arch '" + c.code->arch +
+                                  "' for '" + c.code->file.path + "' but the file is built for " + join(info.targets) + " (" +
+                                  info.detail + ")");
+    }
+    c.member->backend = info.backend;
+    c.member->kind = info.kind;
+    c.member->arch = join(info.targets);
+  }
+  for (const VectorCheck& v : vectors) {
+    NpyArray array;
+    try {
+      array = parse_npy(v.member->bytes(), "'" + v.file->path + "'");
+    } catch (const Error& e) {
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
+    }
+    const KernelParam* param = nullptr;
+    for (const KernelParam& p : v.kernel->params) {
+      if (p.name == *v.param_name) param = &p;
+    }
+    if (array.dtype != param->type) {
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' holds " +
+                               scalar_type_name(array.dtype) + " but parameter '" + *v.param_name + "' of kernel '" +
+                               v.kernel->name + "' points to " + scalar_type_name(param->type));
+    }
+    if (array.count() == 0) {
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' is empty");
+    }
+  }
 
   plan.observed = observe_toolchain();
   compare_declared(plan.manifest, plan.observed, plan.warnings);

@@ -25,8 +25,9 @@ struct PackPlan {
 
 // Reads the manifest at `manifest_path` and every file it names (relative to its
 // directory; symbolic links and special files refused). Throws Errc::manifest or
-// Errc::code_object with "kiln.toml:LINE:COL: ..." where the problem is in the manifest.
-PackPlan plan_pack(const std::string& manifest_path);
+// Errc::code_object with "kiln.toml:LINE:COL: ..." where the problem is in the manifest
+// (the first in manifest order). Files are opened and code objects read on `threads` threads.
+PackPlan plan_pack(const std::string& manifest_path, unsigned threads = 1);
 
 // Runs `nvcc --version` and `hipcc --version` where they exist on PATH.
 std::vector<ObservedTool> observe_toolchain();

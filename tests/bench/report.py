@@ -42,6 +42,9 @@ def host_rows(bench):
                          to_us(opens[n]), to_us(opens[1]), "us", "<= 1.20", 1.20))
             rows.append((f"resident memory: {shape}-{n} vs index+table+member", opens[n]["rss_kib"],
                          opens[n]["bound_kib"], "KiB", "<= 1.00", 1.00))
+            if "anon_kib" in opens[n]:
+                rows.append((f"  of which heap (anonymous): {shape}-{n}", max(opens[n]["anon_kib"], 0.0),
+                             opens[n]["bound_kib"], "KiB", "<= 1.00", 1.00))
         plain = bench.get(f"read-plain-cubin/{shape}")
         if plain and 1 in opens:
             rows.append((f"open+load one, host: {shape}-1 vs reading the cubin", to_us(opens[1]), to_us(plain), "us",
@@ -71,6 +74,8 @@ def write_csv(bench, path):
                 w.writerow(["open_load_one", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{to_us(b):.2f}", "us"])
                 w.writerow(["resident", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{b['rss_kib']:.0f}", "KiB"])
                 w.writerow(["bound", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{b['bound_kib']:.0f}", "KiB"])
+                if "anon_kib" in b:
+                    w.writerow(["heap", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{max(b['anon_kib'], 0):.0f}", "KiB"])
             elif m := re.fullmatch(r"verify-in-process/(\w+)/kernels:(\d+)", name):
                 w.writerow(["verify", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{to_us(b) / 1e3:.3f}", "ms"])
             elif m := re.fullmatch(r"verify/kiln/threads:(\d+)", name):
