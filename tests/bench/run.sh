@@ -96,6 +96,11 @@ fi
 echo "== kiln_bench (host side)"
 KILN_BINARY="$kiln" "$bin/kiln_bench" "$work" --benchmark_out="$work/kiln_bench.json" \
   --benchmark_out_format=json --benchmark_counters_tabular=true
+if [ -f "$work/pack/kiln.toml" ]; then  # where a pack's time goes, at 1 and at all threads
+  for t in 1 "$cores"; do
+    "$kiln" pack "$work/pack/kiln.toml" --key "$work/test.key" -o "$work/pack.out.kiln" -l 9 -j "$t" -q --timings 2>&1 >/dev/null
+  done
+fi
 if [ $gpu = 1 ]; then
   echo "== kiln_runtime_bench (GPU side)"
   KILN_BINARY="$kiln" "$bin/kiln_runtime_bench" "$work" "$work/runtime_bench.rows.json"
