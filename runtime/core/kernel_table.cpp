@@ -164,8 +164,8 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
     s.name = r.string16();
     std::uint32_t values = count(r, "value");
     for (std::uint32_t v = 0; v < values; ++v) {
-      std::string name = r.string16();
-      s.values.emplace_back(name, static_cast<std::int64_t>(r.u64()));
+      std::string value_name = r.string16();
+      s.values.emplace_back(value_name, static_cast<std::int64_t>(r.u64()));
     }
     for (std::uint32_t& v : s.grid) v = r.u32();
     for (std::uint32_t& v : s.block) v = r.u32();
