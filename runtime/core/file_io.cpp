@@ -83,7 +83,7 @@ std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, st
 MappedFile::MappedFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
-  map(fd.get(), path);
+  map(fd.get(), path, true);
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::string& path, std::uint64_t max_size) {
@@ -99,16 +99,30 @@ std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::s
     fail(Errc::limit, path + ": " + std::to_string(st.st_size) + " bytes is over the limit of " + std::to_string(max_size) + " bytes");
   }
   std::shared_ptr<MappedFile> file(new MappedFile);
-  file->map(fd.get(), path);
+  file->map(fd.get(), path, false);  // pack inputs stay mapped: page cache, not a second copy
   return file;
 }
 
-void MappedFile::map(int fd, const std::string& path) {
+void MappedFile::map(int fd, const std::string& path, bool copy_if_small) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;  // mmap of length 0 fails; an empty view is parsed and refused
+  constexpr std::size_t kReadInsteadOfMap = 256 << 10;
+  if (copy_if_small && size_ <= kReadInsteadOfMap) {
+    copy_.resize(size_);
+    std::size_t done = 0;
+    while (done < size_) {
+      ssize_t n = ::pread(fd, copy_.data() + done, size_ - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(Errc::io, path + ": cannot read: " + errno_text(errno));
+      if (n == 0) fail(Errc::io, path + ": shrank to " + std::to_string(done) + " bytes while being read");
+      done += static_cast<std::size_t>(n);
+    }
+    data_ = copy_.data();
+    return;
+  }
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) fail(Errc::io, path + ": cannot map: " + errno_text(errno));
   ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint: kiln reads files front to back
@@ -116,7 +130,7 @@ void MappedFile::map(int fd, const std::string& path) {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  if (data_ != nullptr && copy_.empty()) ::munmap(const_cast<std::uint8_t*>(data_), size_);
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode) : path_(path) {

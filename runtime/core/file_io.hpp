@@ -18,8 +18,10 @@ std::string read_small_file(const std::string& path, std::uint64_t max_size);
 // takes in: a link could smuggle /etc/shadow into an archive).
 std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size);
 
-// A read-only private mapping of a whole file. The bytes are only as trustworthy as the
-// checks applied to them: callers hash what they use.
+// A whole file, read-only: a private mapping. Opened by path (archives), a file of at most
+// 256 KiB is read into memory instead: mapping, faulting and unmapping cost more than reading it,
+// and a copy cannot change under the reader. The bytes are only as trustworthy as the checks
+// applied to them: callers hash what they use.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -33,9 +35,10 @@ class MappedFile {
 
  private:
   MappedFile() = default;
-  void map(int fd, const std::string& path);
+  void map(int fd, const std::string& path, bool copy_if_small);
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  std::vector<std::uint8_t> copy_;  // the bytes of a small file read by path; empty when mapped
 };
 
 // Writes a new file next to `path` and renames it over `path` only on commit(): readers
