@@ -36,6 +36,17 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
   return a;
 }
 
+std::vector<std::uint8_t> Archive::copy_out(std::uint64_t offset, std::uint64_t size) const {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
+  if (mapping_) {
+    mapping_->read_at(offset, out.size(), out.data());
+  } else {
+    ByteView view = bytes_.sub(offset, size);
+    std::memcpy(out.data(), view.data, view.size);
+  }
+  return out;
+}
+
 std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
 
 void Archive::parse(const ReadOptions& options) {
@@ -43,7 +54,8 @@ void Archive::parse(const ReadOptions& options) {
   auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
 
   try {
-    header_ = format::decode_header(bytes_);
+    std::vector<std::uint8_t> header = copy_out(0, std::min<std::uint64_t>(bytes_.size, format::kHeaderSize));
+    header_ = format::decode_header(ByteView(header));
   } catch (const Error& e) {
     refuse(e.what());
   }
@@ -70,12 +82,12 @@ void Archive::parse(const ReadOptions& options) {
 
   // The head is copied out of the mapping before it is hashed, and parsed from the copy, so
   // that a file changed underneath cannot show the parser other bytes than the hash saw.
-  ByteView mapped_head = bytes_.sub(header_.index_offset, header_.index_head_size);
-  std::vector<std::uint8_t> head(mapped_head.data, mapped_head.data + mapped_head.size);
+  std::vector<std::uint8_t> head = copy_out(header_.index_offset, header_.index_head_size);
   digest_ = sha256(head.data(), head.size());
 
   try {
-    signatures_ = format::decode_signature_block(bytes_.sub(header_.index_offset + header_.index_size, header_.signature_block_size));
+    std::vector<std::uint8_t> block = copy_out(header_.index_offset + header_.index_size, header_.signature_block_size);
+    signatures_ = format::decode_signature_block(ByteView(block));
   } catch (const Error& e) {
     refuse(e.what());
   }
@@ -126,8 +138,7 @@ const Archive::Page& Archive::page(std::size_t p) const {
   slot.once.run([&] {
     const format::PageRef& ref = head_.pages[p];
     // Copied before hashing, parsed from the copy (as the head is).
-    ByteView mapped = bytes_.sub(header_.index_offset + ref.index_position, ref.size);
-    std::vector<std::uint8_t> bytes(mapped.data, mapped.data + mapped.size);
+    std::vector<std::uint8_t> bytes = copy_out(header_.index_offset + ref.index_position, ref.size);
     if (sha256(bytes.data(), bytes.size()) != ref.sha256) {
       fail(Errc::integrity, name_ + ": index page " + std::to_string(p) +
                                 ": its bytes do not match the SHA-256 the index head gives for it");
@@ -264,8 +275,7 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
   }
-  ByteView mapped = unchecked_stored_bytes(i);
-  std::vector<std::uint8_t> stored(mapped.data, mapped.data + mapped.size);
+  std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
   Sha256 got = sha256(stored.data(), stored.size());
   if (got != e.stored_sha256) {
     fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +

@@ -101,6 +101,9 @@ class Archive {
   std::string member_label(std::size_t i) const;
   struct Page;
   const Page& page(std::size_t p) const;
+  // Bytes [offset, offset + size) of the file, copied out (pread where the file is mapped,
+  // memcpy otherwise): what is checked and parsed is always a private copy.
+  std::vector<std::uint8_t> copy_out(std::uint64_t offset, std::uint64_t size) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;

@@ -84,6 +84,23 @@ MappedFile::MappedFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
   map(fd.get(), path, true);
+  if (copy_.empty() && size_ > 0) fd_ = ::dup(fd.get());  // for read_at(); -1 falls back to memory
+}
+
+void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const {
+  if (offset > size_ || size > size_ - offset) fail(Errc::internal, path_ + ": read past the end of the file");
+  if (fd_ < 0) {
+    std::memcpy(out, data_ + offset, size);
+    return;
+  }
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, path_ + ": cannot read: " + errno_text(errno));
+    if (n == 0) fail(Errc::io, path_ + ": shrank while being read");
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::string& path, std::uint64_t max_size) {
@@ -103,14 +120,15 @@ std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::s
   return file;
 }
 
-void MappedFile::map(int fd, const std::string& path, bool copy_if_small) {
+void MappedFile::map(int fd, const std::string& path, bool opened_by_path) {
+  path_ = path;
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;  // mmap of length 0 fails; an empty view is parsed and refused
   constexpr std::size_t kReadInsteadOfMap = 256 << 10;
-  if (copy_if_small && size_ <= kReadInsteadOfMap) {
+  if (opened_by_path && size_ <= kReadInsteadOfMap) {
     copy_.resize(size_);
     std::size_t done = 0;
     while (done < size_) {
@@ -131,6 +149,7 @@ void MappedFile::map(int fd, const std::string& path, bool copy_if_small) {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr && copy_.empty()) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode) : path_(path) {

@@ -32,13 +32,20 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ByteView bytes() const { return ByteView(data_, size_); }
+  // Copies bytes [offset, offset + size) into `out`: with pread from the file where it was
+  // opened by path and mapped, so that reading a few KiB of a gigabyte archive faults in no
+  // page of the mapping (each fault maps a whole page-cache folio, and costs most in a VM);
+  // otherwise from memory. Throws Errc::io if the file shrank underneath.
+  void read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const;
 
  private:
   MappedFile() = default;
-  void map(int fd, const std::string& path, bool copy_if_small);
+  void map(int fd, const std::string& path, bool opened_by_path);
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
   std::vector<std::uint8_t> copy_;  // the bytes of a small file read by path; empty when mapped
+  int fd_ = -1;                     // kept open for read_at() when mapped by path
+  std::string path_;
 };
 
 // Writes a new file next to `path` and renames it over `path` only on commit(): readers
