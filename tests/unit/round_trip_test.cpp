@@ -1,6 +1,7 @@
 // Writing then reading gives back every member, byte for byte, and writing is
 // reproducible.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "error.hpp"
 #include "file_io.hpp"
@@ -75,6 +76,49 @@ TEST_F(RoundTrip, FileWriteMatchesMemoryAndMapsBack) {
   std::unique_ptr<Archive> a = Archive::open_file(dir + "/a.kiln", options);
   EXPECT_EQ(a->digest(), digest);
   a->verify_all(2, true, nullptr);
+}
+
+// Archives up to 256 KiB opened by path are read into memory; larger ones are mapped and
+// read with pread. Both open and verify alike, and a mapped archive truncated under the
+// reader gives an error where a read from the mapping would have been a SIGBUS.
+TEST_F(RoundTrip, SmallAndLargeArchivesOpenByPathAlikeAndATruncatedOneIsAnError) {
+  std::string dir = test::make_temp_dir();
+  PackageIdentity id = test::default_identity();
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  std::vector<MemberInput> large = test::small_members(id);
+  MemberInput blob;
+  blob.path = "tests/large.bin";
+  blob.role = format::Role::testdata;
+  std::uint32_t state = 7;
+  for (int i = 0; i < (600 << 10); ++i) {  // incompressible: stored raw, so the file is > 256 KiB
+    state = state * 1664525u + 1013904223u;
+    blob.content.push_back(static_cast<std::uint8_t>(state >> 24));
+  }
+  large.push_back(blob);
+  write_archive_file(dir + "/small.kiln", id, test::small_members(id), signers, {});
+  write_archive_file(dir + "/large.kiln", id, large, signers, {});
+  TrustSet trust = test::trust_of({&key});
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::vector<std::uint8_t> source;
+  for (const MemberInput& m : large) {
+    if (m.path == "src/add.cu") source = m.content;
+  }
+  for (const char* name : {"/small.kiln", "/large.kiln"}) {
+    std::unique_ptr<Archive> a = Archive::open_file(dir + name, options);
+    EXPECT_EQ(a->read_member("src/add.cu"), source) << name;
+    a->verify_all(1, true, nullptr);
+  }
+  ASSERT_GT(test::read_text_file(dir + "/large.kiln").size(), 256u << 10);
+  std::unique_ptr<Archive> a = Archive::open_file(dir + "/large.kiln", options);
+  ASSERT_EQ(::truncate((dir + "/large.kiln").c_str(), 4096), 0);
+  try {
+    a->read_member("tests/large.bin");
+    FAIL() << "a member past the new end of the file was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shrank"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(RoundTrip, AddingASignatureKeepsTheDigestAndBothSignersCount) {
