@@ -38,6 +38,7 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
 
 std::vector<std::uint8_t> Archive::copy_out(std::uint64_t offset, std::uint64_t size) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
+  if (out.empty()) return out;  // an empty file has no bytes to point at (memcpy from NULL is UB)
   if (mapping_) {
     mapping_->read_at(offset, out.size(), out.data());
   } else {

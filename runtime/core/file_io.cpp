@@ -89,6 +89,7 @@ MappedFile::MappedFile(const std::string& path) {
 
 void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const {
   if (offset > size_ || size > size_ - offset) fail(Errc::internal, path_ + ": read past the end of the file");
+  if (size == 0) return;
   if (fd_ < 0) {
     std::memcpy(out, data_ + offset, size);
     return;
