@@ -190,6 +190,13 @@ TEST_F(Cli, PackIsReproducible) {
   EXPECT_EQ(read_file(dir + "/again.kiln"), first);
   ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/j1.kiln -j 1").code, 0);
   EXPECT_EQ(read_file(dir + "/j1.kiln"), first);
+  // --timings says where the time went, and changes nothing in the archive.
+  Result timed = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/timed.kiln -j 3 --timings -q");
+  ASSERT_EQ(timed.code, 0) << timed.out;
+  EXPECT_NE(timed.out.find("kiln pack: plan "), std::string::npos) << timed.out;
+  EXPECT_NE(timed.out.find("members read and checked), write "), std::string::npos) << timed.out;
+  EXPECT_NE(timed.out.find("(-j 3, incl. fsync)"), std::string::npos) << timed.out;
+  EXPECT_EQ(read_file(dir + "/timed.kiln"), first);
 }
 
 }  // namespace
