@@ -10,18 +10,13 @@ cd "$(dirname "$0")/../.."
 main_build=$(cd "${1:?usage: tests/fuzz/coverage.sh MAIN_BUILD_DIR}" && pwd)
 work=$main_build-fuzz/work
 cov_build=$main_build-fuzzcov
-clangxx=$(command -v clang++-14 || command -v clang++)
-clangc=$(command -v clang-14 || command -v clang)
 profdata=$(command -v llvm-profdata-14 || command -v llvm-profdata)
 llvmcov=$(command -v llvm-cov-14 || command -v llvm-cov)
 
-flags="-fsanitize=fuzzer-no-link -fprofile-instr-generate -fcoverage-mapping"
-cmake -S . -B "$cov_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$clangxx" \
-  -DCMAKE_C_COMPILER="$clangc" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_FUZZ=ON \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fprofile-instr-generate" >/dev/null
-targets=(archive manifest code_object npy)
-cmake --build "$cov_build" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]/#/kiln_fuzz_}" >/dev/null
+source tests/fuzz/build-targets.sh
+build_fuzz_targets "$cov_build" "-fsanitize=fuzzer-no-link -fprofile-instr-generate -fcoverage-mapping" \
+  "-fprofile-instr-generate" >/dev/null
+targets=("${fuzz_targets[@]}")
 
 sources() {  # the files each target is there to exercise
   case $1 in

@@ -10,17 +10,11 @@ cd "$(dirname "$0")/../.."
 main_build=$(cd "${1:?usage: tests/fuzz/run.sh MAIN_BUILD_DIR [SECONDS]}" && pwd)
 seconds=${2:-60}
 fuzz_build=$main_build-fuzz
-jobs=$(nproc 2>/dev/null || echo 2)
-clangxx=$(command -v clang++-14 || command -v clang++)
-clangc=$(command -v clang-14 || command -v clang)
-
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-cmake -S . -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$clangxx" \
-  -DCMAKE_C_COMPILER="$clangc" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_FUZZ=ON \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-targets=(archive manifest code_object npy)
-cmake --build "$fuzz_build" -j "$jobs" --target "${targets[@]/#/kiln_fuzz_}"
+source tests/fuzz/build-targets.sh
+build_fuzz_targets "$fuzz_build" \
+  "-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+  "-fsanitize=address,undefined"
+targets=("${fuzz_targets[@]}")
 
 seed() {  # seed TARGET: prints the seed files for TARGET, one per line; a folder the build
           # did not make (no hipcc, no nvcc) just gives fewer seeds
