@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs everything kiln needs on a fresh Debian 12 machine. Safe to run twice:
-# apt-get skips what is already installed, and nothing else is changed.
+# Installs everything kiln needs on a fresh Debian 12 machine, one line per step; the package
+# managers' own output goes to a log file, whose path is printed if a step fails. Safe to run
+# twice: what is already installed is left as it is.
+#   KILN_DEPS_LOG   where the log goes (default: $TMPDIR/kiln-install-deps.log)
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+log=${KILN_DEPS_LOG:-${TMPDIR:-/tmp}/kiln-install-deps.log}
+: > "$log"
 
 packages=(
   build-essential cmake pkg-config
@@ -14,32 +19,74 @@ packages=(
   openssl               # the verify benchmark's baseline
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
   python3-pytest              # the Python bindings' tests
+  python3-venv                # the project-local venv for NVIDIA's CUDA compiler wheels (below)
   cargo                       # builds examples/rust against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
   abigail-tools               # abidiff: libkiln against the checked-in v1 ABI baseline
   clang-14 libclang-rt-14-dev # libFuzzer for tests/fuzz
 )
 
+# step "WHAT" COMMAND...: prints one line for the step, runs COMMAND with its output in the log,
+# and on failure prints the log's tail and where the whole log is.
+step() {
+  local what=$1 start=$SECONDS
+  shift
+  printf 'kiln: %s ... ' "$what"
+  echo "== $what: $*" >> "$log"
+  if "$@" >> "$log" 2>&1; then
+    echo "done ($((SECONDS - start)) s)"
+  else
+    echo "FAILED"
+    echo "---- last lines of $log:" >&2
+    tail -n 25 "$log" >&2
+    echo "kiln: install-deps failed at '$what'; the whole log is $log" >&2
+    exit 1
+  fi
+}
+
+as_root=()
+[ "$(id -u)" -ne 0 ] && as_root=(sudo)
+apt() { "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Use-Pty=0 "$@"; }
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-
 if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  echo "kiln: installing ${missing[*]}"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  step "apt-get update" apt update
+  step "installing ${#missing[@]} Debian packages (${missing[*]})" apt install --no-install-recommends "${missing[@]}"
 else
-  echo "kiln: all Debian packages already installed"
+  echo "kiln: Debian packages: all ${#packages[@]} already installed"
 fi
 
-# nvcc is not in Debian 12's main archive. Where the CUDA toolkit is present (as on the
-# project's build machines) the examples' real cubins and PTX are built; without it the
-# build says so, and the tests that need nvcc-built code objects report themselves skipped.
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  echo "kiln: CUDA toolkit found ($( (command -v nvcc || echo /usr/local/cuda/bin/nvcc) ))"
+# The CUDA compiler. Debian 12 packages none; where a CUDA toolkit is installed (nvcc on PATH or
+# in /usr/local/cuda) the build uses it. Otherwise NVIDIA's own compiler wheels from PyPI, pinned
+# by version and hash in ci/cuda-wheels.txt, go into the project-local venv .cuda/venv, and
+# .cuda/toolkit (a link to the wheels' CUDA tree: bin/nvcc, include/, nvvm/) is where CMake
+# finds them. The link is made last, so a half-finished install is redone, not used.
+cuda=$root/.cuda
+pins=$root/ci/cuda-wheels.txt
+pins_digest=$(sha256sum "$pins" | cut -d' ' -f1)
+system_nvcc=$(command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+nvcc_release() { "$1" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'; }
+
+# (A && chain, not set -e: errexit does not apply inside a function that `step` runs under `if`.)
+install_cuda_wheels() {
+  local site
+  rm -rf "$cuda" && mkdir -p "$cuda" &&
+    python3 -m venv "$cuda/venv" &&
+    "$cuda/venv/bin/pip" install --disable-pip-version-check --no-input --require-hashes -r "$pins" &&
+    site=$("$cuda/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') &&
+    "$site/nvidia/cu13/bin/nvcc" --version &&
+    echo "$pins_digest" > "$cuda/pins.sha256" &&
+    ln -s "$site/nvidia/cu13" "$cuda/toolkit"
+}
+
+if [ -n "$system_nvcc" ]; then
+  echo "kiln: CUDA compiler: using the installed toolkit ($system_nvcc, release $(nvcc_release "$system_nvcc"))"
+elif [ -x "$cuda/toolkit/bin/nvcc" ] && [ "$(cat "$cuda/pins.sha256" 2>/dev/null)" = "$pins_digest" ]; then
+  echo "kiln: CUDA compiler: already in .cuda/ (nvcc release $(nvcc_release "$cuda/toolkit/bin/nvcc"), NVIDIA's PyPI wheels)"
 else
-  echo "kiln: note: no CUDA toolkit (nvcc) on this machine; CUDA examples will be skipped"
+  step "CUDA compiler: NVIDIA's nvcc 13.0 wheels from PyPI into .cuda/ (pinned by hash)" install_cuda_wheels
 fi
+echo "kiln: dependencies ready (log: $log)"

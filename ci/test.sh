@@ -1,34 +1,110 @@
 #!/usr/bin/env bash
-# Builds kiln and runs the whole test suite. Run ci/install-deps.sh first (the README's
-# second set-up command does both).
-set -euo pipefail
+# Builds kiln and runs the whole test suite in four stages, then prints one summary: each
+# stage with its tests passed / failed / skipped and its time, and a verdict line. A stage whose
+# tests fail does not stop the next ones (the summary shows everything that is wrong at once);
+# a build that fails does. About 35 minutes on 2 cores. Run ci/install-deps.sh first (the
+# README's second set-up command does both).
+#   KILN_BUILD_DIR     build folder (default: build; the stages add -asan, -fuzz, -tsan)
+#   KILN_FUZZ_SECONDS  libFuzzer time per target (default: 60)
+set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${KILN_BUILD_DIR:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
+results=$build-results
+rm -rf "$results" && mkdir -p "$results"
+summary=()
+failed=0
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+# record NAME RC SECONDS COUNTS: one summary row; COUNTS is "passed failed skipped".
+record() {
+  local name=$1 rc=$2 seconds=$3 passed failed_n skipped verdict=ok
+  read -r passed failed_n skipped <<< "$4"
+  if [ "$rc" -ne 0 ] || [ "${failed_n:-0}" != 0 ]; then verdict=FAILED failed=1; fi
+  summary+=("$(printf '%-34s %7s %7s %8s %7s  %s' "$name" "$passed" "$failed_n" "$skipped" \
+    "$((seconds / 60))m$(printf %02d $((seconds % 60)))s" "$verdict")")
+}
+# build_or_stop NAME COMMAND...: a build step; on failure the summary so far is printed and the
+# script stops (nothing later can run without it).
+build_or_stop() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  if ! "$@"; then
+    record "$name" 1 $((SECONDS - start)) "- - -"
+    print_summary
+    exit 1
+  fi
+  record "$name" 0 $((SECONDS - start)) "- - -"
+}
+print_summary() {
+  echo
+  echo "== summary ($(date -u '+%Y-%m-%d %H:%M UTC'), $jobs cores)"
+  printf '%-34s %7s %7s %8s %7s  %s\n' stage passed failed skipped time result
+  printf '%s\n' "${summary[@]}"
+  if [ "$failed" -eq 0 ]; then
+    echo "verdict: PASS (every stage passed; skipped tests need a GPU or a tool this machine lacks, and say which)"
+  else
+    echo "verdict: FAIL (see the stages marked FAILED above; their output is further up)"
+  fi
+}
+# ctest_stage NAME BUILD [CTEST ARGS...]: runs ctest with a JUnit report and records its counts.
+ctest_stage() {
+  local name=$1 dir=$2 start=$SECONDS rc
+  shift 2
+  echo "== $name"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$PWD/$results/$name.xml" "$@"
+  rc=$?
+  record "$name" $rc $((SECONDS - start)) "$(python3 ci/count_tests.py "$results/$name.xml")"
+}
 
-# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build:
-# every reader of attacker bytes (archives, manifests, code objects, .npy) runs instrumented.
-# Two tests are left to the plain run above: they load libkiln into Python and link it from
-# Rust, hosts that would need the ASan runtime preloaded before their own start-up.
+configure() {  # configure BUILD_DIR [CMAKE ARGS...]
+  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${@:2}"
+}
+
+# ---- 1. The plain build and the whole suite.
+build_plain() { configure "$build" && cmake --build "$build" -j "$jobs"; }
+build_or_stop "build" build_plain
+ctest_stage "tests" "$build"
+
+# ---- 2. The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
+# build: every reader of attacker bytes (archives, manifests, code objects, .npy) runs
+# instrumented. Two tests are left to the plain run above: they load libkiln into Python and link
+# it from Rust, hosts that would need the ASan runtime preloaded before their own start-up.
 asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-cmake -S . -B "$build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
-  -DCMAKE_C_FLAGS="$asan" -DCMAKE_CXX_FLAGS="$asan" -DCMAKE_EXE_LINKER_FLAGS="$asan" -DCMAKE_SHARED_LINKER_FLAGS="$asan"
-cmake --build "$build-asan" -j "$jobs"
+build_asan() {
+  configure "$build-asan" -DKILN_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$asan" -DCMAKE_CXX_FLAGS="$asan" \
+    -DCMAKE_EXE_LINKER_FLAGS="$asan" -DCMAKE_SHARED_LINKER_FLAGS="$asan" &&
+    cmake --build "$build-asan" -j "$jobs"
+}
+build_or_stop "build (ASan+UBSan)" build_asan
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest --test-dir "$build-asan" --output-on-failure -j "$jobs" -E '^(python_bindings|install_and_embed_from_c_and_rust)$'
+  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|install_and_embed_from_c_and_rust)$'
 
-# Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) for a minute from
-# seeds made by the build above, after replaying tests/fuzz/regressions.
-tests/fuzz/run.sh "$build" 60
+# ---- 3. Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) from seeds
+# made by the plain build, after replaying tests/fuzz/regressions. A target counts as passed
+# when it ran its time without a crash.
+start=$SECONDS
+echo "== fuzz"
+tests/fuzz/run.sh "$build" "${KILN_FUZZ_SECONDS:-60}"
+rc=$?
+ok=$(awk 'NR > 1 && $NF == "ok"' "$build-fuzz/summary.txt" 2>/dev/null | wc -l)
+record "fuzz (libFuzzer, ${KILN_FUZZ_SECONDS:-60} s a target)" $rc $((SECONDS - start)) "$ok $((rc != 0)) 0"
 
-# Concurrency under ThreadSanitizer: the runtime's API tests (threads launching one kernel at
-# once; launches while a package swaps archives) in a separately instrumented build.
+# ---- 4. Concurrency under ThreadSanitizer: the runtime's API tests (threads launching one
+# kernel at once; launches while a package swaps archives) in a separately instrumented build.
 tsan="-fsanitize=thread"
-cmake -S . -B "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
-  -DCMAKE_C_FLAGS="$tsan" -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DCMAKE_SHARED_LINKER_FLAGS="$tsan"
-cmake --build "$build-tsan" -j "$jobs" --target kiln_runtime_api_tests kiln
-TSAN_OPTIONS="halt_on_error=1" KILN_BINARY="$build-tsan/bin/kiln" "$build-tsan/bin/kiln_runtime_api_tests"
+build_tsan() {
+  configure "$build-tsan" -DKILN_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$tsan" -DCMAKE_CXX_FLAGS="$tsan" \
+    -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DCMAKE_SHARED_LINKER_FLAGS="$tsan" &&
+    cmake --build "$build-tsan" -j "$jobs" --target kiln_runtime_api_tests kiln
+}
+build_or_stop "build (TSan)" build_tsan
+start=$SECONDS
+echo "== tests (TSan)"
+TSAN_OPTIONS="halt_on_error=1" KILN_BINARY="$build-tsan/bin/kiln" "$build-tsan/bin/kiln_runtime_api_tests" \
+  --gtest_output="xml:$results/tsan.xml"
+rc=$?
+record "runtime API tests (TSan)" $rc $((SECONDS - start)) "$(python3 ci/count_tests.py "$results/tsan.xml")"
+
+print_summary
+exit $failed

@@ -1,5 +1,6 @@
 // kiln inspect.
 #include <CLI/CLI.hpp>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,18 @@
 
 namespace kiln::cli {
 namespace {
+
+// A signature's time in words: packs are reproducible, so unless SOURCE_DATE_EPOCH or --created
+// set one, no clock was read and the field is 0; saying "created 0" would look like a fault.
+std::string created_text(std::uint64_t seconds) {
+  if (seconds == 0) return "no time recorded";
+  const std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm utc{};
+  char text[32];
+  if (!gmtime_r(&t, &utc) || !std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc))
+    return "created " + std::to_string(seconds);
+  return std::string("created ") + text;
+}
 
 std::string shape_text(const ShapeSpec& s) {
   std::ostringstream out;
@@ -81,7 +94,7 @@ void print_human(const Archive& a, bool checked) {
             << (checked ? "" : "  (not checked: pass --trust KEYS to check them)") << "\n";
   for (std::size_t i = 0; i < a.signatures().size(); ++i) {
     const auto& s = a.signatures()[i].attributes;
-    std::cout << "    key " << s.key_id << "  signer '" << s.signer << "'  created " << s.created;
+    std::cout << "    key " << s.key_id << "  signer '" << s.signer << "'  " << created_text(s.created);
     if (checked) std::cout << "  " << signature_status_name(a.trust_report().checks[i].status);
     std::cout << "\n";
   }

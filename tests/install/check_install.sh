@@ -2,10 +2,12 @@
 # Installs a build into a fresh prefix and builds the embedders against the *installed* tree:
 # examples/c through CMake's find_package(kiln) and through pkg-config, examples/rust through
 # plain extern "C" (cargo, offline). Each one must open ARCHIVE and print its kernels' routes.
-#   usage: check_install.sh BUILD_DIR ARCHIVE TRUSTED_KEY
+# With MATMUL_ARCHIVE (the example's matmul-relu archive), the README's C program
+# (examples/c/matmul_routes.c) is built through pkg-config and must run its kernel correctly.
+#   usage: check_install.sh BUILD_DIR ARCHIVE TRUSTED_KEY [MATMUL_ARCHIVE]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$1 archive=$2 key=$3
+build=$1 archive=$2 key=$3 matmul_archive=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
@@ -30,6 +32,21 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 cc -std=c99 -Wall -Wextra -pedantic -Werror "$root/examples/c/routes.c" $(pkg-config --cflags --libs kiln) \
   -Wl,-rpath,"$lib" -o "$work/routes_pc"
 "$work/routes_pc" "$archive" "$key"
+
+if [ -n "$matmul_archive" ]; then
+  echo "== the README's C program (examples/c/matmul_routes.c) via pkg-config kiln"
+  cc -std=c99 -Wall -Wextra -pedantic -Werror "$root/examples/c/matmul_routes.c" $(pkg-config --cflags --libs kiln) \
+    -Wl,-rpath,"$lib" -o "$work/matmul_routes"
+  out=$("$work/matmul_routes" "$matmul_archive" "$key")
+  echo "$out"
+  # Without a GPU the reference runs: c[0] = relu(2 * 2) with every other input zero. On a GPU
+  # the program stops after naming the native route.
+  case $out in
+    native:*|ptx-jit:*) ;;
+    *"c[0] = 4 via reference; launches through the reference: 1"*) ;;
+    *) echo "matmul_routes printed something unexpected"; exit 1 ;;
+  esac
+fi
 
 echo "== Rust via extern \"C\""
 if command -v cargo >/dev/null 2>&1; then
