@@ -20,6 +20,12 @@ else
   debootstrap --variant=minbase bookworm "$dir" "${KILN_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >/dev/null
 fi
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# This network's TLS trust, not the project's: where egress goes through an intercepting proxy,
+# the host's CA bundle, extra CAs and pip.conf come along, as they would on any machine there.
+mkdir -p "$dir/etc/ssl/certs" "$dir/usr/local/share/ca-certificates"
+[ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"
+cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/" 2>/dev/null || true
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"
 mount -t proc proc "$dir/proc"
 mount --rbind /dev "$dir/dev"
 mount -t sysfs sysfs "$dir/sys"
