@@ -15,6 +15,14 @@
  *  - The library never prints (logging goes to a callback you set), never exits or aborts,
  *    and no C++ exception crosses this boundary.
  *  - Threading is stated per object below.
+ *  - Errors (0.2): every function returning a kiln_status records the outcome for the calling
+ *    thread: a failure (argument errors included) stores its message, a success clears it.
+ *    kiln_last_error reads it, on the same thread, right after the call; so it also explains
+ *    a failed kiln_runtime_create. (Go: call both under runtime.LockOSThread.) The two
+ *    error-reading functions themselves change nothing.
+ *  - Destroying a handle twice is a caller error; libkiln recognises a handle it no longer
+ *    knows and ignores it rather than freeing it again (0.2).
+ *  - A getter given a NULL handle returns "" for a string, 0 for a number.
  */
 #ifndef KILN_KILN_H
 #define KILN_KILN_H
@@ -35,7 +43,7 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_MINOR 2
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
@@ -131,7 +139,10 @@ typedef struct kiln_runtime_options {
 } kiln_runtime_options;
 
 /* Fills `options` with defaults. `size` is sizeof(kiln_runtime_options) as the caller knows
- * it: a caller compiled against an older, shorter struct still works. */
+ * it: a caller compiled against an older, shorter struct still works. A size below 4 or above
+ * KILN_MAX_STRUCT_SIZE is refused with KILN_ERR_INVALID_ARGUMENT and touches nothing; so is
+ * such an options->size in kiln_runtime_create. */
+#define KILN_MAX_STRUCT_SIZE 4096
 KILN_API kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size);
 
 /* Creates a runtime. Loads the trust keys now (an unreadable key is an error); the GPU driver
@@ -140,10 +151,15 @@ KILN_API kiln_status kiln_runtime_create(kiln_runtime** out, const kiln_runtime_
 KILN_API void kiln_runtime_destroy(kiln_runtime* runtime);
 
 /* The message of the most recent failure of a call on this runtime (or on an archive open
- * through it), e.g. which file, member, key or check failed. Copied into `buffer` (always
- * NUL-terminated when capacity > 0); `needed` (may be NULL) receives the full length + 1.
- * With several threads failing at once on one runtime, it is one of their messages. */
+ * through it), e.g. which file, member, key or check failed: the calling thread's own when it
+ * made one (0.2), else the latest of any thread. Copied into `buffer` (always NUL-terminated
+ * when capacity > 0); `needed` (may be NULL) receives the full length + 1;
+ * KILN_ERR_BUFFER_TOO_SMALL when it does not fit (capacity 0 included). Prefer kiln_last_error. */
 KILN_API kiln_status kiln_runtime_last_error(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed);
+
+/* The calling thread's last error (0.2): the message of its most recent failed call, "" after
+ * a success (see the conventions above). Same buffer rules as kiln_runtime_last_error. */
+KILN_API kiln_status kiln_last_error(char* buffer, size_t capacity, size_t* needed);
 
 /* ---- References ------------------------------------------------------------------------ */
 
@@ -164,9 +180,31 @@ typedef int (*kiln_reference_fn)(const kiln_call_info* info, void* const* args, 
                                  void* user);
 
 /* Registers (or replaces) the reference for kernels named `kernel` in any archive. `fn` NULL
- * removes it. `user` is passed back unchanged and must stay valid while registered. */
+ * removes it. `user` is passed back unchanged; it must stay valid until every call that may
+ * still use it has returned (a launch in flight keeps running the reference it started
+ * with). kiln_runtime_set_reference says when that is. */
 KILN_API kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_fn fn,
                                                      void* user);
+
+/* The same callback without `const` in its parameters, so that cgo can export a Go function
+ * of exactly this type (0.2). The arguments are the same; the reference must not change the
+ * argument array itself. */
+typedef int (*kiln_reference_cb)(kiln_call_info* info, void** args, size_t arg_count, void* stream, void* user);
+/* Called once with `user` when no call can use it any more. */
+typedef void (*kiln_release_cb)(void* user);
+
+/* Registers (or replaces, or with `fn` NULL removes) the reference for `kernel`, as
+ * kiln_runtime_register_reference does, and calls `release(user)` (if not NULL) exactly once,
+ * after it has been replaced or removed (or the runtime destroyed) and the last call running
+ * it has returned: freeing `user` there is safe under any load (0.2). With `fn` NULL,
+ * `release(user)` is called at once. */
+KILN_API kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_cb fn,
+                                                void* user, kiln_release_cb release);
+
+/* Called by a reference during its call, before it returns non-zero: `message` becomes the
+ * launch's error message (KILN_ERR_REFERENCE_FAILED), which otherwise says only the return
+ * value (0.2). `info` is the one the reference was given; NULL arguments are ignored. */
+KILN_API void kiln_call_set_error(kiln_call_info* info, const char* message);
 
 /* ---- Archives -------------------------------------------------------------------------- */
 
@@ -251,6 +289,9 @@ typedef struct kiln_param_info {
  * binding (Python, Rust, Go) can marshal arguments without reading the manifest itself. */
 KILN_API kiln_status kiln_kernel_param(const kiln_kernel* kernel, size_t index, kiln_param_info* info);
 
+/* Zero-fills `info` and sets its size field; `size` as for kiln_runtime_options_init (0.2). */
+KILN_API kiln_status kiln_param_info_init(kiln_param_info* info, size_t size);
+
 /* Launches the kernel on `stream` (a CUstream; NULL is the default stream of the device's
  * primary context). `args` holds one pointer per manifest parameter, each pointing at the
  * parameter's value, as cuLaunchKernel takes them; `arg_count` must equal the parameter count.
@@ -261,6 +302,14 @@ KILN_API kiln_status kiln_kernel_param(const kiln_kernel* kernel, size_t index, 
  * took. Asynchronous like cuLaunchKernel: errors of the kernel itself surface on the stream. */
 KILN_API kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                         kiln_route* route_taken);
+
+/* kiln_kernel_launch with each argument's size in bytes (0.2): `arg_sizes[i]` must be the size
+ * of parameter i as the manifest declares it (8 for a pointer; 1, 2, 4 or 8 for a scalar of
+ * that type), else KILN_ERR_INVALID_ARGUMENT naming the parameter, and nothing runs. A binding
+ * that cannot know the manifest's types at compile time (Python, Go) catches a 64-bit value
+ * passed for a 32-bit parameter here, instead of the kernel reading half of it. */
+KILN_API kiln_status kiln_kernel_launch_checked(kiln_kernel* kernel, void* const* args, const size_t* arg_sizes,
+                                                size_t arg_count, void* stream, kiln_route* route_taken);
 
 /* ---- Following a store: hot swap by digest ---------------------------------------------- */
 
@@ -282,6 +331,8 @@ KILN_API kiln_status kiln_package_reload(kiln_package* package, int* switched);
 
 /* Copies the digest of the archive in use ("sha256:<hex>") into `buffer` (72 bytes suffice). */
 KILN_API kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capacity);
+/* The same with `needed` (may be NULL) like every other buffer call (0.2). */
+KILN_API kiln_status kiln_package_active_digest(kiln_package* package, char* buffer, size_t capacity, size_t* needed);
 
 /* Launches kernel `kernel` of the archive in use, as kiln_kernel_launch does. */
 KILN_API kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void* const* args, size_t arg_count,
@@ -307,6 +358,9 @@ typedef struct kiln_stats {
   uint64_t launch_failures;      /* driver errors at launch, reference failures */
   uint64_t undeclared_shape_calls;
 } kiln_stats;
+
+/* Zero-fills `stats` and sets its size field; `size` as for kiln_runtime_options_init (0.2). */
+KILN_API kiln_status kiln_stats_init(kiln_stats* stats, size_t size);
 
 /* Copies the runtime's counters (monotonic since creation) into `stats`, as many fields as
  * stats->size covers. */

@@ -1,10 +1,13 @@
-// The C boundary. Every exported function catches everything: kiln::Error becomes its
-// status and the runtime's message; std::bad_alloc becomes KILN_ERR_OUT_OF_MEMORY; anything
-// else KILN_ERR_INTERNAL. No exception leaves this file.
+// The C boundary. Every exported function catches everything (api_support.hpp's `guarded`):
+// kiln::Error becomes its status and the calling thread's message; std::bad_alloc becomes
+// KILN_ERR_OUT_OF_MEMORY; anything else KILN_ERR_INTERNAL. No exception leaves this file.
+// Argument errors are recorded like any other failure, and a success clears the message.
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
+#include "api_support.hpp"
 #include "archive.hpp"
 #include "error.hpp"
 #include "kernel.hpp"
@@ -13,74 +16,23 @@
 #include "runtime.hpp"
 #include "text.hpp"
 
-namespace {
-
-using kiln::Errc;
+using kiln::api::copy_message;
+using kiln::api::guarded;
+using kiln::api::guarded_status;
+using kiln::api::HandleKind;
+using kiln::api::invalid;
+using kiln::api::status_of;
 using kiln::Error;
 
-kiln_status status_of(Errc code) {
-  switch (code) {
-    case Errc::invalid_argument: return KILN_ERR_INVALID_ARGUMENT;
-    case Errc::io: return KILN_ERR_IO;
-    case Errc::malformed: return KILN_ERR_MALFORMED;
-    case Errc::integrity: return KILN_ERR_INTEGRITY;
-    case Errc::signature: return KILN_ERR_SIGNATURE;
-    case Errc::manifest: return KILN_ERR_MANIFEST;
-    case Errc::code_object: return KILN_ERR_CODE_OBJECT;
-    case Errc::limit: return KILN_ERR_LIMIT;
-    case Errc::unsupported: return KILN_ERR_UNSUPPORTED;
-    case Errc::not_found: return KILN_ERR_NOT_FOUND;
-    case Errc::refused: return KILN_ERR_REFUSED;
-    case Errc::driver: return KILN_ERR_DRIVER;
-    case Errc::reference_failed: return KILN_ERR_REFERENCE_FAILED;
-    case Errc::internal: return KILN_ERR_INTERNAL;
-  }
-  return KILN_ERR_INTERNAL;
-}
+namespace {
 
-// Runs `body`, turning every exception into a status and (when there is a runtime to hold
-// it) a message.
-template <typename Body>
-kiln_status guarded(const kiln_runtime* runtime, Body&& body) noexcept {
-  try {
-    body();
-    return KILN_OK;
-  } catch (const Error& e) {
-    if (runtime) runtime->set_error(e.what());
-    return status_of(e.code());
-  } catch (const std::bad_alloc&) {
-    if (runtime) runtime->set_error("out of memory");
-    return KILN_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    if (runtime) runtime->set_error(std::string("internal error: ") + e.what());
-    return KILN_ERR_INTERNAL;
-  } catch (...) {
-    if (runtime) runtime->set_error("internal error: an unknown exception (thrown by a reference function?)");
-    return KILN_ERR_INTERNAL;
-  }
-}
+// The v1 reference type and the 0.2 one differ only in `const` on their parameters: one ABI.
+kiln_reference_cb as_callback(kiln_reference_fn fn) { return reinterpret_cast<kiln_reference_cb>(fn); }
 
-// Options structs carry the caller's idea of their size. Smaller: an older caller, whose
-// missing fields keep their defaults. Larger: a newer caller, accepted only if every byte
-// this library does not know is zero (libbpf's rule), so no request is silently ignored.
-template <typename T>
-bool copy_sized(T* dst, const void* src, std::size_t caller_size) {
-  const auto* bytes = static_cast<const unsigned char*>(src);
-  for (std::size_t i = sizeof(T); i < caller_size; ++i) {
-    if (bytes[i] != 0) return false;
-  }
-  std::memcpy(dst, src, caller_size < sizeof(T) ? caller_size : sizeof(T));
-  return true;
-}
-
-kiln_status copy_message(const std::string& text, char* buffer, std::size_t capacity, std::size_t* needed) {
-  if (needed) *needed = text.size() + 1;
-  if (capacity == 0) return buffer == nullptr ? KILN_OK : KILN_ERR_BUFFER_TOO_SMALL;
-  if (buffer == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  std::size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
-  std::memcpy(buffer, text.data(), n);
-  buffer[n] = '\0';
-  return text.size() + 1 > capacity ? KILN_ERR_BUFFER_TOO_SMALL : KILN_OK;
+kiln_status bad_struct_size(const char* what, std::size_t size) {
+  return invalid(nullptr, std::string(what) + " " + std::to_string(size) + " is not a size of this struct (" +
+                              std::to_string(sizeof(std::uint32_t)) + " to " + std::to_string(KILN_MAX_STRUCT_SIZE) +
+                              " bytes): pass sizeof the struct, as its *_init function takes it");
 }
 
 }  // namespace
@@ -88,85 +40,128 @@ kiln_status copy_message(const std::string& text, char* buffer, std::size_t capa
 extern "C" {
 
 kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size) {
-  if (options == nullptr || size < sizeof(uint32_t)) return KILN_ERR_INVALID_ARGUMENT;
+  if (options == nullptr) return invalid(nullptr, "kiln_runtime_options_init: options is NULL");
+  if (!kiln::api::struct_size_ok(size)) return bad_struct_size("kiln_runtime_options_init: size", size);
   kiln_runtime_options defaults{};
-  defaults.size = static_cast<uint32_t>(size < sizeof defaults ? size : sizeof defaults);
   defaults.signature_threshold = 1;
   defaults.policy = KILN_POLICY_FALLBACK;
   defaults.log_level = KILN_LOG_WARN;
   defaults.max_member_size = 4ull << 30;
-  std::memset(options, 0, size);
-  std::memcpy(options, &defaults, size < sizeof defaults ? size : sizeof defaults);
+  kiln::api::init_sized(options, defaults, size);
   options->size = static_cast<uint32_t>(size);
+  kiln::api::clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_runtime_create(kiln_runtime** out, const kiln_runtime_options* options) {
-  if (out == nullptr || options == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (out == nullptr || options == nullptr) return invalid(nullptr, "kiln_runtime_create: out and options are required");
   *out = nullptr;
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
-  if (options->size < sizeof(uint32_t) || !copy_sized(&o, options, options->size)) return KILN_ERR_INVALID_ARGUMENT;
   std::string why;
   kiln_status s = KILN_OK;
-  try {
-    *out = new kiln_runtime(o);
-  } catch (const Error& e) {
-    why = e.what();
-    s = status_of(e.code());
-  } catch (const std::bad_alloc&) {
-    why = "out of memory";
-    s = KILN_ERR_OUT_OF_MEMORY;
-  } catch (...) {
-    why = "internal error while creating the runtime";
-    s = KILN_ERR_INTERNAL;
+  if (!kiln::api::struct_size_ok(options->size)) {
+    // Not even error_buffer can be read from a struct whose size is unknown: the thread's last
+    // error alone says why.
+    return bad_struct_size("kiln_runtime_create: options->size", options->size);
   }
+  if (!kiln::api::copy_sized(&o, options, options->size)) {
+    why = "kiln_runtime_create: options has non-zero bytes beyond what this libkiln knows (a newer "
+          "caller's field it cannot honour)";
+    s = invalid(nullptr, why);
+  } else {
+    s = guarded(nullptr, [&] {
+      auto runtime = std::make_unique<kiln_runtime>(o);
+      kiln::api::track(HandleKind::runtime, runtime.get());
+      *out = runtime.release();
+    });
+    if (s != KILN_OK) why = kiln::api::thread_error();
+  }
+  // v1's channel for the same message: the options' own buffer.
   if (s != KILN_OK && o.error_buffer != nullptr && o.error_buffer_size > 0) {
     copy_message(why, o.error_buffer, o.error_buffer_size, nullptr);
   }
   return s;
 }
 
-void kiln_runtime_destroy(kiln_runtime* runtime) { delete runtime; }
+void kiln_runtime_destroy(kiln_runtime* runtime) {
+  if (runtime != nullptr && kiln::api::untrack(HandleKind::runtime, runtime)) delete runtime;
+}
 
 kiln_status kiln_runtime_last_error(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed) {
-  if (runtime == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  kiln_status status = KILN_OK;
-  kiln_status guard = guarded(nullptr, [&] { status = copy_message(runtime->last_error(), buffer, capacity, needed); });
-  return guard != KILN_OK ? guard : status;
+  if (runtime == nullptr) return KILN_ERR_INVALID_ARGUMENT;  // reads errors; records none
+  try {
+    const std::string* own = kiln::api::thread_error_for(runtime);
+    return copy_message(own != nullptr ? *own : runtime->last_error(), buffer, capacity, needed);
+  } catch (...) {
+    return KILN_ERR_OUT_OF_MEMORY;
+  }
+}
+
+kiln_status kiln_last_error(char* buffer, size_t capacity, size_t* needed) {
+  return copy_message(kiln::api::thread_error(), buffer, capacity, needed);
+}
+
+kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_cb fn, void* user,
+                                       kiln_release_cb release) {
+  if (runtime == nullptr || kernel == nullptr || kernel[0] == '\0') {
+    return invalid(runtime, "kiln_runtime_set_reference: runtime and a non-empty kernel name are required");
+  }
+  return guarded(runtime, [&] { runtime->set_reference(kernel, fn, user, release); });
 }
 
 kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_fn fn, void* user) {
-  if (runtime == nullptr || kernel == nullptr || kernel[0] == '\0') return KILN_ERR_INVALID_ARGUMENT;
-  return guarded(runtime, [&] { runtime->set_reference(kernel, fn, user); });
+  return kiln_runtime_set_reference(runtime, kernel, as_callback(fn), user, nullptr);
+}
+
+void kiln_call_set_error(kiln_call_info* info, const char* message) {
+  if (info == nullptr || message == nullptr) return;
+  auto* call = reinterpret_cast<kiln::engine::CallContext*>(info);  // info is its first member
+  if (call->tag != kiln::engine::CallContext::kTag) return;          // not an info libkiln made
+  try {
+    call->error = message;
+  } catch (...) {
+  }
 }
 
 kiln_status kiln_archive_open(kiln_runtime* runtime, const char* path, kiln_archive** out) {
-  if (runtime == nullptr || path == nullptr || out == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (runtime == nullptr || path == nullptr || out == nullptr) {
+    return invalid(runtime, "kiln_archive_open: runtime, path and out are required");
+  }
   *out = nullptr;
-  kiln_status s = guarded(runtime, [&] { *out = new kiln_archive(*runtime, path); });
+  kiln_status s = guarded(runtime, [&] {
+    auto archive = std::make_unique<kiln_archive>(*runtime, path);
+    kiln::api::track(HandleKind::archive, archive.get());
+    *out = archive.release();
+  });
   kiln::engine::Stats::bump(s == KILN_OK ? runtime->stats().archives_opened : runtime->stats().archive_open_failures);
-  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, runtime->last_error());
+  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, kiln::api::thread_error());
   return s;
 }
 
 kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, size_t size, kiln_archive** out) {
-  if (runtime == nullptr || (data == nullptr && size > 0) || out == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (runtime == nullptr || (data == nullptr && size > 0) || out == nullptr) {
+    return invalid(runtime, "kiln_archive_open_memory: runtime, data (or size 0) and out are required");
+  }
   *out = nullptr;
   kiln_status s = guarded(runtime, [&] {
     const auto* bytes = static_cast<const std::uint8_t*>(data);
-    *out = new kiln_archive(*runtime, std::vector<std::uint8_t>(bytes, bytes + size));
+    auto archive = std::make_unique<kiln_archive>(*runtime, std::vector<std::uint8_t>(bytes, bytes + size));
+    kiln::api::track(HandleKind::archive, archive.get());
+    *out = archive.release();
   });
   kiln::engine::Stats::bump(s == KILN_OK ? runtime->stats().archives_opened : runtime->stats().archive_open_failures);
-  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, runtime->last_error());
+  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, kiln::api::thread_error());
   return s;
 }
 
-void kiln_archive_destroy(kiln_archive* archive) { delete archive; }
+void kiln_archive_destroy(kiln_archive* archive) {
+  if (archive != nullptr && kiln::api::untrack(HandleKind::archive, archive)) delete archive;
+}
 
-const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->digest().c_str() : nullptr; }
-const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().package().c_str() : nullptr; }
-const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().kernel_revision().c_str() : nullptr; }
+const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->digest().c_str() : ""; }
+const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().package().c_str() : ""; }
+const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().kernel_revision().c_str() : ""; }
 uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->reader().sequence() : 0; }
 size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->reader().kernel_table().size() : 0; }
 
@@ -183,14 +178,13 @@ const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
 }
 
 kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
-  if (archive == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (archive == nullptr) return invalid(nullptr, "kiln_archive_warm: archive is NULL");
   return guarded(&archive->runtime(), [&] { archive->warm(device); });
 }
 
 kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity, size_t* needed) {
-  if (archive == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  kiln_status status = KILN_OK;
-  kiln_status guard = guarded(&archive->runtime(), [&] {
+  if (archive == nullptr) return invalid(nullptr, "kiln_archive_preflight: archive is NULL");
+  return guarded_status(&archive->runtime(), "kiln_archive_preflight: the report does not fit the buffer", [&] {
     auto quote = [](const std::string& s) { return kiln::json_quote(s); };
     const std::vector<std::string>& names = archive->reader().kernel_names();
     std::string json = "{\"digest\":" + quote(archive->digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
@@ -201,13 +195,14 @@ kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buff
               ",\"target\":" + quote(k->target) + ",\"detail\":" + quote(k->reason_text) + "}";
     }
     json += "]}";
-    status = copy_message(json, buffer, capacity, needed);
+    return copy_message(json, buffer, capacity, needed);
   });
-  return guard != KILN_OK ? guard : status;
 }
 
 kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int device, kiln_kernel** out) {
-  if (archive == nullptr || name == nullptr || out == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (archive == nullptr || name == nullptr || out == nullptr) {
+    return invalid(archive ? &archive->runtime() : nullptr, "kiln_archive_get_kernel: archive, name and out are required");
+  }
   *out = nullptr;
   return guarded(&archive->runtime(), [&] { *out = archive->kernel(name, device); });
 }
@@ -224,9 +219,25 @@ const char* kiln_kernel_revision(const kiln_kernel* k) {
 }
 size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec.params.size() : 0; }
 
+kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
+  if (info == nullptr) return invalid(nullptr, "kiln_param_info_init: info is NULL");
+  if (!kiln::api::struct_size_ok(size)) return bad_struct_size("kiln_param_info_init: size", size);
+  kiln::api::init_sized(info, kiln_param_info{}, size);
+  info->size = static_cast<uint32_t>(size);
+  kiln::api::clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_info* info) {
-  if (k == nullptr || info == nullptr || info->size < 2 * sizeof(uint32_t) || index >= k->spec.params.size()) {
-    return KILN_ERR_INVALID_ARGUMENT;
+  const kiln_runtime* rt = k ? &k->archive->runtime() : nullptr;
+  if (k == nullptr || info == nullptr) return invalid(rt, "kiln_kernel_param: kernel and info are required");
+  if (info->size < 2 * sizeof(uint32_t) || info->size > KILN_MAX_STRUCT_SIZE) {
+    return invalid(rt, "kiln_kernel_param: info->size " + std::to_string(info->size) +
+                           " is not a size of kiln_param_info (fill it with kiln_param_info_init)");
+  }
+  if (index >= k->spec.params.size()) {
+    return invalid(rt, "kiln_kernel_param: kernel '" + k->spec.name + "' has " + std::to_string(k->spec.params.size()) +
+                           " parameters, index " + std::to_string(index) + " is past them");
   }
   const kiln::KernelParam& p = k->spec.params[index];
   kiln_param_info full{};
@@ -236,64 +247,92 @@ kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_inf
   full.access = static_cast<uint32_t>(p.access);
   full.name = p.name.c_str();
   std::memcpy(info, &full, info->size < sizeof full ? info->size : sizeof full);
+  kiln::api::clear_error();
   return KILN_OK;
+}
+
+kiln_status kiln_kernel_launch_checked(kiln_kernel* kernel, void* const* args, const size_t* arg_sizes, size_t arg_count,
+                                       void* stream, kiln_route* route_taken) {
+  if (kernel == nullptr) return invalid(nullptr, "kiln_kernel_launch: kernel is NULL");
+  return guarded(&kernel->archive->runtime(), [&] {
+    kiln_route r = kernel->launch(args, arg_count, stream, arg_sizes);
+    if (route_taken) *route_taken = r;
+  });
 }
 
 kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                kiln_route* route_taken) {
-  if (kernel == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  return guarded(&kernel->archive->runtime(), [&] {
-    kiln_route r = kernel->launch(args, arg_count, stream);
-    if (route_taken) *route_taken = r;
-  });
+  return kiln_kernel_launch_checked(kernel, args, nullptr, arg_count, stream, route_taken);
 }
 
 kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
                               kiln_package** out) {
   if (runtime == nullptr || store_dir == nullptr || package == nullptr || out == nullptr || device < 0) {
-    return KILN_ERR_INVALID_ARGUMENT;
+    return invalid(runtime, "kiln_package_open: runtime, store_dir, package, a device >= 0 and out are required");
   }
   *out = nullptr;
-  return guarded(runtime, [&] { *out = new kiln_package(*runtime, store_dir, package, device); });
+  return guarded(runtime, [&] {
+    auto opened = std::make_unique<kiln_package>(*runtime, store_dir, package, device);
+    kiln::api::track(HandleKind::package, opened.get());
+    *out = opened.release();
+  });
 }
 
-void kiln_package_destroy(kiln_package* package) { delete package; }
+void kiln_package_destroy(kiln_package* package) {
+  if (package != nullptr && kiln::api::untrack(HandleKind::package, package)) delete package;
+}
 
 kiln_status kiln_package_reload(kiln_package* package, int* switched) {
-  if (package == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (package == nullptr) return invalid(nullptr, "kiln_package_reload: package is NULL");
   return guarded(&package->runtime(), [&] {
     bool did = package->reload();
     if (switched) *switched = did ? 1 : 0;
   });
 }
 
+kiln_status kiln_package_active_digest(kiln_package* package, char* buffer, size_t capacity, size_t* needed) {
+  if (package == nullptr) return invalid(nullptr, "kiln_package_digest: package is NULL");
+  return guarded_status(&package->runtime(), "kiln_package_digest: the digest does not fit the buffer (72 bytes do)",
+                        [&] { return copy_message(package->digest(), buffer, capacity, needed); });
+}
+
 kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capacity) {
-  if (package == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  kiln_status status = KILN_OK;
-  kiln_status guard = guarded(&package->runtime(), [&] { status = copy_message(package->digest(), buffer, capacity, nullptr); });
-  return guard != KILN_OK ? guard : status;
+  return kiln_package_active_digest(package, buffer, capacity, nullptr);
 }
 
 kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void* const* args, size_t arg_count,
                                 void* stream, kiln_route* route_taken) {
-  if (package == nullptr || kernel == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (package == nullptr || kernel == nullptr) return invalid(nullptr, "kiln_package_launch: package and kernel are required");
   return guarded(&package->runtime(), [&] {
     kiln_route r = package->launch(kernel, args, arg_count, stream);
     if (route_taken) *route_taken = r;
   });
 }
 
+kiln_status kiln_stats_init(kiln_stats* stats, size_t size) {
+  if (stats == nullptr) return invalid(nullptr, "kiln_stats_init: stats is NULL");
+  if (!kiln::api::struct_size_ok(size)) return bad_struct_size("kiln_stats_init: size", size);
+  kiln::api::init_sized(stats, kiln_stats{}, size);
+  stats->size = static_cast<uint32_t>(size);
+  kiln::api::clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_runtime_stats(const kiln_runtime* runtime, kiln_stats* stats) {
-  if (runtime == nullptr || stats == nullptr || stats->size < 2 * sizeof(uint32_t)) return KILN_ERR_INVALID_ARGUMENT;
+  if (runtime == nullptr || stats == nullptr) return invalid(runtime, "kiln_runtime_stats: runtime and stats are required");
+  if (stats->size < 2 * sizeof(uint32_t) || stats->size > KILN_MAX_STRUCT_SIZE) {
+    return invalid(runtime, "kiln_runtime_stats: stats->size " + std::to_string(stats->size) +
+                                " is not a size of kiln_stats (fill it with kiln_stats_init)");
+  }
   runtime->stats().snapshot(stats);
+  kiln::api::clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_runtime_stats_prometheus(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed) {
-  if (runtime == nullptr) return KILN_ERR_INVALID_ARGUMENT;
-  kiln_status status = KILN_OK;
-  kiln_status guard = guarded(runtime, [&] { status = copy_message(runtime->stats().prometheus(), buffer, capacity, needed); });
-  return guard != KILN_OK ? guard : status;
+  if (runtime == nullptr) return invalid(nullptr, "kiln_runtime_stats_prometheus: runtime is NULL");
+  return guarded_status(runtime, "kiln_runtime_stats_prometheus: the text does not fit the buffer",
+                        [&] { return copy_message(runtime->stats().prometheus(), buffer, capacity, needed); });
 }
 
 }  // extern "C"

@@ -64,8 +64,10 @@ std::string directory_of(const std::string& path) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Every open for reading is O_NONBLOCK: a FIFO or device given as a path opens at once instead
+// of waiting for a writer forever, and the fstat that follows refuses it as not a regular file.
 std::string read_small_file(const std::string& path, std::uint64_t max_size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
   auto bytes = read_opened(fd.get(), path, max_size);
   return std::string(bytes.begin(), bytes.end());
@@ -81,7 +83,7 @@ std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, st
 }
 
 MappedFile::MappedFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
   map(fd.get(), path, true);
   if (copy_.empty() && size_ > 0) fd_ = ::dup(fd.get());  // for read_at(); -1 falls back to memory

@@ -7,12 +7,38 @@
 using kiln::Errc;
 using kiln::Error;
 
-kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* stream) {
+void kiln_kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
   if (arg_count != spec.params.size()) {
     throw Error(Errc::invalid_argument, "kernel '" + spec.name + "' takes " + std::to_string(spec.params.size()) +
                                             " arguments, the launch passed " + std::to_string(arg_count));
   }
   if (args == nullptr && arg_count > 0) throw Error(Errc::invalid_argument, "kernel '" + spec.name + "': args is NULL");
+  for (std::size_t i = 0; i < arg_count; ++i) {
+    const kiln::KernelParam& p = spec.params[i];
+    if (args[i] == nullptr) {
+      throw Error(Errc::invalid_argument, "kernel '" + spec.name + "': argument " + std::to_string(i) + " '" + p.name +
+                                              "' is NULL (each entry points at the argument's value)");
+    }
+    if (arg_sizes == nullptr) continue;
+    std::size_t want = p.is_pointer ? sizeof(std::uint64_t) : kiln::scalar_type_size(p.type);
+    if (arg_sizes[i] != want) {
+      throw Error(Errc::invalid_argument,
+                  "kernel '" + spec.name + "': argument " + std::to_string(i) + " '" + p.name + "' is " +
+                      (p.is_pointer ? std::string("a pointer") : std::string(kiln::scalar_type_name(p.type))) + " (" +
+                      std::to_string(want) + " bytes); the launch passed " + std::to_string(arg_sizes[i]) + " bytes");
+    }
+  }
+}
+
+std::string kiln_kernel::undeclared_shape_text(void* const* args) const {
+  std::string declared;
+  for (const kiln::ShapeSpec& s : spec.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
+  return "the call (" + shapes.describe_call(args) + ") matches no declared shape of kernel '" + spec.name +
+         "' (declared: " + (declared.empty() ? "none" : declared) + ")";
+}
+
+kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes) {
+  check_arguments(args, arg_count, arg_sizes);
   kiln_runtime& rt = archive->runtime();
   if (route == KILN_ROUTE_NATIVE || route == KILN_ROUTE_PTX_JIT) {
     if (const kiln::cuda::LaunchConfig* config = shapes.match(args)) {
@@ -41,11 +67,13 @@ kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* s
       return route;
     }
     kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
-    std::string declared;
-    for (const kiln::ShapeSpec& s : spec.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
-    return run_reference(KILN_REASON_UNDECLARED_SHAPE,
-                         "the call (" + shapes.describe_call(args) + ") matches no declared shape of kernel '" +
-                             spec.name + "' (declared: " + (declared.empty() ? "none" : declared) + ")",
+    return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args), args, arg_count, stream);
+  }
+  // The reference route checks the call against the declared shapes as the native route does:
+  // a call no shape declares is counted and says so, whatever the device.
+  if (!spec.shapes.empty() && shapes.match(args) == nullptr) {
+    kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
+    return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args) + "; and on this device: " + reason_text,
                          args, arg_count, stream);
   }
   return run_reference(reason, reason_text, args, arg_count, stream);
@@ -61,23 +89,24 @@ kiln_route kiln_kernel::run_reference(kiln_reason why, const std::string& why_te
                                    (rt.policy() == KILN_POLICY_STRICT ? " (the runtime's policy is strict)"
                                                                       : " (the manifest says fallback = \"refuse\")"));
   }
-  kiln_runtime::Reference ref = rt.reference(spec.name);
-  if (ref.fn == nullptr) {
+  std::shared_ptr<const kiln_runtime::Reference> ref = rt.reference(spec.name);  // held for the whole call
+  if (ref == nullptr) {
     kiln::engine::Stats::bump(rt.stats().launches_refused);
     throw Error(Errc::refused, "kernel '" + spec.name + "' routes to its reference (" + why_text +
                                    ") but no reference is registered for it (kiln_runtime_register_reference)");
   }
-  kiln_call_info info{};
-  info.size = sizeof(info);
-  info.kernel = spec.name.c_str();
-  info.device = device;
-  info.reason = why;
-  info.reason_text = why_text.c_str();
-  info.archive_digest = archive->digest().c_str();
-  int rc = ref.fn(&info, args, arg_count, stream, ref.user);
+  kiln::engine::CallContext call;
+  call.info.size = sizeof(call.info);
+  call.info.kernel = spec.name.c_str();
+  call.info.device = device;
+  call.info.reason = why;
+  call.info.reason_text = why_text.c_str();
+  call.info.archive_digest = archive->digest().c_str();
+  int rc = ref->fn(&call.info, const_cast<void**>(args), arg_count, stream, ref->user);
   if (rc != 0) {
     kiln::engine::Stats::bump(rt.stats().launch_failures);
-    throw Error(Errc::reference_failed, "the reference for kernel '" + spec.name + "' returned " + std::to_string(rc));
+    throw Error(Errc::reference_failed, "the reference for kernel '" + spec.name + "' returned " + std::to_string(rc) +
+                                            (call.error.empty() ? "" : ": " + call.error));
   }
   kiln::engine::Stats::bump(rt.stats().launches_reference);
   return KILN_ROUTE_REFERENCE;

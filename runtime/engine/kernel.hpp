@@ -2,6 +2,7 @@
 // the loaded code when it runs natively, and the launch path.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "cuda_backend.hpp"
@@ -11,6 +12,17 @@
 #include "shape_match.hpp"
 
 struct kiln_archive;
+
+namespace kiln::engine {
+// What a reference is handed as its kiln_call_info: the info first (the reference sees only
+// that), then what kiln_call_set_error writes, recognised by `tag`.
+struct CallContext {
+  kiln_call_info info{};
+  std::uint64_t tag = kTag;
+  std::string error;  // the reference's own message, if it set one
+  static constexpr std::uint64_t kTag = 0x6b696c6e2d63616cull;  // "kiln-cal"
+};
+}  // namespace kiln::engine
 
 struct kiln_kernel {
   kiln_archive* archive = nullptr;
@@ -28,9 +40,12 @@ struct kiln_kernel {
   kiln::engine::ShapeTable shapes;
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.
-  kiln_route launch(void* const* args, std::size_t arg_count, void* stream);
+  // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.
+  kiln_route launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes = nullptr);
 
  private:
+  void check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const;
+  std::string undeclared_shape_text(void* const* args) const;
   kiln_route run_reference(kiln_reason why, const std::string& why_text, void* const* args, std::size_t arg_count,
                            void* stream);
 };

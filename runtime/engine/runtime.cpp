@@ -28,16 +28,31 @@ kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
   diag_dir_ = o.diag_dir != nullptr ? o.diag_dir : env != nullptr ? env : "";
 }
 
-void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_fn fn, void* user) {
-  std::unique_lock<std::shared_mutex> lock(references_mutex_);
-  if (fn == nullptr) references_.erase(kernel);
-  else references_[kernel] = Reference{fn, user};
+void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release) {
+  std::shared_ptr<const Reference> added;
+  if (fn != nullptr) {
+    added = std::make_shared<const Reference>(fn, user, release);
+  } else if (release != nullptr) {
+    release(user);  // nothing registered with it: released at once
+  }
+  std::shared_ptr<const Reference> replaced;  // dropped after the lock: its release may call back in
+  {
+    std::unique_lock<std::shared_mutex> lock(references_mutex_);
+    auto it = references_.find(kernel);
+    if (it != references_.end()) {
+      replaced = std::move(it->second);
+      if (added) it->second = std::move(added);
+      else references_.erase(it);
+    } else if (added) {
+      references_.emplace(kernel, std::move(added));
+    }
+  }
 }
 
-kiln_runtime::Reference kiln_runtime::reference(const std::string& kernel) const {
+std::shared_ptr<const kiln_runtime::Reference> kiln_runtime::reference(const std::string& kernel) const {
   std::shared_lock<std::shared_mutex> lock(references_mutex_);
   auto it = references_.find(kernel);
-  return it == references_.end() ? Reference{} : it->second;
+  return it == references_.end() ? nullptr : it->second;
 }
 
 void kiln_runtime::log(kiln_log_level level, const std::string& message) const {

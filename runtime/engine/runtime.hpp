@@ -18,12 +18,23 @@ struct kiln_runtime {
  public:
   explicit kiln_runtime(const kiln_runtime_options& options);
 
+  // A registered reference. Calls hold it by shared_ptr while they run it, so replacing or
+  // removing it never pulls `user` from under a call in flight; `release(user)` runs when the
+  // last holder lets go.
   struct Reference {
-    kiln_reference_fn fn = nullptr;
+    kiln_reference_cb fn = nullptr;
     void* user = nullptr;
+    kiln_release_cb release = nullptr;
+    Reference(kiln_reference_cb f, void* u, kiln_release_cb r) : fn(f), user(u), release(r) {}
+    Reference(const Reference&) = delete;
+    Reference& operator=(const Reference&) = delete;
+    ~Reference() {
+      if (release != nullptr) release(user);
+    }
   };
-  void set_reference(const std::string& kernel, kiln_reference_fn fn, void* user);
-  Reference reference(const std::string& kernel) const;
+  // fn null removes; `release` (may be null) is called once when nothing can use `user` any more.
+  void set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release);
+  std::shared_ptr<const Reference> reference(const std::string& kernel) const;
 
   void log(kiln_log_level level, const std::string& message) const;
   void set_error(const std::string& message) const;
@@ -54,7 +65,7 @@ struct kiln_runtime {
   std::string diag_dir_;
 
   mutable std::shared_mutex references_mutex_;
-  std::unordered_map<std::string, Reference> references_;
+  std::unordered_map<std::string, std::shared_ptr<const Reference>> references_;
   mutable std::mutex error_mutex_;
   mutable std::string last_error_;
 };

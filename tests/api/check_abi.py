@@ -5,6 +5,10 @@
     check_abi.py self-test ABIDIFF BASELINE LIBKILN HEADERS_DIR   a baseline missing one
                                                                  function must be caught
     check_abi.py update    ABIDW   BASELINE LIBKILN HEADERS_DIR   rewrite the baseline
+    check_abi.py compatible ABIDIFF OLD_BASELINE LIBKILN HEADERS_DIR an older release's callers are
+                                                                 unaffected: nothing removed or
+                                                                 changed, only functions added
+                                                                 under a newer version node
 
 Any difference fails, additions included: a new function belongs in a new version node of
 runtime/kiln.map, and the baseline is then regenerated on purpose (update) in the same commit.
@@ -62,6 +66,32 @@ def self_test(tool, baseline, lib, headers):
     return 1
 
 
+def compatible(tool, baseline, lib, headers):
+    r = abidiff(tool, baseline, lib, headers)
+    out = r.stdout
+    if r.returncode == 0:
+        print(f"ABI of {lib} equals the older baseline {baseline}")
+        return 0
+    functions = re.search(r"Functions changes summary: (\d+) Removed, (\d+) Changed", out)
+    variables = re.search(r"Variables changes summary: (\d+) Removed, (\d+) Changed", out)
+    added = re.findall(r"\[A\] 'function [^']*'\s*\{(\w+)@@(KILN_[0-9.]+)\}", out)
+    old_nodes = set(re.findall(r"version='(KILN_[0-9.]+)'", open(baseline, encoding="utf-8").read()))
+    broken = []
+    if r.returncode & 8:
+        broken.append("abidiff reports an incompatible change")
+    if not functions or functions.groups() != ("0", "0") or (variables and variables.groups() != ("0", "0")):
+        broken.append("functions or variables were removed or changed")
+    for name, node in added:
+        if node in old_nodes:
+            broken.append(f"{name} was added under {node}, a version node the older release already had")
+    print(out + r.stderr)
+    if broken:
+        print(f"{lib} breaks callers of {baseline}: " + "; ".join(broken))
+        return 1
+    print(f"{lib} keeps every function of {baseline} unchanged and adds {len(added)} under new version nodes")
+    return 0
+
+
 def update(tool, baseline, lib, headers):
     subprocess.run([tool, "--headers-dir", headers, "--drop-private-types", *FLAGS, "--no-corpus-path", "--no-show-locs",
                     "--no-comp-dir-path", "--out-file", baseline, lib], check=True)
@@ -74,7 +104,7 @@ def update(tool, baseline, lib, headers):
 
 
 if __name__ == "__main__":
-    modes = {"check": check, "self-test": self_test, "update": update}
+    modes = {"check": check, "self-test": self_test, "update": update, "compatible": compatible}
     if len(sys.argv) != 6 or sys.argv[1] not in modes:
         sys.exit(__doc__)
     sys.exit(modes[sys.argv[1]](*sys.argv[2:]))

@@ -1,0 +1,103 @@
+#include "api_support.hpp"
+
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+
+#include "runtime.hpp"
+
+namespace kiln::api {
+namespace {
+
+struct ThreadError {
+  std::string message;
+  const kiln_runtime* runtime = nullptr;  // the runtime of the failed call, if one was known
+};
+thread_local ThreadError t_error;
+
+struct HandleHash {
+  std::size_t operator()(const std::pair<HandleKind, const void*>& h) const {
+    return std::hash<const void*>()(h.second) ^ static_cast<std::size_t>(h.first);
+  }
+};
+std::mutex& handles_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_set<std::pair<HandleKind, const void*>, HandleHash>& handles() {
+  static auto* set = new std::unordered_set<std::pair<HandleKind, const void*>, HandleHash>();  // never freed:
+  return *set;  // a destroy from another library's static destructor must still find it
+}
+
+}  // namespace
+
+kiln_status status_of(Errc code) {
+  switch (code) {
+    case Errc::invalid_argument: return KILN_ERR_INVALID_ARGUMENT;
+    case Errc::io: return KILN_ERR_IO;
+    case Errc::malformed: return KILN_ERR_MALFORMED;
+    case Errc::integrity: return KILN_ERR_INTEGRITY;
+    case Errc::signature: return KILN_ERR_SIGNATURE;
+    case Errc::manifest: return KILN_ERR_MANIFEST;
+    case Errc::code_object: return KILN_ERR_CODE_OBJECT;
+    case Errc::limit: return KILN_ERR_LIMIT;
+    case Errc::unsupported: return KILN_ERR_UNSUPPORTED;
+    case Errc::not_found: return KILN_ERR_NOT_FOUND;
+    case Errc::refused: return KILN_ERR_REFUSED;
+    case Errc::driver: return KILN_ERR_DRIVER;
+    case Errc::reference_failed: return KILN_ERR_REFERENCE_FAILED;
+    case Errc::internal: return KILN_ERR_INTERNAL;
+  }
+  return KILN_ERR_INTERNAL;
+}
+
+void record_error(const kiln_runtime* runtime, const std::string& message) {
+  try {
+    t_error.message = message;
+    t_error.runtime = runtime;
+    if (runtime != nullptr) runtime->set_error(message);
+  } catch (...) {
+    // Out of memory while keeping a message: the status still says what happened.
+  }
+}
+
+void clear_error() {
+  t_error.message.clear();
+  t_error.runtime = nullptr;
+}
+
+const std::string& thread_error() { return t_error.message; }
+
+const std::string* thread_error_for(const kiln_runtime* runtime) {
+  return t_error.runtime == runtime && !t_error.message.empty() ? &t_error.message : nullptr;
+}
+
+kiln_status invalid(const kiln_runtime* runtime, const std::string& message) {
+  record_error(runtime, message);
+  return KILN_ERR_INVALID_ARGUMENT;
+}
+
+kiln_status copy_message(const std::string& text, char* buffer, std::size_t capacity, std::size_t* needed) {
+  if (needed) *needed = text.size() + 1;
+  if (capacity > 0 && buffer == nullptr) return KILN_ERR_INVALID_ARGUMENT;
+  if (capacity > 0) {
+    std::size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+  }
+  return text.size() + 1 > capacity ? KILN_ERR_BUFFER_TOO_SMALL : KILN_OK;
+}
+
+bool struct_size_ok(std::size_t size) { return size >= sizeof(std::uint32_t) && size <= KILN_MAX_STRUCT_SIZE; }
+
+void track(HandleKind kind, const void* handle) {
+  std::lock_guard<std::mutex> lock(handles_mutex());
+  handles().insert({kind, handle});
+}
+
+bool untrack(HandleKind kind, const void* handle) {
+  std::lock_guard<std::mutex> lock(handles_mutex());
+  return handles().erase({kind, handle}) == 1;
+}
+
+}  // namespace kiln::api

@@ -1,0 +1,94 @@
+// What every function of the C boundary shares: the status of an exception, the calling
+// thread's last error, buffer copies, the caller-sized struct rules, and the registry of live
+// handles that makes a second destroy harmless.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "error.hpp"
+#include "kiln/kiln.h"
+
+namespace kiln::api {
+
+kiln_status status_of(Errc code);
+
+// The calling thread's last error (kiln_last_error) and, where a runtime is known, that
+// runtime's latest message too (kiln_runtime_last_error, v1).
+void record_error(const kiln_runtime* runtime, const std::string& message);
+void clear_error();
+const std::string& thread_error();
+// The message this thread recorded for `runtime`, or null if its last failure was elsewhere.
+const std::string* thread_error_for(const kiln_runtime* runtime);
+
+// An argument error: recorded like any failure, returned as KILN_ERR_INVALID_ARGUMENT.
+kiln_status invalid(const kiln_runtime* runtime, const std::string& message);
+
+// Copies `text` and its NUL into a caller's buffer. `needed` gets text.size() + 1;
+// KILN_ERR_BUFFER_TOO_SMALL whenever that is more than `capacity` (a size query included).
+kiln_status copy_message(const std::string& text, char* buffer, std::size_t capacity, std::size_t* needed);
+
+// Caller-sized structs ({size, ...}, filled by an *_init function): the size a caller may
+// claim, between the first field and KILN_MAX_STRUCT_SIZE.
+bool struct_size_ok(std::size_t size);
+// Zero-fills a caller's struct of `size` bytes and copies in what this library knows of `known`.
+template <typename T>
+void init_sized(T* out, const T& known, std::size_t size) {
+  std::memset(out, 0, size);
+  std::memcpy(out, &known, size < sizeof(T) ? size : sizeof(T));
+}
+// Copies a caller's struct of `caller_size` bytes into this library's `dst`. Smaller: an older
+// caller, whose missing fields keep their defaults. Larger: a newer caller, accepted only if
+// every byte this library does not know is zero (libbpf's rule), so no request is ignored.
+template <typename T>
+bool copy_sized(T* dst, const void* src, std::size_t caller_size) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
+  for (std::size_t i = sizeof(T); i < caller_size; ++i) {
+    if (bytes[i] != 0) return false;
+  }
+  std::memcpy(dst, src, caller_size < sizeof(T) ? caller_size : sizeof(T));
+  return true;
+}
+
+// Live handles by kind: created handles are added, a destroy removes one and frees it only if
+// it was there, so a second destroy of the same pointer does nothing.
+enum class HandleKind { runtime, archive, package };
+void track(HandleKind kind, const void* handle);
+bool untrack(HandleKind kind, const void* handle);
+
+// Runs `body`; an exception becomes its status and the recorded message (no exception leaves
+// the C boundary); a success clears the thread's last error.
+template <typename Body>
+kiln_status guarded(const kiln_runtime* runtime, Body&& body) noexcept {
+  try {
+    body();
+    clear_error();
+    return KILN_OK;
+  } catch (const Error& e) {
+    record_error(runtime, e.what());
+    return status_of(e.code());
+  } catch (const std::bad_alloc&) {
+    record_error(runtime, "out of memory");
+    return KILN_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    record_error(runtime, std::string("internal error: ") + e.what());
+    return KILN_ERR_INTERNAL;
+  } catch (...) {
+    record_error(runtime, "internal error: an unknown exception (thrown by a reference function?)");
+    return KILN_ERR_INTERNAL;
+  }
+}
+
+// `guarded` for a body that itself returns a status (a buffer copy that may not fit): that
+// status is returned, and a non-OK one is recorded with `what` as the message.
+template <typename Body>
+kiln_status guarded_status(const kiln_runtime* runtime, const char* what, Body&& body) noexcept {
+  kiln_status inner = KILN_OK;
+  kiln_status outer = guarded(runtime, [&] { inner = body(); });
+  if (outer != KILN_OK) return outer;
+  if (inner != KILN_OK) record_error(runtime, what);
+  return inner;
+}
+
+}  // namespace kiln::api
