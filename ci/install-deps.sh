@@ -18,7 +18,7 @@ packages=(
   libbenchmark-dev
   openssl               # the verify benchmark's baseline
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
-  python3-pytest              # the Python bindings' tests
+  python3-pytest python3-numpy # the Python bindings' tests (NumPy arrays as arguments)
   python3-venv                # the project-local venv for NVIDIA's CUDA compiler wheels (below)
   cargo                       # builds examples/rust against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests

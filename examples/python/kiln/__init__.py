@@ -36,6 +36,24 @@ _DTYPES = {
 }
 
 
+# kiln_dtype -> (lowest, highest) for the integer types
+_INT_BOUNDS = {1: (-2**7, 2**7 - 1), 2: (-2**15, 2**15 - 1), 3: (-2**31, 2**31 - 1), 4: (-2**63, 2**63 - 1),
+               5: (0, 2**8 - 1), 6: (0, 2**16 - 1), 7: (0, 2**32 - 1), 8: (0, 2**64 - 1)}
+
+
+def _address_of(value, name):
+    """The address a pointer parameter gets for an array-like argument: CUDA arrays (CuPy, Numba:
+    __cuda_array_interface__), NumPy arrays (host memory, for references), ctypes objects."""
+    interface = getattr(value, "__cuda_array_interface__", None) or getattr(value, "__array_interface__", None)
+    if interface is not None:
+        return interface["data"][0]
+    try:
+        return ctypes.addressof(value)
+    except TypeError:
+        raise KilnError(1, f"argument '{name}' is a pointer: pass a tensor, an array (NumPy, CuPy), a ctypes "
+                           f"object or an int address, not {type(value).__name__}") from None
+
+
 class KilnError(RuntimeError):
     """A libkiln call failed; `status` is the kiln_status value, the message says what and where."""
 
@@ -73,17 +91,43 @@ class _Stats(ctypes.Structure):
 
 _REFERENCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CallInfo), ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+_RELEASE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Registered references stay alive here until libkiln releases them (kiln_runtime_set_reference):
+# a call in flight on another thread may still be running the one just replaced.
+_registrations = {}
+_registrations_lock = threading.Lock()
+_next_token = [0]
+
+
+@_RELEASE_FN
+def _release(token):
+    with _registrations_lock:
+        _registrations.pop(token, None)
+
+
+def _text(raw):
+    """libkiln's messages are UTF-8 but may quote a path that is not: never fail to say why."""
+    return raw.decode("utf-8", "replace") if raw is not None else ""
 
 
 def _load():
-    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.0"
-    lib = ctypes.CDLL(path)
+    named = os.environ.get("KILN_LIBRARY")
+    path = named or ctypes.util.find_library("kiln") or "libkiln.so.0"
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        where = (f"KILN_LIBRARY names {named!r}, which could not be loaded" if named else
+                 "libkiln.so.0 is not on the loader's path: install it (cmake --install build, then ldconfig) "
+                 "or set KILN_LIBRARY to the library's path")
+        raise KilnError(2, f"{where} ({e})") from None
     p, u32, sz, st = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_int
     sigs = {
         "kiln_version": ([], ctypes.c_uint), "kiln_runtime_options_init": ([ctypes.POINTER(_Options), sz], st),
         "kiln_runtime_create": ([ctypes.POINTER(p), ctypes.POINTER(_Options)], st), "kiln_runtime_destroy": ([p], None),
         "kiln_runtime_last_error": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
         "kiln_runtime_register_reference": ([p, ctypes.c_char_p, _REFERENCE_FN, p], st),
+        "kiln_runtime_set_reference": ([p, ctypes.c_char_p, _REFERENCE_FN, p, _RELEASE_FN], st),
+        "kiln_call_set_error": ([p, ctypes.c_char_p], None),
         "kiln_archive_open": ([p, ctypes.c_char_p, ctypes.POINTER(p)], st),
         "kiln_archive_open_memory": ([p, ctypes.c_char_p, sz, ctypes.POINTER(p)], st),
         "kiln_archive_destroy": ([p], None), "kiln_archive_digest": ([p], ctypes.c_char_p),
@@ -133,9 +177,9 @@ class Runtime:
         handle = ctypes.c_void_p()
         status = _lib.kiln_runtime_create(ctypes.byref(handle), ctypes.byref(o))
         if status:
-            raise KilnError(status, error.value.decode())
+            raise KilnError(status, _text(error.value))
         self._handle = handle
-        self._references = {}  # keeps the ctypes callbacks alive while registered
+        self._references = set()  # kernels with a Python reference (the callbacks live in _registrations)
 
     def __del__(self):
         if getattr(self, "_handle", None):
@@ -146,7 +190,7 @@ class Runtime:
         if status:
             buf = ctypes.create_string_buffer(4096)
             _lib.kiln_runtime_last_error(self._handle, buf, len(buf), None)
-            raise KilnError(status, buf.value.decode())
+            raise KilnError(status, _text(buf.value))
 
     def open(self, path):
         handle = ctypes.c_void_p()
@@ -160,30 +204,42 @@ class Runtime:
 
     def register_reference(self, kernel, fn):
         """fn(*args, info=dict) runs instead of `kernel` where no verified code object fits;
-        it receives the launch's own arguments. fn=None removes it."""
+        it receives the launch's own arguments. fn=None removes it. Safe while other threads
+        launch: a call already running the old reference finishes with it."""
         if fn is None:
-            self._check(_lib.kiln_runtime_register_reference(self._handle, kernel.encode(), _REFERENCE_FN(), None))
-            self._references.pop(kernel, None)
+            self._check(_lib.kiln_runtime_set_reference(self._handle, kernel.encode(), _REFERENCE_FN(), None,
+                                                        _RELEASE_FN()))
+            self._references.discard(kernel)
             return
 
         def trampoline(info_p, argv, argc, stream, user):
             call = getattr(_call, "args", None)
             info = info_p.contents
             if call is None:  # a launch from C code on this thread: no Python objects to hand over
+                _lib.kiln_call_set_error(info_p, b"a Python reference can run only for a launch made from Python")
                 return 2
             try:
-                fn(*call, info={"kernel": info.kernel.decode(), "device": info.device,
-                                "reason": _lib.kiln_reason_string(info.reason).decode(),
-                                "reason_text": info.reason_text.decode(), "archive": info.archive_digest.decode(),
+                fn(*call, info={"kernel": _text(info.kernel), "device": info.device,
+                                "reason": _text(_lib.kiln_reason_string(info.reason)),
+                                "reason_text": _text(info.reason_text), "archive": _text(info.archive_digest),
                                 "stream": stream})
                 return 0
             except BaseException as e:  # kept and re-raised by the launch, after the C call returns
                 _call.error = e
+                _lib.kiln_call_set_error(info_p, f"{type(e).__name__}: {e}".encode("utf-8", "replace"))
                 return 1
 
         callback = _REFERENCE_FN(trampoline)
-        self._check(_lib.kiln_runtime_register_reference(self._handle, kernel.encode(), callback, None))
-        self._references[kernel] = callback
+        with _registrations_lock:
+            _next_token[0] += 1
+            token = _next_token[0]
+            _registrations[token] = callback
+        status = _lib.kiln_runtime_set_reference(self._handle, kernel.encode(), callback, token, _release)
+        if status:
+            with _registrations_lock:
+                _registrations.pop(token, None)  # not registered: libkiln will not release it
+            self._check(status)
+        self._references.add(kernel)
 
     def stats(self):
         s = _Stats()
@@ -254,6 +310,9 @@ class Kernel:
         self.name = _lib.kiln_kernel_name(handle).decode()
         self._references = archive._runtime._references  # Python references by kernel name
         self._plan = [(slot, p["pointer"], i) for i, (slot, p) in enumerate(zip(self._slots, self.params))]
+        # An integer scalar out of its type's range would be cut to its low bits by ctypes while
+        # a Python reference saw the whole value: refused instead.
+        self._bounds = [None if p["pointer"] else _INT_BOUNDS.get(p["dtype"]) for p in self.params]
 
     route = property(lambda self: _ROUTES[_lib.kiln_kernel_route(self._handle)])
     reason = property(lambda self: _lib.kiln_reason_string(_lib.kiln_kernel_reason(self._handle)).decode())
@@ -291,8 +350,13 @@ class Kernel:
                 elif isinstance(value, int):
                     slot.value = value
                 else:
-                    slot.value = ctypes.addressof(value)  # a ctypes array or object (host memory)
+                    slot.value = _address_of(value, self.params[i]["name"])
             else:
+                bounds = self._bounds[i]
+                if bounds is not None and not bounds[0] <= value <= bounds[1]:
+                    p = self.params[i]
+                    raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
+                                       f"({bounds[0]} to {bounds[1]})")
                 slot.value = value
         if stream is None and cuda_device >= 0:
             stream = self._current_stream(cuda_device)  # the caller's current CUDA stream

@@ -121,3 +121,77 @@ def test_native_route_matches_pytorch():
     want = torch.relu(a.double() @ b.double())
     assert not torch.isnan(c).any()
     assert (c.double() - want).abs().max().item() < 1e-3
+
+
+def test_a_missing_library_is_a_kiln_error_naming_kiln_library():
+    import subprocess
+    import sys
+    env = dict(os.environ, KILN_LIBRARY="/nonexistent/libkiln.so.0")
+    r = subprocess.run([sys.executable, "-c", "import kiln"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "KilnError" in r.stderr and "KILN_LIBRARY names '/nonexistent/libkiln.so.0'" in r.stderr, r.stderr
+
+
+def test_a_path_that_is_not_utf8_fails_as_a_kiln_error():
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    with pytest.raises(kiln.KilnError, match="I/O error"):
+        rt.open(b"/nonexistent/\xff\xfe.kiln")
+
+
+def test_numpy_arrays_are_accepted_and_reach_the_reference_as_themselves():
+    np = pytest.importorskip("numpy")
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+
+    def scale_reference(y, x, a, n, info):
+        assert isinstance(y, np.ndarray)
+        y[:n] = a * x[:n]
+
+    rt.register_reference("scale", scale_reference)
+    k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    x = np.arange(1024, dtype=np.float32)
+    y = np.zeros(1024, dtype=np.float32)
+    assert k(y, x, 0.5, 1024) == "reference"
+    assert np.array_equal(y, x * np.float32(0.5))
+    with pytest.raises(kiln.KilnError, match="argument 'y' is a pointer: pass a tensor, an array"):
+        k("not an array", x, 0.5, 1024)
+
+
+def test_an_integer_out_of_its_parameters_range_is_refused_not_truncated():
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    calls = []
+    rt.register_reference("scale", lambda y, x, a, n, info: calls.append(n))
+    k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    y, x = (ctypes.c_float * 4)(), (ctypes.c_float * 4)()
+    with pytest.raises(kiln.KilnError, match=r"argument 'n' is uint32: 4294967299 does not fit \(0 to 4294967295\)"):
+        k(y, x, 1.0, 2**32 + 3)
+    with pytest.raises(kiln.KilnError, match="does not fit"):
+        k(y, x, 1.0, -1)
+    assert calls == []
+
+
+def test_replacing_a_reference_while_threads_launch_is_safe():
+    import threading
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    rt.register_reference("scale", lambda y, x, a, n, info: None)
+    errors, stop = [], threading.Event()
+
+    def launcher():
+        y, x = (ctypes.c_float * 4)(), (ctypes.c_float * 4)()
+        try:
+            while not stop.is_set():
+                k(y, x, 1.0, 1024)
+        except BaseException as e:  # pragma: no cover - the failure being tested for
+            errors.append(e)
+
+    threads = [threading.Thread(target=launcher) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for i in range(300):
+        rt.register_reference("scale", lambda y, x, a, n, info, i=i: None)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    rt.register_reference("scale", None)
+    assert kiln._registrations == {}, "every replaced reference was released"
