@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   if (kiln_archive_open(runtime, argv[1], &archive) != KILN_OK || /* signatures checked here */
       kiln_archive_warm(archive, 0) != KILN_OK ||                 /* every kernel loaded for device 0 */
       kiln_archive_get_kernel(archive, "matmul_relu", 0, &kernel) != KILN_OK) {
-    kiln_runtime_last_error(runtime, error, sizeof error, NULL);
+    kiln_last_error(error, sizeof error, NULL);                   /* why, from this thread */
     return fprintf(stderr, "%s\n", error), 1;
   }
   printf("%s: %s\n", kiln_route_string(kiln_kernel_route(kernel)), kiln_kernel_reason_text(kernel));
