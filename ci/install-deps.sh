@@ -21,6 +21,7 @@ packages=(
   python3-pytest python3-numpy # the Python bindings' tests (NumPy arrays as arguments)
   python3-venv                # the project-local venv for NVIDIA's CUDA compiler wheels (below)
   cargo                       # builds examples/rust against the installed libkiln
+  golang-go                   # builds examples/go (cgo) against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
   abigail-tools               # abidiff: libkiln against the checked-in v1 ABI baseline
   clang-14 libclang-rt-14-dev # libFuzzer for tests/fuzz

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs a build into a fresh prefix and builds the embedders against the *installed* tree:
-# examples/c through CMake's find_package(kiln) and through pkg-config, examples/rust through
-# plain extern "C" (cargo, offline). Each one must open ARCHIVE and print its kernels' routes.
+# examples/c through CMake's find_package(kiln) and through pkg-config, examples/go through cgo
+# and pkg-config, examples/rust through plain extern "C" (cargo, offline). Each one must open ARCHIVE and print its kernels' routes.
 # With MATMUL_ARCHIVE (the example's matmul-relu archive), the README's C program
 # (examples/c/matmul_routes.c) is built through pkg-config and must run its kernel correctly.
 #   usage: check_install.sh BUILD_DIR ARCHIVE TRUSTED_KEY [MATMUL_ARCHIVE]
@@ -46,6 +46,17 @@ if [ -n "$matmul_archive" ]; then
     *"c[0] = 4 via reference; launches through the reference: 1"*) ;;
     *) echo "matmul_routes printed something unexpected"; exit 1 ;;
   esac
+fi
+
+echo "== Go via cgo (8 goroutines launching; the reference is a Go function of kiln_reference_cb's type)"
+if command -v go >/dev/null 2>&1; then
+  (cd "$root/examples/go" &&
+    GOPATH="$work/gopath" GOCACHE="$work/gocache" GOFLAGS=-mod=mod GOPROXY=off CGO_LDFLAGS="-Wl,-rpath,$lib" \
+      go build -o "$work/kiln-go" .)
+  "$work/kiln-go" "$archive" "$key"
+else
+  echo "go is not installed (ci/install-deps.sh installs golang-go); the Go embedder was not built"
+  exit 1
 fi
 
 echo "== Rust via extern \"C\""

@@ -1,0 +1,3 @@
+module kiln.example/routes
+
+go 1.19
