@@ -1,17 +1,38 @@
 // kiln preflight: for this host, without launching anything, which kernels run natively, via
-// PTX-JIT, via the reference, or are refused, and why.
+// PTX-JIT, via the reference, or are refused, and why. Through libkiln's C API, as a serving
+// process sees it: the JSON is kiln_archive_preflight's own.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 
-#include "archive.hpp"
+#include "api_support.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "kernel.hpp"
-#include "runtime.hpp"
+#include "kiln/kiln.h"
 
 namespace kiln::cli {
+namespace {
+
+// A failed C API call as the exception the command's exit codes come from.
+[[noreturn]] void throw_last_error(kiln_status status) {
+  char message[4096];
+  kiln_last_error(message, sizeof message, nullptr);
+  throw Error(api::errc_of(status), message);
+}
+void check(kiln_status status) {
+  if (status != KILN_OK) throw_last_error(status);
+}
+
+struct RuntimeDeleter {
+  void operator()(kiln_runtime* r) const { kiln_runtime_destroy(r); }
+};
+struct ArchiveDeleter {
+  void operator()(kiln_archive* a) const { kiln_archive_destroy(a); }
+};
+
+}  // namespace
 
 void add_preflight_command(CLI::App& app) {
   struct Options {
@@ -23,37 +44,44 @@ void add_preflight_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("preflight", "Say, for this host, the route every kernel will take and why");
   cmd->add_option("file", o->file, "The archive")->required();
   cmd->add_option("--trust,-t", o->trust, "Trusted PEM public key, or a folder of keys")->required();
-  cmd->add_option("--device", o->device, "CUDA device")->check(CLI::Range(0, 1023));
+  cmd->add_option("--device", o->device, "GPU device ordinal")->check(CLI::Range(0, 1023));
   cmd->add_flag("--strict", o->strict, "Judge under the strict policy (no reference fallback)");
   cmd->add_flag("--json", o->json, "Print JSON on stdout");
   cmd->callback([o] {
-    kiln_runtime_options ro{};
-    ro.size = sizeof ro;
-    ro.signature_threshold = 1;
-    ro.trust_path = o->trust.c_str();
-    ro.policy = o->strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
-    ro.log_level = KILN_LOG_WARN;
-    ro.max_member_size = 4ull << 30;
-    kiln_runtime rt(ro);
-    kiln_archive archive(rt, o->file);
-    const std::vector<std::string>& names = archive.reader().kernel_names();
-    if (o->json) std::cout << "{\"file\":" << json_string(o->file) << ",\"digest\":" << json_string(archive.digest())
-                           << ",\"device\":" << o->device << ",\"kernels\":[";
-    else std::cout << o->file << " (" << archive.digest() << ") on device " << o->device << ":\n";
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      // Resolving loads the chosen code object (PTX is JIT-compiled) but launches nothing.
-      kiln_kernel* k = archive.kernel(names[i], o->device);
-      if (o->json) {
-        std::cout << (i ? "," : "") << "{\"kernel\":" << json_string(names[i])
-                  << ",\"route\":" << json_string(kiln_route_string(k->route))
-                  << ",\"reason\":" << json_string(kiln_reason_string(k->reason)) << ",\"target\":" << json_string(k->target)
-                  << ",\"detail\":" << json_string(k->reason_text) << "}";
-      } else {
-        std::printf("  %-20s %-9s %-18s %s\n", names[i].c_str(), kiln_route_string(k->route),
-                    kiln_reason_string(k->reason), k->reason_text.c_str());
-      }
+    kiln_runtime_options options;
+    check(kiln_runtime_options_init(&options, sizeof options));
+    options.trust_path = o->trust.c_str();
+    options.policy = o->strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
+    kiln_runtime* raw_runtime = nullptr;
+    check(kiln_runtime_create(&raw_runtime, &options));
+    std::unique_ptr<kiln_runtime, RuntimeDeleter> runtime(raw_runtime);
+    kiln_archive* raw_archive = nullptr;
+    check(kiln_archive_open(runtime.get(), o->file.c_str(), &raw_archive));
+    std::unique_ptr<kiln_archive, ArchiveDeleter> archive(raw_archive);
+
+    if (o->json) {
+      // Resolving loads the chosen code objects (PTX is JIT-compiled) but launches nothing.
+      std::size_t needed = 0;
+      kiln_status s = kiln_archive_preflight(archive.get(), o->device, nullptr, 0, &needed);
+      if (s != KILN_ERR_BUFFER_TOO_SMALL) check(s);
+      std::string report(needed, '\0');
+      check(kiln_archive_preflight(archive.get(), o->device, &report[0], report.size(), nullptr));
+      report.resize(needed - 1);
+      std::cout << "{\"file\":" << json_string(o->file) << "," << report.substr(1) << "\n";
+      return;
     }
-    if (o->json) std::cout << "]}\n";
+    std::cout << o->file << " (" << kiln_archive_digest(archive.get()) << ") on device " << o->device << ":\n";
+    for (std::size_t i = 0; i < kiln_archive_kernel_count(archive.get()); ++i) {
+      const char* name = kiln_archive_kernel_name(archive.get(), i);
+      if (name == nullptr) {  // the index and the kernel table disagree: warming says how
+        check(kiln_archive_warm(archive.get(), o->device));
+        throw Error(Errc::malformed, o->file + ": kernel " + std::to_string(i) + " has no name in the index");
+      }
+      kiln_kernel* k = nullptr;
+      check(kiln_archive_get_kernel(archive.get(), name, o->device, &k));
+      std::printf("  %-20s %-9s %-18s %s\n", name, kiln_route_string(kiln_kernel_route(k)),
+                  kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
+    }
     std::fflush(stdout);
   });
 }

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 
+#include "text.hpp"
 #include "code_object.hpp"
 #include "kernel_table.hpp"
 #include "npy.hpp"
@@ -256,12 +257,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   compare_declared(plan.manifest, plan.observed, plan.warnings);
   std::string record = "# The toolchain kiln pack saw on the packing machine, beside kiln.toml's [toolchain].\n";
   for (const ObservedTool& t : plan.observed) {
-    std::string escaped;
-    for (char ch : t.version) {
-      if (ch == '"' || ch == '\\') escaped += '\\';
-      if (static_cast<unsigned char>(ch) >= 0x20) escaped += ch;
-    }
-    record += t.tool + " = \"" + escaped + "\"\n";
+    record += t.tool + " = " + json_quote(t.version) + "\n";  // JSON's escapes are TOML's: nothing dropped
   }
   if (plan.observed.empty()) record += "# neither nvcc nor hipcc was on PATH\n";
   MemberInput observed;

@@ -23,7 +23,7 @@ kiln_runtime_options runtime_options(const RunOptions& o) {
   r.trust_path = o.trust.c_str();
   r.policy = KILN_POLICY_FALLBACK;
   r.log_level = KILN_LOG_WARN;
-  r.max_member_size = 4ull << 30;
+  r.max_member_size = kiln::kDefaultMaxMemberSize;
   return r;
 }
 
@@ -50,6 +50,10 @@ void run_one(kiln_runtime& rt, kiln_archive& archive, kiln_kernel& k, const Test
              TestResult& result) {
   const cuda::Driver& d = *rt.cuda().driver();
   const cuda::DriverApi& cu = d.api();
+  if (!cu.has_tools()) {
+    fail(Errc::unsupported, "the CUDA driver lacks the memory and event calls verify --run needs (cuMemAlloc, "
+                            "cuEventRecord, ...); libkiln serves without them, but test vectors cannot run");
+  }
   check(d, cu.cuCtxSetCurrent(k.cuda_device->primary), "cuCtxSetCurrent");
   const KernelSpec& spec = k.spec;
   const ShapeSpec* shape = nullptr;

@@ -51,6 +51,29 @@ kiln_status status_of(Errc code) {
   return KILN_ERR_INTERNAL;
 }
 
+Errc errc_of(kiln_status status) {
+  switch (status) {
+    case KILN_ERR_INVALID_ARGUMENT: return Errc::invalid_argument;
+    case KILN_ERR_IO: return Errc::io;
+    case KILN_ERR_MALFORMED: return Errc::malformed;
+    case KILN_ERR_INTEGRITY: return Errc::integrity;
+    case KILN_ERR_SIGNATURE: return Errc::signature;
+    case KILN_ERR_MANIFEST: return Errc::manifest;
+    case KILN_ERR_CODE_OBJECT: return Errc::code_object;
+    case KILN_ERR_LIMIT: return Errc::limit;
+    case KILN_ERR_UNSUPPORTED: return Errc::unsupported;
+    case KILN_ERR_NOT_FOUND: return Errc::not_found;
+    case KILN_ERR_REFUSED: return Errc::refused;
+    case KILN_ERR_DRIVER: return Errc::driver;
+    case KILN_ERR_REFERENCE_FAILED: return Errc::reference_failed;
+    case KILN_OK:
+    case KILN_ERR_BUFFER_TOO_SMALL:
+    case KILN_ERR_OUT_OF_MEMORY:
+    case KILN_ERR_INTERNAL: break;
+  }
+  return Errc::internal;
+}
+
 void record_error(const kiln_runtime* runtime, const std::string& message) {
   try {
     t_error.message = message;

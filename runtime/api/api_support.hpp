@@ -12,7 +12,10 @@
 
 namespace kiln::api {
 
+// The one mapping between the engine's error codes and the C API's statuses, both ways (the
+// kiln command turns a status from the C API back into its exit code).
 kiln_status status_of(Errc code);
+Errc errc_of(kiln_status status);
 
 // The calling thread's last error (kiln_last_error) and, where a runtime is known, that
 // runtime's latest message too (kiln_runtime_last_error, v1).

@@ -35,6 +35,26 @@ kiln_status bad_struct_size(const char* what, std::size_t size) {
                               " bytes): pass sizeof the struct, as its *_init function takes it");
 }
 
+// The manifest's scalar types as the C API numbers them; a switch, so that reordering either
+// enum cannot silently renumber the other.
+uint32_t dtype_of(kiln::ScalarType t) {
+  switch (t) {
+    case kiln::ScalarType::i8: return KILN_DTYPE_I8;
+    case kiln::ScalarType::i16: return KILN_DTYPE_I16;
+    case kiln::ScalarType::i32: return KILN_DTYPE_I32;
+    case kiln::ScalarType::i64: return KILN_DTYPE_I64;
+    case kiln::ScalarType::u8: return KILN_DTYPE_U8;
+    case kiln::ScalarType::u16: return KILN_DTYPE_U16;
+    case kiln::ScalarType::u32: return KILN_DTYPE_U32;
+    case kiln::ScalarType::u64: return KILN_DTYPE_U64;
+    case kiln::ScalarType::f16: return KILN_DTYPE_F16;
+    case kiln::ScalarType::bf16: return KILN_DTYPE_BF16;
+    case kiln::ScalarType::f32: return KILN_DTYPE_F32;
+    case kiln::ScalarType::f64: return KILN_DTYPE_F64;
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -46,7 +66,7 @@ kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size
   defaults.signature_threshold = 1;
   defaults.policy = KILN_POLICY_FALLBACK;
   defaults.log_level = KILN_LOG_WARN;
-  defaults.max_member_size = 4ull << 30;
+  defaults.max_member_size = kiln::kDefaultMaxMemberSize;
   kiln::api::init_sized(options, defaults, size);
   options->size = static_cast<uint32_t>(size);
   kiln::api::clear_error();
@@ -243,7 +263,7 @@ kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_inf
   kiln_param_info full{};
   full.size = info->size;
   full.is_pointer = p.is_pointer ? 1 : 0;
-  full.dtype = static_cast<uint32_t>(p.type) + 1;  // ScalarType is i8..f64 in kiln_dtype's order
+  full.dtype = dtype_of(p.type);
   full.access = static_cast<uint32_t>(p.access);
   full.name = p.name.c_str();
   std::memcpy(info, &full, info->size < sizeof full ? info->size : sizeof full);

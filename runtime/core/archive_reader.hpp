@@ -26,6 +26,10 @@ namespace kiln {
 
 class MappedFile;
 
+// The largest member a reader decompresses unless told otherwise: libkiln's default option and
+// the CLI's, one number.
+constexpr std::uint64_t kDefaultMaxMemberSize = 4ull << 30;
+
 struct ReadOptions {
   // Signatures are required to satisfy this policy before the index is parsed. Without a
   // trust set the archive is opened unauthenticated (inspect, digest): nothing read from
@@ -33,7 +37,7 @@ struct ReadOptions {
   TrustPolicy policy;
   // The largest member a reader will decompress; beyond it a member is refused before any
   // allocation, which bounds the memory a decompression bomb can claim.
-  std::uint64_t max_member_size = 4ull << 30;
+  std::uint64_t max_member_size = kDefaultMaxMemberSize;
 };
 
 using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;

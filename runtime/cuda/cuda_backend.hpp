@@ -1,5 +1,5 @@
 // The CUDA side of the runtime: which devices exist and what they are, loading a verified
-// code object for one of them, and launching. The HIP backend (issue 7) is its twin.
+// code object for one of them, and launching. The HIP backend (runtime/hip) is its twin.
 #pragma once
 
 #include <atomic>

@@ -54,23 +54,26 @@ const Driver* Driver::get(const std::string& path_option, std::string* why, bool
       bind(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, true, &missing);
       bind(lib, "cuCtxPushCurrent_v2", a.cuCtxPushCurrent, true, &missing);
       bind(lib, "cuCtxPopCurrent_v2", a.cuCtxPopCurrent, true, &missing);
-      bind(lib, "cuCtxSynchronize", a.cuCtxSynchronize, true, &missing);
       bind(lib, "cuModuleLoadDataEx", a.cuModuleLoadDataEx, true, &missing);
       bind(lib, "cuModuleUnload", a.cuModuleUnload, true, &missing);
       bind(lib, "cuModuleGetFunction", a.cuModuleGetFunction, true, &missing);
       bind(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, true, &missing);
       bind(lib, "cuLaunchKernel", a.cuLaunchKernel, true, &missing);
-      bind(lib, "cuMemAlloc_v2", a.cuMemAlloc, true, &missing);
-      bind(lib, "cuMemFree_v2", a.cuMemFree, true, &missing);
-      bind(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, true, &missing);
-      bind(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, true, &missing);
-      bind(lib, "cuMemsetD8_v2", a.cuMemsetD8, true, &missing);
-      bind(lib, "cuStreamSynchronize", a.cuStreamSynchronize, true, &missing);
-      bind(lib, "cuEventCreate", a.cuEventCreate, true, &missing);
-      bind(lib, "cuEventRecord", a.cuEventRecord, true, &missing);
-      bind(lib, "cuEventSynchronize", a.cuEventSynchronize, true, &missing);
-      bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, true, &missing);
-      bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, true, &missing);
+      // Memory, copies, streams and events: never used by libkiln itself, only by kiln's own tools
+      // (verify --run) and tests, which check for them (DriverApi::has_tools). Optional, so that
+      // libkiln serves through a driver (or a shim) that lacks them.
+      bind(lib, "cuCtxSynchronize", a.cuCtxSynchronize, false, &missing);
+      bind(lib, "cuMemAlloc_v2", a.cuMemAlloc, false, &missing);
+      bind(lib, "cuMemFree_v2", a.cuMemFree, false, &missing);
+      bind(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, false, &missing);
+      bind(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, false, &missing);
+      bind(lib, "cuMemsetD8_v2", a.cuMemsetD8, false, &missing);
+      bind(lib, "cuStreamSynchronize", a.cuStreamSynchronize, false, &missing);
+      bind(lib, "cuEventCreate", a.cuEventCreate, false, &missing);
+      bind(lib, "cuEventRecord", a.cuEventRecord, false, &missing);
+      bind(lib, "cuEventSynchronize", a.cuEventSynchronize, false, &missing);
+      bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, false, &missing);
+      bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, false, &missing);
       // CUDA 12.0+: context-independent loading. Without it kiln uses cuModuleLoadDataEx.
       bool library = bind(lib, "cuLibraryLoadData", a.cuLibraryLoadData, false, &missing) &&
                      bind(lib, "cuLibraryUnload", a.cuLibraryUnload, false, &missing) &&

@@ -87,6 +87,14 @@ struct DriverApi {
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   CUresult (*cuEventDestroy)(CUevent) = nullptr;                          // _v2
+
+  // Whether the driver has the memory, copy, stream and event entry points above, which only
+  // kiln's tools and tests use; libkiln does not need them.
+  bool has_tools() const {
+    return cuCtxSynchronize && cuMemAlloc && cuMemFree && cuMemcpyHtoD && cuMemcpyDtoH && cuMemsetD8 &&
+           cuStreamSynchronize && cuEventCreate && cuEventRecord && cuEventSynchronize && cuEventElapsedTime &&
+           cuEventDestroy;
+  }
 };
 
 // The process's one handle on the driver library: loaded once, never unloaded (unloading a

@@ -1,5 +1,5 @@
 // Which CUDA code objects can run on which device, decided by kiln from the documented
-// rules (and what the H200's driver was measured to do, shared/BRIEF.md), so that the choice
+// rules (and what the H200's driver was measured to do: tests/gpu/RESULTS.md), so that the choice
 // can be explained before anything is handed to the driver. Pure functions: no driver calls.
 #pragma once
 

@@ -1,7 +1,7 @@
 // AMD target IDs (LLVM AMDGPUUsage): <processor>(:<feature>(+|-))*, features sramecc and
 // xnack. A feature left out of a code object's ID means "any": it runs with the device set
 // either way; '+' or '-' runs only where the device has that setting. Pure functions: the HIP
-// backend (issue 7, in progress) and the tests use them.
+// backend and the tests use them.
 #pragma once
 
 #include <string>

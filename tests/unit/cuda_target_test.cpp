@@ -1,5 +1,5 @@
 // Table-driven checks of kiln's CUDA compatibility rules, including every case the H200's
-// own driver was measured on (shared/BRIEF.md): kiln must decide what the driver would.
+// own driver was measured on (tests/gpu/RESULTS.md): kiln must decide what the driver would.
 #include <gtest/gtest.h>
 
 #include "cuda_target.hpp"
