@@ -173,6 +173,7 @@ def test_replacing_a_reference_while_threads_launch_is_safe():
     import threading
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    before = set(kiln._registrations)  # other tests' runtimes may still be alive with theirs
     rt.register_reference("scale", lambda y, x, a, n, info: None)
     errors, stop = [], threading.Event()
 
@@ -194,4 +195,4 @@ def test_replacing_a_reference_while_threads_launch_is_safe():
         t.join()
     assert errors == []
     rt.register_reference("scale", None)
-    assert kiln._registrations == {}, "every replaced reference was released"
+    assert set(kiln._registrations) <= before, "every reference this test registered was released"
