@@ -48,13 +48,17 @@ void check(const cuda::Driver& d, cuda::CUresult r, const std::string& what) {
 
 void run_one(kiln_runtime& rt, kiln_archive& archive, kiln_kernel& k, const TestSpec& test, const RunOptions& o,
              TestResult& result) {
-  const cuda::Driver& d = *rt.cuda().driver();
+  const cuda::Driver& d = *rt.cuda_driver().driver();
   const cuda::DriverApi& cu = d.api();
   if (!cu.has_tools()) {
     fail(Errc::unsupported, "the CUDA driver lacks the memory and event calls verify --run needs (cuMemAlloc, "
                             "cuEventRecord, ...); libkiln serves without them, but test vectors cannot run");
   }
-  check(d, cu.cuCtxSetCurrent(k.cuda_device->primary), "cuCtxSetCurrent");
+  cuda::Unavailable unavailable = cuda::Unavailable::none;
+  std::string why;
+  const cuda::Device* device = rt.cuda_driver().device(k.device, &unavailable, &why);
+  if (device == nullptr) fail(Errc::driver, "CUDA device " + std::to_string(k.device) + ": " + why);
+  check(d, cu.cuCtxSetCurrent(device->primary), "cuCtxSetCurrent");
   const KernelSpec& spec = k.spec;
   const ShapeSpec* shape = nullptr;
   for (const ShapeSpec& s : spec.shapes) {

@@ -12,6 +12,7 @@
 #include "bytes.hpp"
 #include "cuda_driver.hpp"
 #include "cuda_target.hpp"
+#include "launch_config.hpp"
 
 namespace kiln::cuda {
 
@@ -42,11 +43,7 @@ struct LoadResult {
   std::uint64_t nanoseconds = 0;
 };
 
-struct LaunchConfig {
-  unsigned grid[3] = {1, 1, 1};
-  unsigned block[3] = {1, 1, 1};
-  unsigned shared_mem = 0;
-};
+using LaunchConfig = kiln::LaunchConfig;  // the same for every backend
 
 class Backend {
  public:

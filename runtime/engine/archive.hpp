@@ -1,5 +1,7 @@
 // struct kiln_archive: an opened, authenticated archive and the kernels resolved from it,
 // one per (kernel, device), created on first request and kept until the archive closes.
+// archive.cpp keeps the kernels; resolve.cpp chooses their code; diagnostics.cpp writes the
+// bundle of a failed load or launch.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,9 @@
 #include "kiln/kiln.h"
 
 struct kiln_runtime;
+namespace kiln::engine {
+struct Candidate;  // resolve.cpp's
+}
 
 struct kiln_archive {
  public:
@@ -39,9 +44,12 @@ struct kiln_archive {
     std::mutex resolving;  // held while this kernel resolves for this device
     std::unique_ptr<kiln_kernel> kernel;
   };
+  // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
   void resolve(kiln_kernel& k);
-  void resolve_cuda(kiln_kernel& k);
-  void resolve_hip(kiln_kernel& k);
+  void resolve_on(kiln::engine::Backend& backend, kiln_kernel& k);
+  bool load_first(kiln::engine::Backend& backend, kiln_kernel& k, const kiln::engine::DeviceInfo& device,
+                  std::vector<kiln::engine::Candidate>& candidates,
+                  const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);
   void settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text);
   kiln::ReadOptions read_options() const;
 

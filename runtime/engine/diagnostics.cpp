@@ -1,5 +1,8 @@
 #include "diagnostics.hpp"
 
+#include "archive.hpp"
+#include "runtime.hpp"
+
 #include "text.hpp"
 
 #include <sys/stat.h>
@@ -49,8 +52,9 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
       << "[kernel]\nname = " << toml_string(e.kernel) << "\nentry = " << toml_string(e.entry)
       << "\ntarget = " << toml_string(e.target) << "\nmember = " << toml_string(e.member)
       << "\ncall = " << toml_string(e.call) << "\n\n"
-      << "[device]\nordinal = " << e.device << "\nname = " << toml_string(e.device_name) << "\ncompute_capability = \""
-      << e.cc_major << "." << e.cc_minor << "\"\ndriver = " << toml_string(e.driver_version) << "\n\n"
+      << "[device]\nordinal = " << e.device << "\nname = " << toml_string(e.device_name)
+      << "\narch = " << toml_string(e.device_arch) << "\ncompute_capability = \"" << e.cc_major << "." << e.cc_minor
+      << "\"\ndriver = " << toml_string(e.driver_version) << "\n\n"
       << "[error]\ncuda_error = " << e.cuda_error << "\nmessage = " << toml_string(e.error) << "\n";
     r << "\n[files]\n";
     for (const auto& [name, bytes] : e.files) {
@@ -71,3 +75,42 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
 }
 
 }  // namespace kiln::engine
+
+// The bundle of a failed load or launch of one of an archive's kernels: the event, the archive,
+// the kernel, the device as its backend described it, and the manifest and code object.
+void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, const std::string& target,
+                            const std::string& member, int driver_error, const std::string& error,
+                            const std::string& call) {
+  if (runtime_.diag_dir().empty()) return;
+  kiln::engine::DiagnosticEvent e;
+  e.event = event;
+  e.archive_digest = digest_;
+  e.package = reader_->package();
+  e.kernel_revision = reader_->kernel_revision();
+  e.kernel = k.spec.name;
+  e.entry = k.spec.entry;
+  e.target = target;
+  e.member = member;
+  e.device = k.device;
+  if (k.device_info != nullptr) {  // every backend's device: CUDA and HIP alike
+    e.device_name = k.device_info->name;
+    e.device_arch = k.device_info->arch;
+    e.cc_major = k.device_info->cc_major;
+    e.cc_minor = k.device_info->cc_minor;
+    e.driver_version = k.device_info->driver_version;
+  }
+  e.kiln_version = kiln_version_string();
+  e.cuda_error = driver_error;
+  e.error = error;
+  e.call = call;
+  try {
+    e.files.emplace_back(kiln::format::kManifestPath, reader_->read_member(kiln::format::kManifestPath));
+    if (!member.empty()) e.files.emplace_back(member, reader_->read_member(member));
+  } catch (const kiln::Error& ex) {
+    e.error += " (and the bundle could not include a member: " + std::string(ex.what()) + ")";
+  }
+  std::string why;
+  std::string folder = kiln::engine::write_diagnostic_bundle(runtime_.diag_dir(), e, &why);
+  if (folder.empty()) runtime_.log(KILN_LOG_ERROR, "could not write a diagnostic bundle: " + why);
+  else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.spec.name + "': " + folder);
+}

@@ -15,9 +15,10 @@ struct DiagnosticEvent {
   std::string kernel, entry, target, member;
   int device = 0;
   std::string device_name;
-  int cc_major = 0, cc_minor = 0;
+  std::string device_arch;  // "sm_90", "gfx90a:sramecc+:xnack-"
+  int cc_major = 0, cc_minor = 0;  // CUDA devices only
   std::string driver_version, kiln_version;
-  int cuda_error = 0;
+  int cuda_error = 0;      // the driver's status (CUresult, or hipError_t for an AMD device)
   std::string error;      // the driver's description, with the JIT log for PTX
   std::string call;       // for a launch: the scalar arguments and the launch configuration
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files;  // kiln.toml, the code object

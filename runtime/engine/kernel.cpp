@@ -41,27 +41,18 @@ kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* s
   check_arguments(args, arg_count, arg_sizes);
   kiln_runtime& rt = archive->runtime();
   if (route == KILN_ROUTE_NATIVE || route == KILN_ROUTE_PTX_JIT) {
-    if (const kiln::cuda::LaunchConfig* config = shapes.match(args)) {
-      if (hip_code.loaded()) {
-        int hr = rt.hip().launch(hip_code, *config, stream, const_cast<void**>(args));
-        if (hr != 0) {
-          kiln::engine::Stats::bump(rt.stats().launch_failures);
-          throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on AMD device " + std::to_string(device) +
-                                        ": hipModuleLaunchKernel failed: " + rt.hip().describe(hr));
-        }
-        kiln::engine::Stats::bump(rt.stats().launches_native);
-        return route;
-      }
-      kiln::cuda::CUresult r = rt.cuda().launch(*cuda_device, code, *config, stream, const_cast<void**>(args));
-      if (r != kiln::cuda::CUDA_SUCCESS) {
+    if (const kiln::LaunchConfig* config = shapes.match(args)) {
+      int r = code->launch(*config, stream, const_cast<void**>(args));
+      if (r != 0) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);
+        std::string error = backend->describe_error(r);
         std::string call = shapes.describe_call(args) + " grid(" + std::to_string(config->grid[0]) + "," +
                            std::to_string(config->grid[1]) + "," + std::to_string(config->grid[2]) + ") block(" +
                            std::to_string(config->block[0]) + "," + std::to_string(config->block[1]) + "," +
                            std::to_string(config->block[2]) + ") smem " + std::to_string(config->shared_mem);
-        archive->diagnose(*this, "launch", target, "", r, rt.cuda().driver()->describe(r), call);
-        throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on device " + std::to_string(device) +
-                                      ": cuLaunchKernel failed: " + rt.cuda().driver()->describe(r));
+        archive->diagnose(*this, "launch", target, "", r, error, call);
+        throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on " + device_info->describe + ": " +
+                                      backend->launch_call() + " failed: " + error);
       }
       kiln::engine::Stats::bump(route == KILN_ROUTE_NATIVE ? rt.stats().launches_native : rt.stats().launches_ptx_jit);
       return route;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "cuda_backend.hpp"
-#include "hip_backend.hpp"
+#include "backend.hpp"
 #include "kiln/kiln.h"
 #include "manifest.hpp"
 #include "shape_match.hpp"
@@ -33,10 +33,10 @@ struct kiln_kernel {
   std::string reason_text;
   std::string target;                 // the chosen code object's target, or ""
   bool reference_allowed = false;     // runtime policy and the kernel's `fallback` both allow it
-  const kiln::cuda::Device* cuda_device = nullptr;
-  kiln::cuda::LoadedCode code;
-  const kiln::hip::Device* hip_device = nullptr;  // the HIP twin of cuda_device and code
-  kiln::hip::LoadedCode hip_code;
+  // Where the code runs, when it does: the backend that loaded it, its device, the code.
+  kiln::engine::Backend* backend = nullptr;
+  const kiln::engine::DeviceInfo* device_info = nullptr;  // also set when a load failed (diagnostics)
+  std::unique_ptr<kiln::engine::Code> code;
   kiln::engine::ShapeTable shapes;
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.

@@ -8,8 +8,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "cuda_backend.hpp"
-#include "hip_backend.hpp"
+#include "cuda_engine.hpp"
+#include "hip_engine.hpp"
 #include "kiln/kiln.h"
 #include "stats.hpp"
 #include "trust.hpp"
@@ -44,8 +44,11 @@ struct kiln_runtime {
   unsigned threshold() const { return threshold_; }
   kiln_policy policy() const { return policy_; }
   std::uint64_t max_member_size() const { return max_member_size_; }
-  kiln::cuda::Backend& cuda() { return cuda_; }
-  kiln::hip::Backend& hip() { return hip_; }
+  // The GPU backends, one interface (engine/backend.hpp); `cuda_driver` is the CUDA driver level
+  // under it, for kiln's own tools (verify --run allocates and times on a device's context).
+  kiln::engine::Backend& cuda() { return cuda_; }
+  kiln::engine::Backend& hip() { return hip_; }
+  kiln::cuda::Backend& cuda_driver() { return cuda_.native(); }
   kiln::engine::Stats& stats() { return stats_; }
   // Where diagnostic bundles go ("" for nowhere): the option, else KILN_DIAG_DIR.
   const std::string& diag_dir() const { return diag_dir_; }
@@ -59,8 +62,8 @@ struct kiln_runtime {
   kiln_log_fn log_fn_;
   void* log_user_;
   std::uint64_t max_member_size_;
-  kiln::cuda::Backend cuda_;
-  kiln::hip::Backend hip_;
+  kiln::cuda::EngineBackend cuda_;
+  kiln::hip::EngineBackend hip_;
   kiln::engine::Stats stats_;
   std::string diag_dir_;
 

@@ -40,7 +40,7 @@ ShapeTable::ShapeTable(const KernelSpec& kernel) {
   }
 }
 
-const cuda::LaunchConfig* ShapeTable::match(void* const* args) const {
+const LaunchConfig* ShapeTable::match(void* const* args) const {
   for (const Shape& s : shapes_) {
     bool all = true;
     for (const Condition& c : s.conditions) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_backend.hpp"
+#include "launch_config.hpp"
 #include "manifest.hpp"
 
 namespace kiln::engine {
@@ -18,7 +18,7 @@ class ShapeTable {
 
   // The launch configuration of the first declared shape the arguments match, or null.
   // `args` holds one pointer per parameter, each at a value of the parameter's type.
-  const cuda::LaunchConfig* match(void* const* args) const;
+  const LaunchConfig* match(void* const* args) const;
   // "m=300 n=256 k=256": the scalar values a call had, for the undeclared-shape reason.
   std::string describe_call(void* const* args) const;
   unsigned max_shared_mem() const;
@@ -32,7 +32,7 @@ class ShapeTable {
   struct Shape {
     std::string name;
     std::vector<Condition> conditions;
-    cuda::LaunchConfig config;
+    LaunchConfig config;
   };
   std::vector<Shape> shapes_;
   std::vector<std::pair<std::size_t, std::pair<std::string, ScalarType>>> scalars_;  // for describe_call

@@ -25,6 +25,8 @@ struct HipApi {
   int (*hipGetDeviceCount)(int*) = nullptr;
   int (*hipGetDeviceProperties)(void*, int) = nullptr;
   int (*hipSetDevice)(int) = nullptr;
+  int (*hipGetDevice)(int*) = nullptr;
+  int (*hipFuncSetAttribute)(const void*, int, int) = nullptr;  // optional: dynamic shared memory above the default
   int (*hipModuleLoadData)(void**, const void*) = nullptr;
   int (*hipModuleUnload)(void*) = nullptr;
   int (*hipModuleGetFunction)(void**, void*, const char*) = nullptr;
@@ -60,11 +62,13 @@ const HipApi* load_api(const std::string& path, std::string* why, bool* no_devic
       bind(api->hipGetDeviceCount, "hipGetDeviceCount");
       bind(api->hipGetDeviceProperties, "hipGetDeviceProperties");
       bind(api->hipSetDevice, "hipSetDevice");
+      bind(api->hipGetDevice, "hipGetDevice");
       bind(api->hipModuleLoadData, "hipModuleLoadData");
       bind(api->hipModuleUnload, "hipModuleUnload");
       bind(api->hipModuleGetFunction, "hipModuleGetFunction");
       bind(api->hipModuleLaunchKernel, "hipModuleLaunchKernel");
       bind(api->hipGetErrorName, "hipGetErrorName");
+      api->hipFuncSetAttribute = reinterpret_cast<decltype(api->hipFuncSetAttribute)>(::dlsym(lib, "hipFuncSetAttribute"));
       if (ok) {
         int count = 0;
         int r = api->hipInit(0);
@@ -86,6 +90,30 @@ const HipApi* load_api(const std::string& path, std::string* why, bool* no_devic
   }
   return it->second.first.get();
 }
+
+// Makes `ordinal` the calling thread's current HIP device for a scope, and puts the thread's
+// own device back after: libkiln must not leave a serving thread on another GPU (the CUDA
+// side does the same with the primary context).
+class DeviceScope {
+ public:
+  DeviceScope(const HipApi& api, int ordinal) : api_(api) {
+    if (api_.hipGetDevice(&previous_) != 0) previous_ = -1;
+    if (previous_ != ordinal) status_ = api_.hipSetDevice(ordinal);
+    else previous_ = -1;  // already current: nothing to restore
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) api_.hipSetDevice(previous_);
+  }
+  int status() const { return status_; }
+
+ private:
+  const HipApi& api_;
+  int previous_ = -1;
+  int status_ = 0;
+};
+
+constexpr int kHipFuncAttributeMaxDynamicSharedMemorySize = 8;  // hipFuncAttribute in hip_runtime_api.h
+constexpr unsigned kDefaultSharedLimit = 64 * 1024;              // an AMD workgroup's LDS without asking
 
 }  // namespace
 
@@ -146,18 +174,34 @@ const Device* Backend::device(int ordinal, cuda::Unavailable* kind, std::string*
 #endif
 }
 
-LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry) {
+LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
   const HipApi* api = api_.load(std::memory_order_acquire);
   LoadResult result;
   auto start = std::chrono::steady_clock::now();
-  int r = api->hipSetDevice(device.ordinal);
-  if (r == 0) r = api->hipModuleLoadData(&result.code.module, image.data);
-  if (r == 0) r = api->hipModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
+  int r = 0;
+  {
+    DeviceScope scope(*api, device.ordinal);
+    r = scope.status();
+    if (r == 0) r = api->hipModuleLoadData(&result.code.module, image.data);
+    if (r == 0) r = api->hipModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
+    if (r == 0 && max_dynamic_smem > kDefaultSharedLimit) {
+      if (api->hipFuncSetAttribute == nullptr) {
+        result.error = "the kernel's shapes ask for " + std::to_string(max_dynamic_smem) +
+                       " bytes of dynamic shared memory and this HIP runtime has no hipFuncSetAttribute to grant them";
+        result.hip_error = -1;
+      } else {
+        r = api->hipFuncSetAttribute(result.code.function, kHipFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(max_dynamic_smem));
+      }
+    }
+  }
   result.nanoseconds = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  if (r != 0) {
-    result.hip_error = r;
-    result.error = describe(r);
+  if (r != 0 || result.hip_error != 0) {
+    if (r != 0) {
+      result.hip_error = r;
+      result.error = describe(r);
+    }
     unload(result.code);
     return result;
   }
@@ -171,10 +215,18 @@ void Backend::unload(LoadedCode& code) {
   code = LoadedCode{};
 }
 
-int Backend::launch(const LoadedCode& code, const cuda::LaunchConfig& c, void* stream, void** args) const {
+int Backend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
+                    void** args) const {
   const HipApi* api = api_.load(std::memory_order_acquire);
+  DeviceScope scope(*api, device.ordinal);  // a module runs on the device it was loaded on
+  if (scope.status() != 0) return scope.status();
   return api->hipModuleLaunchKernel(code.function, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2],
                                     c.shared_mem, stream, args, nullptr);
+}
+
+int Backend::runtime_version() const {
+  const HipApi* api = api_.load(std::memory_order_acquire);
+  return api ? api->runtime_version : 0;
 }
 
 }  // namespace kiln::hip

@@ -11,7 +11,8 @@
 
 #include "amd_target.hpp"
 #include "bytes.hpp"
-#include "cuda_backend.hpp"  // LaunchConfig, Unavailable: the two backends share their shapes
+#include "cuda_backend.hpp"  // Unavailable
+#include "launch_config.hpp"
 
 namespace kiln::hip {
 
@@ -45,10 +46,14 @@ class Backend {
   Backend& operator=(const Backend&) = delete;
 
   const Device* device(int ordinal, cuda::Unavailable* kind, std::string* why);
-  LoadResult load(const Device& device, ByteView image, const std::string& entry);
+  // Loads on `device` and grants `max_dynamic_smem` above the default limit; the calling
+  // thread's current device is put back afterwards.
+  LoadResult load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
   void unload(LoadedCode& code);
-  int launch(const LoadedCode& code, const cuda::LaunchConfig& config, void* stream, void** args) const;
+  // Launches on `device` (made current for the call, then the thread's own put back).
+  int launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream, void** args) const;
   std::string describe(int error) const;
+  int runtime_version() const;  // hipRuntimeGetVersion's, 0 before the runtime is loaded
 
  private:
   std::string library_path_;

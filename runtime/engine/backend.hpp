@@ -1,0 +1,120 @@
+// One interface for every GPU vendor libkiln runs on. The engine asks a Backend for a device,
+// has it judge each code object's target tag against that device, loads the best fit through
+// it and launches the loaded code; which code object wins, in what order the rest are tried,
+// and how the route is explained is decided once, in resolve.cpp, for all vendors.
+// CUDA (runtime/cuda/cuda_engine.cpp) and HIP (runtime/hip/hip_engine.cpp) implement it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bytes.hpp"
+#include "format.hpp"
+#include "kernel_table.hpp"
+#include "kiln/kiln.h"
+#include "launch_config.hpp"
+
+namespace kiln::engine {
+
+// A device as reasons, logs and diagnostic bundles describe it, whatever its vendor.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;            // "NVIDIA H200", "AMD Instinct MI210"
+  std::string describe;        // "device 0 'NVIDIA H200' (cc 9.0, driver 13.0)"
+  std::string arch;            // what code must target: "sm_90", "gfx90a:sramecc+:xnack-"
+  std::string driver_version;  // "13.0"; the HIP runtime's version for AMD
+  int cc_major = 0, cc_minor = 0;  // CUDA's compute capability; 0 elsewhere
+};
+
+// A backend's verdict on one target tag of a code object, for one device.
+struct TagFit {
+  bool recognised = false;     // the tag is this backend's at all (sm_90a for CUDA, gfx90a for HIP)
+  bool needs_content = false;  // judging needs the code object's verified bytes (PTX: its ISA version)
+  bool fits = false;
+  bool driver_too_old = false; // the architecture fits, the driver is too old for it
+  bool jit = false;            // the route is a JIT compile (PTX), not native code
+  int rank = 0;                // among fitting tags, higher is tried first
+  std::string why;             // "exact match", "runs on cc 8.0 up to 8.x, device is cc 9.0"
+};
+
+// Loaded code for one kernel on one device. Destroying it unloads it.
+class Code {
+ public:
+  virtual ~Code() = default;
+  // Launches on `stream` on the code's device; returns the driver's status (0 is success),
+  // leaving the calling thread's current device or context as it found it.
+  virtual int launch(const LaunchConfig& config, void* stream, void** args) const = 0;
+};
+
+// A backend's loaded code as engine::Code, for any driver-level backend B whose launch(device,
+// code, config, stream, args) and unload(code) take its own Device and LoadedCode types.
+template <class B, class Device, class Loaded>
+class CodeOn final : public Code {
+ public:
+  CodeOn(B& backend, const Device& device, Loaded code) : backend_(backend), device_(device), code_(code) {}
+  ~CodeOn() override { backend_.unload(code_); }
+  int launch(const LaunchConfig& config, void* stream, void** args) const override {
+    return backend_.launch(device_, code_, config, stream, args);
+  }
+
+ private:
+  B& backend_;
+  const Device& device_;
+  Loaded code_;
+};
+
+// The DeviceInfo of each ordinal a backend has found, made once by `make` (which returns false,
+// with a reason, when there is no such device). Thread-safe; the entries never move.
+class DeviceTable {
+ public:
+  template <class Make>
+  const DeviceInfo* find_or_make(int ordinal, Make&& make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = devices_.find(ordinal);
+    if (it != devices_.end()) return &it->second;
+    DeviceInfo info;
+    info.ordinal = ordinal;
+    if (!make(&info)) return nullptr;
+    return &devices_.emplace(ordinal, std::move(info)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, DeviceInfo> devices_;
+};
+
+struct LoadOutcome {
+  std::unique_ptr<Code> code;  // null when the load failed
+  int error = 0;               // the driver's status
+  std::string message;         // its description, with the JIT log for PTX
+  std::uint64_t nanoseconds = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* vendor() const = 0;       // "CUDA", "HIP": for reasons
+  virtual const char* launch_call() const = 0;  // "cuLaunchKernel": for launch errors
+
+  // The device of this ordinal, or null with why: KILN_REASON_NO_DRIVER or _NO_DEVICE.
+  // Queried once per ordinal and cached; thread-safe.
+  virtual const DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) = 0;
+  // What the archive as a whole asks of the device's driver (CUDA: min_cuda_driver), or ""
+  // when the device's driver meets it.
+  virtual std::string unmet_requirement(const DeviceInfo& device, const KernelTable& table) = 0;
+  // Judges one tag of a code object of this kind (`what` names it in errors). `content` is
+  // empty unless a first call said needs_content; then it is the verified code object.
+  virtual TagFit judge(const DeviceInfo& device, const std::string& tag, format::CodeKind kind, ByteView content,
+                       const std::string& what) = 0;
+  // Loads a verified code object and finds `entry` in it; `max_dynamic_smem` is the most
+  // dynamic shared memory any declared shape asks for (granted above the default limit).
+  virtual LoadOutcome load(const DeviceInfo& device, ByteView image, format::CodeKind kind, const std::string& entry,
+                           unsigned max_dynamic_smem) = 0;
+  // The driver's name and description of a status returned by Code::launch.
+  virtual std::string describe_error(int error) const = 0;
+};
+
+}  // namespace kiln::engine

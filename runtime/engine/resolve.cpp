@@ -1,0 +1,190 @@
+// Resolving a kernel for a device, the same way for every backend: the device's backend judges
+// each code object the manifest lists for the kernel (every tag of it, the best one kept); the
+// fitting ones are loaded best first until the driver accepts one; code whose bytes must be read
+// to be judged (CUDA PTX, for its ISA version) is judged only when no other code fits or all of
+// it failed to load; and the route and its reason say what was chosen, what failed and what
+// was rejected, and why.
+#include <algorithm>
+
+#include "archive.hpp"
+#include "code_object.hpp"
+#include "error.hpp"
+#include "runtime.hpp"
+
+using kiln::Errc;
+using kiln::Error;
+using Candidate = kiln::engine::Candidate;
+
+// One code object of the kernel with the tag of it that suits the device best.
+struct kiln::engine::Candidate {
+  std::size_t member = 0;
+  std::string path;
+  kiln::format::CodeKind kind = kiln::format::CodeKind::none;
+  std::string tag;
+  kiln::engine::TagFit fit;
+  std::vector<std::uint8_t> content;  // read (and verified) while judging, kept for the load
+};
+
+namespace {
+
+std::string candidate_text(const Candidate& c) {
+  return c.tag + " " + kiln::format::code_kind_name(c.kind) + " '" + c.path + "' (" + c.fit.why + ")";
+}
+
+std::string join_texts(const std::vector<Candidate>& candidates) {
+  std::string out;
+  for (const Candidate& c : candidates) out += (out.empty() ? "" : "; ") + candidate_text(c);
+  return out;
+}
+
+std::vector<std::string> split_tags(const std::string& tags) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= tags.size()) {
+    std::size_t comma = tags.find(',', start);
+    if (comma == std::string::npos) comma = tags.size();
+    if (comma > start) out.push_back(tags.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool better(const kiln::engine::TagFit& a, const kiln::engine::TagFit& b) {
+  return a.fits && (!b.fits || a.rank > b.rank);
+}
+
+}  // namespace
+
+void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text) {
+  k.route = k.reference_allowed ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
+  k.reason = reason;
+  k.reason_text = text;
+  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "' routes to " + kiln_route_string(k.route) + ": " + text);
+}
+
+void kiln_archive::resolve(kiln_kernel& k) {
+  if (k.spec.backend == "cuda") return resolve_on(runtime_.cuda(), k);
+  if (k.spec.backend == "hip") return resolve_on(runtime_.hip(), k);
+  if (k.spec.backend == "any") {
+    // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
+    // AMD one; where neither fits, the reason names both.
+    resolve_on(runtime_.cuda(), k);
+    if (k.route == KILN_ROUTE_NATIVE || k.route == KILN_ROUTE_PTX_JIT) return;
+    kiln_reason cuda_reason = k.reason;
+    std::string cuda_text = k.reason_text;
+    resolve_on(runtime_.hip(), k);
+    if (k.route == KILN_ROUTE_NATIVE || k.route == KILN_ROUTE_PTX_JIT) return;
+    bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
+    return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason, "CUDA: " + cuda_text + "; HIP: " + k.reason_text);
+  }
+  settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
+                      "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
+}
+
+void kiln_archive::resolve_on(kiln::engine::Backend& backend, kiln_kernel& k) {
+  kiln_reason unavailable = KILN_REASON_NO_DEVICE;
+  std::string why;
+  const kiln::engine::DeviceInfo* device = backend.device(k.device, &unavailable, &why);
+  if (device == nullptr) return settle_without_code(k, unavailable, why);
+  k.device_info = device;
+  const std::string& where = device->describe;
+  std::string unmet = backend.unmet_requirement(*device, reader_->kernel_table());
+  if (!unmet.empty()) return settle_without_code(k, KILN_REASON_DRIVER_TOO_OLD, where + ": " + unmet);
+
+  // Judge every code object listed for the kernel; keep each one's best tag.
+  std::vector<Candidate> fitting, rejected, pending;
+  for (const kiln::CodeObjectRef& ref : k.spec.code) {
+    long m = reader_->find(ref.file.path);
+    if (m < 0) {
+      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path +
+                                       "', which is not a member");
+    }
+    const kiln::format::Entry& entry = reader_->entry(static_cast<std::size_t>(m));
+    Candidate best;
+    bool have = false;
+    for (const std::string& tag : split_tags(entry.arch)) {
+      kiln::engine::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
+      if (!fit.recognised) continue;
+      Candidate c{static_cast<std::size_t>(m), entry.path, entry.kind, tag, fit, {}};
+      if (fit.needs_content) {
+        pending.push_back(std::move(c));
+        continue;
+      }
+      if (!have || better(c.fit, best.fit)) best = std::move(c), have = true;
+    }
+    if (have) (best.fit.fits ? fitting : rejected).push_back(std::move(best));
+  }
+  // Reads and judges what needed its bytes; they are kept so that the load reads no member twice.
+  auto judge_pending = [&](std::vector<Candidate>* out) {
+    for (Candidate& c : pending) {
+      c.content = reader_->read_member(c.member);
+      c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), "'" + c.path + "'");
+      (c.fit.fits ? *out : rejected).push_back(std::move(c));
+    }
+    pending.clear();
+  };
+  auto by_rank = [](const Candidate& a, const Candidate& b) { return a.fit.rank > b.fit.rank; };
+  if (fitting.empty()) judge_pending(&fitting);
+  std::stable_sort(fitting.begin(), fitting.end(), by_rank);
+
+  std::string load_failures;
+  if (load_first(backend, k, *device, fitting, rejected, &load_failures)) return;
+  if (!pending.empty()) {  // every native code object failed to load: what is left is the next resort
+    std::vector<Candidate> next;
+    judge_pending(&next);
+    std::stable_sort(next.begin(), next.end(), by_rank);
+    if (load_first(backend, k, *device, next, rejected, &load_failures)) return;
+  }
+  std::string rejected_text = join_texts(rejected);
+  if (!load_failures.empty()) {
+    return settle_without_code(k, KILN_REASON_LOAD_FAILED,
+                               where + ": every fitting code object failed to load: " + load_failures +
+                                   (rejected_text.empty() ? "" : "; rejected: " + rejected_text));
+  }
+  bool driver_old = std::any_of(rejected.begin(), rejected.end(), [](const Candidate& c) { return c.fit.driver_too_old; });
+  settle_without_code(k, driver_old ? KILN_REASON_DRIVER_TOO_OLD : KILN_REASON_ARCH_MISMATCH,
+                      where + " is " + device->arch + "; no code object fits it: " +
+                          (rejected_text.empty() ? "none listed" : rejected_text));
+}
+
+// Loads the first candidate the driver accepts and settles the route on it; false if none did
+// (each failure is logged, counted, left in a diagnostic bundle and added to *failures).
+bool kiln_archive::load_first(kiln::engine::Backend& backend, kiln_kernel& k, const kiln::engine::DeviceInfo& device,
+                              std::vector<Candidate>& candidates, const std::vector<Candidate>& rejected,
+                              std::string* failures) {
+  kiln::engine::Stats& s = runtime_.stats();
+  for (Candidate& c : candidates) {
+    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
+    // The index's tags were read from the file at pack time and are signed; reading them
+    // again from the verified bytes costs a header parse and catches a packer that lied.
+    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
+    if (std::find(info.targets.begin(), info.targets.end(), c.tag) == info.targets.end()) {
+      throw Error(Errc::code_object, "archive " + digest_ + ": member '" + c.path + "' is indexed as " + c.tag +
+                                         " but holds code for " + (info.targets.empty() ? "no target" : info.targets.front()));
+    }
+    kiln::engine::LoadOutcome r =
+        backend.load(device, kiln::ByteView(image), c.kind, k.spec.entry, k.shapes.max_shared_mem());
+    if (!r.code) {
+      kiln::engine::Stats::bump(c.fit.jit ? s.jit_failures : s.load_failures);
+      diagnose(k, "load", c.tag, c.path, r.error, r.message, "");
+      std::string text = candidate_text(c) + ": " + r.message;
+      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + device.describe + ": load failed: " + text);
+      *failures += (failures->empty() ? "" : "; ") + text;
+      continue;
+    }
+    kiln::engine::Stats::bump(c.fit.jit ? s.jit_compiles : s.loads);
+    kiln::engine::Stats::bump(c.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
+    k.backend = &backend;
+    k.code = std::move(r.code);
+    k.route = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+    k.reason = KILN_REASON_MATCH;
+    k.target = c.tag;
+    k.reason_text = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c);
+    if (!failures->empty()) k.reason_text += "; failed first: " + *failures;
+    std::string rejected_text = join_texts(rejected);
+    if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
+    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "': " + k.reason_text);
+    return true;
+  }
+  return false;
+}

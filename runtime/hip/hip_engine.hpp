@@ -1,0 +1,33 @@
+// The HIP implementation of engine::Backend: AMD devices and their target IDs, kiln's target-ID
+// matching (amd_target), and loads and launches through hip_backend.
+#pragma once
+
+#include <string>
+
+#include "backend.hpp"
+#include "hip_backend.hpp"
+
+namespace kiln::hip {
+
+class EngineBackend final : public engine::Backend {
+ public:
+  explicit EngineBackend(std::string library_path) : hip_(std::move(library_path)) {}
+
+  const char* vendor() const override { return "HIP"; }
+  const char* launch_call() const override { return "hipModuleLaunchKernel"; }
+  const engine::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
+  std::string unmet_requirement(const engine::DeviceInfo&, const KernelTable&) override { return ""; }
+  engine::TagFit judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
+                       ByteView content, const std::string& what) override;
+  engine::LoadOutcome load(const engine::DeviceInfo& device, ByteView image, format::CodeKind kind,
+                           const std::string& entry, unsigned max_dynamic_smem) override;
+  std::string describe_error(int error) const override { return hip_.describe(error); }
+
+ private:
+  const Device& native_device(const engine::DeviceInfo& device);
+
+  hip::Backend hip_;  // (a bare "Backend" here would name engine::Backend, the base)
+  engine::DeviceTable devices_;
+};
+
+}  // namespace kiln::hip
