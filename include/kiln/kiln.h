@@ -251,7 +251,8 @@ KILN_API kiln_status kiln_archive_preflight(kiln_archive* archive, int device, c
  * from any number of threads at once. */
 typedef struct kiln_kernel kiln_kernel;
 
-/* Finds `name` and resolves it for `device` (0-based CUDA ordinal), loading its code object
+/* Finds `name` and resolves it for `device` (the 0-based ordinal of the kernel's backend: the
+ * CUDA device, or the HIP device for AMD code), loading its code object
  * unless kiln_archive_warm already did. Returns KILN_OK with a reference or refused route too:
  * read the route and reason. KILN_ERR_NOT_FOUND if the archive has no such kernel. */
 KILN_API kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int device, kiln_kernel** out);
@@ -292,9 +293,9 @@ KILN_API kiln_status kiln_kernel_param(const kiln_kernel* kernel, size_t index, 
 /* Zero-fills `info` and sets its size field; `size` as for kiln_runtime_options_init (0.2). */
 KILN_API kiln_status kiln_param_info_init(kiln_param_info* info, size_t size);
 
-/* Launches the kernel on `stream` (a CUstream; NULL is the default stream of the device's
- * primary context). `args` holds one pointer per manifest parameter, each pointing at the
- * parameter's value, as cuLaunchKernel takes them; `arg_count` must equal the parameter count.
+/* Launches the kernel on `stream` (a CUstream, or a hipStream_t for AMD code; NULL is the
+ * device's default stream: for CUDA, that of its primary context). `args` holds one pointer
+ * per manifest parameter, each pointing at the parameter's value, as cuLaunchKernel takes them; `arg_count` must equal the parameter count.
  * The launch configuration (grid, block, dynamic shared memory) is the one of the declared
  * shape whose values equal the scalar arguments; with no such shape, or on a reference route,
  * the reference runs with the same `args` and `stream` (or, with none registered or under the
