@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "parallel.hpp"
 #include "compress.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
@@ -322,45 +323,19 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.stored_size;
   std::atomic<std::uint64_t> done{0};
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::string first_error;
-  Errc first_code = Errc::internal;
-  std::mutex error_mutex;
-
   // Largest members first, so that one big member does not start last and leave the
-  // other threads idle; ties keep index order so errors are reported deterministically.
+  // other threads idle.
   std::vector<std::size_t> order(entries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return entries[a].stored_size > entries[b].stored_size; });
-
-  auto worker = [&] {
-    for (;;) {
-      std::size_t k = next.fetch_add(1);
-      if (k >= order.size() || failed.load()) return;
-      std::size_t i = order[k];
-      try {
-        if (deep) read_member(i);
-        else verify_member(i);
-      } catch (const Error& e) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!failed.exchange(true)) {
-          first_error = e.what();
-          first_code = e.code();
-        }
-        return;
-      }
-      std::uint64_t now = done.fetch_add(entries[i].stored_size) + entries[i].stored_size;
-      if (progress) progress(now, total);
-    }
-  };
-  unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(entries.size())));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (failed) fail(first_code, first_error);
+  parallel_for_or_fail(order.size(), threads, [&](std::size_t k) {
+    std::size_t i = order[k];
+    if (deep) read_member(i);
+    else verify_member(i);
+    std::uint64_t now = done.fetch_add(entries[i].stored_size) + entries[i].stored_size;
+    if (progress) progress(now, total);
+  });
 }
 
 }  // namespace kiln

@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "error.hpp"
 
 namespace kiln {
 
@@ -22,6 +27,29 @@ void parallel_for(std::size_t n, unsigned threads, Fn&& fn) {
   for (std::size_t t = 1; t < wanted; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+}
+
+// The same for work that may fail with kiln::Error: once one fn(i) throws, no index starts
+// that was not started already, the running ones finish, and the first error thrown is
+// rethrown on the calling thread. The one thread pool with first-error capture.
+template <class Fn>
+void parallel_for_or_fail(std::size_t n, unsigned threads, Fn&& fn) {
+  std::atomic<bool> failed{false};
+  std::mutex mutex;
+  std::unique_ptr<Error> first;
+  parallel_for(n, threads, [&](std::size_t i) {
+    if (failed.load()) return;
+    try {
+      fn(i);
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!failed.exchange(true)) first = std::make_unique<Error>(e);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!failed.exchange(true)) first = std::make_unique<Error>(Errc::internal, e.what());
+    }
+  });
+  if (first) throw *first;
 }
 
 }  // namespace kiln

@@ -64,21 +64,8 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
 void kiln_archive::warm(int device) {
   const std::vector<std::string>& names = reader_->kernel_names();
   // The driver loads modules concurrently; a few threads hide JIT and load latency without
-  // oversubscribing the host a serving process shares. Errors are kept per kernel and the
-  // first in name order is reported, whatever the threads' timing.
-  std::vector<std::unique_ptr<Error>> errors(names.size());
+  // oversubscribing the host a serving process shares. The first failure stops the warm-up.
   unsigned threads = std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency()));
-  kiln::parallel_for(names.size(), threads, [&](std::size_t i) {
-    try {
-      kernel(names[i], device);
-    } catch (const Error& e) {
-      errors[i] = std::make_unique<Error>(e);
-    } catch (const std::exception& e) {
-      errors[i] = std::make_unique<Error>(Errc::internal, "kernel '" + names[i] + "': " + e.what());
-    }
-  });
-  for (const auto& e : errors) {
-    if (e) throw *e;
-  }
+  kiln::parallel_for_or_fail(names.size(), threads, [&](std::size_t i) { kernel(names[i], device); });
 }
 
