@@ -1,6 +1,5 @@
 // kiln diag show DIR: a diagnostic bundle (written by libkiln when a load or launch failed)
 // in a readable form, with every file it holds and its digest.
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -46,15 +45,8 @@ void add_diag_command(CLI::App& app) {
       if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
       std::printf("  %-20s %s\n", line.substr(0, eq).c_str(), value.c_str());
     }
-    DIR* d = ::opendir(dir->c_str());
-    if (d == nullptr) fail(Errc::io, *dir + ": cannot list the bundle");
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != ".." && n != "report.toml") names.push_back(n);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
+    std::vector<std::string> names = list_directory(*dir);
+    names.erase(std::remove(names.begin(), names.end(), "report.toml"), names.end());
     std::printf("files\n");
     for (const std::string& n : names) {
       std::string bytes = read_small_file(*dir + "/" + n, 1ull << 30);

@@ -1,10 +1,12 @@
 #include "file_io.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -63,6 +65,22 @@ std::string directory_of(const std::string& path) {
 }  // namespace
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+std::vector<std::string> list_directory(const std::string& dir, bool missing_is_empty) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (missing_is_empty && errno == ENOENT) return names;
+    fail(Errc::io, dir + ": cannot list the folder: " + errno_text(errno));
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // Every open for reading is O_NONBLOCK: a FIFO or device given as a path opens at once instead
 // of waiting for a writer forever, and the fstat that follows refuses it as not a regular file.

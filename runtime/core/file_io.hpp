@@ -72,6 +72,10 @@ class AtomicFileWriter {
 // Creates `path` with `mode`, refusing to replace an existing file.
 void write_new_file(const std::string& path, const std::string& content, unsigned mode);
 
+// The names in a folder, without "." and "..", sorted. A folder that cannot be listed is an
+// Errc::io error naming it, except a missing one when `missing_is_empty` (then: no names).
+std::vector<std::string> list_directory(const std::string& dir, bool missing_is_empty = false);
+
 std::string errno_text(int err);
 
 }  // namespace kiln

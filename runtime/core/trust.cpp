@@ -1,6 +1,5 @@
 #include "trust.hpp"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -23,15 +22,10 @@ TrustSet TrustSet::load(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(Errc::io, path + ": cannot read the trust keys: " + errno_text(errno));
   if (S_ISDIR(st.st_mode)) {
-    DIR* dir = ::opendir(path.c_str());
-    if (dir == nullptr) fail(Errc::io, path + ": cannot list the trust directory: " + errno_text(errno));
     std::vector<std::string> names;
-    while (dirent* ent = ::readdir(dir)) {
-      std::string name = ent->d_name;
-      if (ends_with(name, ".pub") || ends_with(name, ".pem")) names.push_back(name);
+    for (std::string& name : list_directory(path)) {
+      if (ends_with(name, ".pub") || ends_with(name, ".pem")) names.push_back(std::move(name));
     }
-    ::closedir(dir);
-    std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
       std::string file = path + "/" + name;
       set.add(PublicKey::from_pem(read_small_file(file, 64 * 1024), file), file);
