@@ -46,7 +46,7 @@ void check(const cuda::Driver& d, cuda::CUresult r, const std::string& what) {
   if (r != cuda::CUDA_SUCCESS) fail(Errc::driver, what + ": " + d.describe(r));
 }
 
-void run_one(kiln_runtime& rt, kiln_archive& archive, kiln_kernel& k, const TestSpec& test, const RunOptions& o,
+void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, const TestSpec& test, const RunOptions& o,
              TestResult& result) {
   const cuda::Driver& d = *rt.cuda_driver().driver();
   const cuda::DriverApi& cu = d.api();
@@ -179,12 +179,12 @@ void run_one(kiln_runtime& rt, kiln_archive& archive, kiln_kernel& k, const Test
 }  // namespace
 
 std::vector<TestResult> run_test_vectors(const RunOptions& o) {
-  kiln_runtime rt(runtime_options(o));
-  kiln_archive archive(rt, o.archive);
+  engine::Runtime rt(runtime_options(o));
+  engine::Archive archive(rt, o.archive);
   const Manifest& manifest = archive.reader().manifest();
   std::vector<TestResult> results;
   for (const KernelSpec& spec : manifest.kernels) {
-    kiln_kernel* k = archive.kernel(spec.name, o.device);
+    engine::Kernel* k = archive.kernel(spec.name, o.device);
     TestResult base;
     base.kernel = spec.name;
     base.route = kiln_route_string(k->route);

@@ -11,7 +11,7 @@ namespace {
 
 struct ThreadError {
   std::string message;
-  const kiln_runtime* runtime = nullptr;  // the runtime of the failed call, if one was known
+  const engine::Runtime* runtime = nullptr;  // the runtime of the failed call, if one was known
 };
 thread_local ThreadError t_error;
 
@@ -74,7 +74,7 @@ Errc errc_of(kiln_status status) {
   return Errc::internal;
 }
 
-void record_error(const kiln_runtime* runtime, const std::string& message) {
+void record_error(const engine::Runtime* runtime, const std::string& message) {
   try {
     t_error.message = message;
     t_error.runtime = runtime;
@@ -91,11 +91,11 @@ void clear_error() {
 
 const std::string& thread_error() { return t_error.message; }
 
-const std::string* thread_error_for(const kiln_runtime* runtime) {
+const std::string* thread_error_for(const engine::Runtime* runtime) {
   return t_error.runtime == runtime && !t_error.message.empty() ? &t_error.message : nullptr;
 }
 
-kiln_status invalid(const kiln_runtime* runtime, const std::string& message) {
+kiln_status invalid(const engine::Runtime* runtime, const std::string& message) {
   record_error(runtime, message);
   return KILN_ERR_INVALID_ARGUMENT;
 }

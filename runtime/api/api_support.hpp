@@ -8,6 +8,7 @@
 #include <string>
 
 #include "error.hpp"
+#include "handles.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::api {
@@ -19,14 +20,17 @@ Errc errc_of(kiln_status status);
 
 // The calling thread's last error (kiln_last_error) and, where a runtime is known, that
 // runtime's latest message too (kiln_runtime_last_error, v1).
-void record_error(const kiln_runtime* runtime, const std::string& message);
+void record_error(const engine::Runtime* runtime, const std::string& message);
 void clear_error();
 const std::string& thread_error();
 // The message this thread recorded for `runtime`, or null if its last failure was elsewhere.
-const std::string* thread_error_for(const kiln_runtime* runtime);
+const std::string* thread_error_for(const engine::Runtime* runtime);
+
+// The engine's runtime behind a C handle (null stays null).
+inline const engine::Runtime* engine_of(const kiln_runtime* r) { return r != nullptr ? &r->impl : nullptr; }
 
 // An argument error: recorded like any failure, returned as KILN_ERR_INVALID_ARGUMENT.
-kiln_status invalid(const kiln_runtime* runtime, const std::string& message);
+kiln_status invalid(const engine::Runtime* runtime, const std::string& message);
 
 // Copies `text` and its NUL into a caller's buffer. `needed` gets text.size() + 1;
 // KILN_ERR_BUFFER_TOO_SMALL whenever that is more than `capacity` (a size query included).
@@ -63,7 +67,7 @@ bool untrack(HandleKind kind, const void* handle);
 // Runs `body`; an exception becomes its status and the recorded message (no exception leaves
 // the C boundary); a success clears the thread's last error.
 template <typename Body>
-kiln_status guarded(const kiln_runtime* runtime, Body&& body) noexcept {
+kiln_status guarded(const engine::Runtime* runtime, Body&& body) noexcept {
   try {
     body();
     clear_error();
@@ -86,7 +90,7 @@ kiln_status guarded(const kiln_runtime* runtime, Body&& body) noexcept {
 // `guarded` for a body that itself returns a status (a buffer copy that may not fit): that
 // status is returned, and a non-OK one is recorded with `what` as the message.
 template <typename Body>
-kiln_status guarded_status(const kiln_runtime* runtime, const char* what, Body&& body) noexcept {
+kiln_status guarded_status(const engine::Runtime* runtime, const char* what, Body&& body) noexcept {
   kiln_status inner = KILN_OK;
   kiln_status outer = guarded(runtime, [&] { inner = body(); });
   if (outer != KILN_OK) return outer;

@@ -9,6 +9,7 @@
 
 #include "api_support.hpp"
 #include "archive.hpp"
+#include "handles.hpp"
 #include "error.hpp"
 #include "kernel.hpp"
 #include "kiln/kiln.h"
@@ -17,6 +18,9 @@
 #include "text.hpp"
 
 using kiln::api::copy_message;
+using kiln::api::engine_of;
+using kiln::api::handle_of;
+using kiln::api::kernel_of;
 using kiln::api::guarded;
 using kiln::api::guarded_status;
 using kiln::api::HandleKind;
@@ -111,8 +115,8 @@ void kiln_runtime_destroy(kiln_runtime* runtime) {
 kiln_status kiln_runtime_last_error(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed) {
   if (runtime == nullptr) return KILN_ERR_INVALID_ARGUMENT;  // reads errors; records none
   try {
-    const std::string* own = kiln::api::thread_error_for(runtime);
-    return copy_message(own != nullptr ? *own : runtime->last_error(), buffer, capacity, needed);
+    const std::string* own = kiln::api::thread_error_for(engine_of(runtime));
+    return copy_message(own != nullptr ? *own : runtime->impl.last_error(), buffer, capacity, needed);
   } catch (...) {
     return KILN_ERR_OUT_OF_MEMORY;
   }
@@ -125,9 +129,9 @@ kiln_status kiln_last_error(char* buffer, size_t capacity, size_t* needed) {
 kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_cb fn, void* user,
                                        kiln_release_cb release) {
   if (runtime == nullptr || kernel == nullptr || kernel[0] == '\0') {
-    return invalid(runtime, "kiln_runtime_set_reference: runtime and a non-empty kernel name are required");
+    return invalid(engine_of(runtime), "kiln_runtime_set_reference: runtime and a non-empty kernel name are required");
   }
-  return guarded(runtime, [&] { runtime->set_reference(kernel, fn, user, release); });
+  return guarded(engine_of(runtime), [&] { runtime->impl.set_reference(kernel, fn, user, release); });
 }
 
 kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_fn fn, void* user) {
@@ -146,32 +150,32 @@ void kiln_call_set_error(kiln_call_info* info, const char* message) {
 
 kiln_status kiln_archive_open(kiln_runtime* runtime, const char* path, kiln_archive** out) {
   if (runtime == nullptr || path == nullptr || out == nullptr) {
-    return invalid(runtime, "kiln_archive_open: runtime, path and out are required");
+    return invalid(engine_of(runtime), "kiln_archive_open: runtime, path and out are required");
   }
   *out = nullptr;
-  kiln_status s = guarded(runtime, [&] {
+  kiln_status s = guarded(engine_of(runtime), [&] {
     auto archive = std::make_unique<kiln_archive>(*runtime, path);
     kiln::api::track(HandleKind::archive, archive.get());
     *out = archive.release();
   });
-  kiln::engine::Stats::bump(s == KILN_OK ? runtime->stats().archives_opened : runtime->stats().archive_open_failures);
-  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, kiln::api::thread_error());
+  kiln::engine::Stats::bump(s == KILN_OK ? runtime->impl.stats().archives_opened : runtime->impl.stats().archive_open_failures);
+  if (s != KILN_OK) runtime->impl.log(KILN_LOG_ERROR, kiln::api::thread_error());
   return s;
 }
 
 kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, size_t size, kiln_archive** out) {
   if (runtime == nullptr || (data == nullptr && size > 0) || out == nullptr) {
-    return invalid(runtime, "kiln_archive_open_memory: runtime, data (or size 0) and out are required");
+    return invalid(engine_of(runtime), "kiln_archive_open_memory: runtime, data (or size 0) and out are required");
   }
   *out = nullptr;
-  kiln_status s = guarded(runtime, [&] {
+  kiln_status s = guarded(engine_of(runtime), [&] {
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     auto archive = std::make_unique<kiln_archive>(*runtime, std::vector<std::uint8_t>(bytes, bytes + size));
     kiln::api::track(HandleKind::archive, archive.get());
     *out = archive.release();
   });
-  kiln::engine::Stats::bump(s == KILN_OK ? runtime->stats().archives_opened : runtime->stats().archive_open_failures);
-  if (s != KILN_OK) runtime->log(KILN_LOG_ERROR, kiln::api::thread_error());
+  kiln::engine::Stats::bump(s == KILN_OK ? runtime->impl.stats().archives_opened : runtime->impl.stats().archive_open_failures);
+  if (s != KILN_OK) runtime->impl.log(KILN_LOG_ERROR, kiln::api::thread_error());
   return s;
 }
 
@@ -179,18 +183,18 @@ void kiln_archive_destroy(kiln_archive* archive) {
   if (archive != nullptr && kiln::api::untrack(HandleKind::archive, archive)) delete archive;
 }
 
-const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->digest().c_str() : ""; }
-const char* kiln_archive_package(const kiln_archive* a) { return a ? a->reader().package().c_str() : ""; }
-const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->reader().kernel_revision().c_str() : ""; }
-uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->reader().sequence() : 0; }
-size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->reader().kernel_table().size() : 0; }
+const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->impl.digest().c_str() : ""; }
+const char* kiln_archive_package(const kiln_archive* a) { return a ? a->impl.reader().package().c_str() : ""; }
+const char* kiln_archive_revision(const kiln_archive* a) { return a ? a->impl.reader().kernel_revision().c_str() : ""; }
+uint64_t kiln_archive_sequence(const kiln_archive* a) { return a ? a->impl.reader().sequence() : 0; }
+size_t kiln_archive_kernel_count(const kiln_archive* a) { return a ? a->impl.reader().kernel_table().size() : 0; }
 
 const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
   if (a == nullptr) return nullptr;
   // The names come from the index (every page, read once); an archive whose kernel records do
   // not match kiln/kernels.bin answers NULL here and fails kiln_archive_warm with the reason.
   try {
-    const std::vector<std::string>& names = a->reader().kernel_names();
+    const std::vector<std::string>& names = a->impl.reader().kernel_names();
     return index < names.size() ? names[index].c_str() : nullptr;
   } catch (...) {
     return nullptr;
@@ -199,17 +203,17 @@ const char* kiln_archive_kernel_name(const kiln_archive* a, size_t index) {
 
 kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
   if (archive == nullptr) return invalid(nullptr, "kiln_archive_warm: archive is NULL");
-  return guarded(&archive->runtime(), [&] { archive->warm(device); });
+  return guarded(&archive->impl.runtime(), [&] { archive->impl.warm(device); });
 }
 
 kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity, size_t* needed) {
   if (archive == nullptr) return invalid(nullptr, "kiln_archive_preflight: archive is NULL");
-  return guarded_status(&archive->runtime(), "kiln_archive_preflight: the report does not fit the buffer", [&] {
+  return guarded_status(&archive->impl.runtime(), "kiln_archive_preflight: the report does not fit the buffer", [&] {
     auto quote = [](const std::string& s) { return kiln::json_quote(s); };
-    const std::vector<std::string>& names = archive->reader().kernel_names();
-    std::string json = "{\"digest\":" + quote(archive->digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
+    const std::vector<std::string>& names = archive->impl.reader().kernel_names();
+    std::string json = "{\"digest\":" + quote(archive->impl.digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
     for (std::size_t i = 0; i < names.size(); ++i) {
-      kiln_kernel* k = archive->kernel(names[i], device);
+      kiln::engine::Kernel* k = archive->impl.kernel(names[i], device);
       json += std::string(i ? "," : "") + "{\"kernel\":" + quote(names[i]) + ",\"route\":" +
               quote(kiln_route_string(k->route)) + ",\"reason\":" + quote(kiln_reason_string(k->reason)) +
               ",\"target\":" + quote(k->target) + ",\"detail\":" + quote(k->reason_text) + "}";
@@ -221,23 +225,23 @@ kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buff
 
 kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int device, kiln_kernel** out) {
   if (archive == nullptr || name == nullptr || out == nullptr) {
-    return invalid(archive ? &archive->runtime() : nullptr, "kiln_archive_get_kernel: archive, name and out are required");
+    return invalid(archive ? &archive->impl.runtime() : nullptr, "kiln_archive_get_kernel: archive, name and out are required");
   }
   *out = nullptr;
-  return guarded(&archive->runtime(), [&] { *out = archive->kernel(name, device); });
+  return guarded(&archive->impl.runtime(), [&] { *out = handle_of(archive->impl.kernel(name, device)); });
 }
 
-kiln_route kiln_kernel_route(const kiln_kernel* k) { return k ? k->route : KILN_ROUTE_REFUSED; }
-kiln_reason kiln_kernel_reason(const kiln_kernel* k) { return k ? k->reason : KILN_REASON_NO_DEVICE; }
-const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? k->reason_text.c_str() : ""; }
-const char* kiln_kernel_target(const kiln_kernel* k) { return k ? k->target.c_str() : ""; }
-const char* kiln_kernel_name(const kiln_kernel* k) { return k ? k->spec.name.c_str() : ""; }
-const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? k->archive->digest().c_str() : ""; }
-const char* kiln_kernel_package(const kiln_kernel* k) { return k ? k->archive->reader().package().c_str() : ""; }
+kiln_route kiln_kernel_route(const kiln_kernel* k) { return k ? kernel_of(k)->route : KILN_ROUTE_REFUSED; }
+kiln_reason kiln_kernel_reason(const kiln_kernel* k) { return k ? kernel_of(k)->reason : KILN_REASON_NO_DEVICE; }
+const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? kernel_of(k)->reason_text.c_str() : ""; }
+const char* kiln_kernel_target(const kiln_kernel* k) { return k ? kernel_of(k)->target.c_str() : ""; }
+const char* kiln_kernel_name(const kiln_kernel* k) { return k ? kernel_of(k)->spec.name.c_str() : ""; }
+const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? kernel_of(k)->archive->digest().c_str() : ""; }
+const char* kiln_kernel_package(const kiln_kernel* k) { return k ? kernel_of(k)->archive->reader().package().c_str() : ""; }
 const char* kiln_kernel_revision(const kiln_kernel* k) {
-  return k ? k->archive->reader().kernel_revision().c_str() : "";
+  return k ? kernel_of(k)->archive->reader().kernel_revision().c_str() : "";
 }
-size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? k->spec.params.size() : 0; }
+size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? kernel_of(k)->spec.params.size() : 0; }
 
 kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
   if (info == nullptr) return invalid(nullptr, "kiln_param_info_init: info is NULL");
@@ -249,17 +253,17 @@ kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
 }
 
 kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_info* info) {
-  const kiln_runtime* rt = k ? &k->archive->runtime() : nullptr;
+  const kiln::engine::Runtime* rt = k ? &kernel_of(k)->archive->runtime() : nullptr;
   if (k == nullptr || info == nullptr) return invalid(rt, "kiln_kernel_param: kernel and info are required");
   if (info->size < 2 * sizeof(uint32_t) || info->size > KILN_MAX_STRUCT_SIZE) {
     return invalid(rt, "kiln_kernel_param: info->size " + std::to_string(info->size) +
                            " is not a size of kiln_param_info (fill it with kiln_param_info_init)");
   }
-  if (index >= k->spec.params.size()) {
-    return invalid(rt, "kiln_kernel_param: kernel '" + k->spec.name + "' has " + std::to_string(k->spec.params.size()) +
+  if (index >= kernel_of(k)->spec.params.size()) {
+    return invalid(rt, "kiln_kernel_param: kernel '" + kernel_of(k)->spec.name + "' has " + std::to_string(kernel_of(k)->spec.params.size()) +
                            " parameters, index " + std::to_string(index) + " is past them");
   }
-  const kiln::KernelParam& p = k->spec.params[index];
+  const kiln::KernelParam& p = kernel_of(k)->spec.params[index];
   kiln_param_info full{};
   full.size = info->size;
   full.is_pointer = p.is_pointer ? 1 : 0;
@@ -274,8 +278,8 @@ kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_inf
 kiln_status kiln_kernel_launch_checked(kiln_kernel* kernel, void* const* args, const size_t* arg_sizes, size_t arg_count,
                                        void* stream, kiln_route* route_taken) {
   if (kernel == nullptr) return invalid(nullptr, "kiln_kernel_launch: kernel is NULL");
-  return guarded(&kernel->archive->runtime(), [&] {
-    kiln_route r = kernel->launch(args, arg_count, stream, arg_sizes);
+  return guarded(&kernel_of(kernel)->archive->runtime(), [&] {
+    kiln_route r = kernel_of(kernel)->launch(args, arg_count, stream, arg_sizes);
     if (route_taken) *route_taken = r;
   });
 }
@@ -288,10 +292,10 @@ kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t ar
 kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
                               kiln_package** out) {
   if (runtime == nullptr || store_dir == nullptr || package == nullptr || out == nullptr || device < 0) {
-    return invalid(runtime, "kiln_package_open: runtime, store_dir, package, a device >= 0 and out are required");
+    return invalid(engine_of(runtime), "kiln_package_open: runtime, store_dir, package, a device >= 0 and out are required");
   }
   *out = nullptr;
-  return guarded(runtime, [&] {
+  return guarded(engine_of(runtime), [&] {
     auto opened = std::make_unique<kiln_package>(*runtime, store_dir, package, device);
     kiln::api::track(HandleKind::package, opened.get());
     *out = opened.release();
@@ -304,16 +308,16 @@ void kiln_package_destroy(kiln_package* package) {
 
 kiln_status kiln_package_reload(kiln_package* package, int* switched) {
   if (package == nullptr) return invalid(nullptr, "kiln_package_reload: package is NULL");
-  return guarded(&package->runtime(), [&] {
-    bool did = package->reload();
+  return guarded(&package->impl.runtime(), [&] {
+    bool did = package->impl.reload();
     if (switched) *switched = did ? 1 : 0;
   });
 }
 
 kiln_status kiln_package_active_digest(kiln_package* package, char* buffer, size_t capacity, size_t* needed) {
   if (package == nullptr) return invalid(nullptr, "kiln_package_digest: package is NULL");
-  return guarded_status(&package->runtime(), "kiln_package_digest: the digest does not fit the buffer (72 bytes do)",
-                        [&] { return copy_message(package->digest(), buffer, capacity, needed); });
+  return guarded_status(&package->impl.runtime(), "kiln_package_digest: the digest does not fit the buffer (72 bytes do)",
+                        [&] { return copy_message(package->impl.digest(), buffer, capacity, needed); });
 }
 
 kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capacity) {
@@ -323,8 +327,8 @@ kiln_status kiln_package_digest(kiln_package* package, char* buffer, size_t capa
 kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void* const* args, size_t arg_count,
                                 void* stream, kiln_route* route_taken) {
   if (package == nullptr || kernel == nullptr) return invalid(nullptr, "kiln_package_launch: package and kernel are required");
-  return guarded(&package->runtime(), [&] {
-    kiln_route r = package->launch(kernel, args, arg_count, stream);
+  return guarded(&package->impl.runtime(), [&] {
+    kiln_route r = package->impl.launch(kernel, args, arg_count, stream);
     if (route_taken) *route_taken = r;
   });
 }
@@ -339,20 +343,20 @@ kiln_status kiln_stats_init(kiln_stats* stats, size_t size) {
 }
 
 kiln_status kiln_runtime_stats(const kiln_runtime* runtime, kiln_stats* stats) {
-  if (runtime == nullptr || stats == nullptr) return invalid(runtime, "kiln_runtime_stats: runtime and stats are required");
+  if (runtime == nullptr || stats == nullptr) return invalid(engine_of(runtime), "kiln_runtime_stats: runtime and stats are required");
   if (stats->size < 2 * sizeof(uint32_t) || stats->size > KILN_MAX_STRUCT_SIZE) {
-    return invalid(runtime, "kiln_runtime_stats: stats->size " + std::to_string(stats->size) +
+    return invalid(engine_of(runtime), "kiln_runtime_stats: stats->size " + std::to_string(stats->size) +
                                 " is not a size of kiln_stats (fill it with kiln_stats_init)");
   }
-  runtime->stats().snapshot(stats);
+  runtime->impl.stats().snapshot(stats);
   kiln::api::clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_runtime_stats_prometheus(const kiln_runtime* runtime, char* buffer, size_t capacity, size_t* needed) {
   if (runtime == nullptr) return invalid(nullptr, "kiln_runtime_stats_prometheus: runtime is NULL");
-  return guarded_status(runtime, "kiln_runtime_stats_prometheus: the text does not fit the buffer",
-                        [&] { return copy_message(runtime->stats().prometheus(), buffer, capacity, needed); });
+  return guarded_status(engine_of(runtime), "kiln_runtime_stats_prometheus: the text does not fit the buffer",
+                        [&] { return copy_message(runtime->impl.stats().prometheus(), buffer, capacity, needed); });
 }
 
 }  // extern "C"

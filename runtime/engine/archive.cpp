@@ -7,31 +7,33 @@
 #include "error.hpp"
 #include "runtime.hpp"
 
+namespace kiln::engine {
+
 using kiln::Errc;
 using kiln::Error;
 
-kiln::ReadOptions kiln_archive::read_options() const {
+kiln::ReadOptions Archive::read_options() const {
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{&runtime_.trust(), runtime_.threshold()};
   options.max_member_size = runtime_.max_member_size();
   return options;
 }
 
-kiln_archive::kiln_archive(kiln_runtime& runtime, const std::string& path) : runtime_(runtime) {
+Archive::Archive(Runtime& runtime, const std::string& path) : runtime_(runtime) {
   reader_ = kiln::Archive::open_file(path, read_options());
   digest_ = kiln::digest_string(reader_->digest());
 }
 
-kiln_archive::kiln_archive(kiln_runtime& runtime, std::vector<std::uint8_t> bytes)
+Archive::Archive(Runtime& runtime, std::vector<std::uint8_t> bytes)
     : runtime_(runtime), owned_bytes_(std::move(bytes)) {
   reader_ = kiln::Archive::open_memory(owned_bytes_.data(), owned_bytes_.size(), read_options());
   digest_ = kiln::digest_string(reader_->digest());
 }
 
 // The kernels' loaded code unloads itself as the slots go (engine::Code's destructor).
-kiln_archive::~kiln_archive() = default;
+Archive::~Archive() = default;
 
-kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
+Kernel* Archive::kernel(const std::string& name, int device) {
   if (!reader_->has_kernel(name)) {
     throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
   }
@@ -48,7 +50,7 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
   // std::call_once: an exception leaving call_once aborts where libstdc++ is linked statically.)
   std::lock_guard<std::mutex> resolving(slot->resolving);
   if (!slot->kernel) {
-    auto k = std::make_unique<kiln_kernel>();
+    auto k = std::make_unique<Kernel>();
     k->archive = this;
     k->spec = reader_->kernel(name);
     k->device = device;
@@ -61,7 +63,7 @@ kiln_kernel* kiln_archive::kernel(const std::string& name, int device) {
   return slot->kernel.get();
 }
 
-void kiln_archive::warm(int device) {
+void Archive::warm(int device) {
   const std::vector<std::string>& names = reader_->kernel_names();
   // The driver loads modules concurrently; a few threads hide JIT and load latency without
   // oversubscribing the host a serving process shares. The first failure stops the warm-up.
@@ -69,3 +71,4 @@ void kiln_archive::warm(int device) {
   kiln::parallel_for_or_fail(names.size(), threads, [&](std::size_t i) { kernel(names[i], device); });
 }
 
+}  // namespace kiln::engine

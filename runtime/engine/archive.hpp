@@ -1,4 +1,4 @@
-// struct kiln_archive: an opened, authenticated archive and the kernels resolved from it,
+// engine::Archive: an opened, authenticated archive and the kernels resolved from it,
 // one per (kernel, device), created on first request and kept until the archive closes.
 // archive.cpp keeps the kernels; resolve.cpp chooses their code; diagnostics.cpp writes the
 // bundle of a failed load or launch.
@@ -15,48 +15,51 @@
 #include "kernel.hpp"
 #include "kiln/kiln.h"
 
-struct kiln_runtime;
 namespace kiln::engine {
-struct Candidate;  // resolve.cpp's
-}
 
-struct kiln_archive {
+class Runtime;
+struct Candidate;  // resolve.cpp's
+
+// The engine's archive; the C API's kiln_archive wraps it (runtime/api/handles.hpp).
+class Archive {
  public:
   // Opens from a file (mapped) or from bytes this archive owns.
-  kiln_archive(kiln_runtime& runtime, const std::string& path);
-  kiln_archive(kiln_runtime& runtime, std::vector<std::uint8_t> bytes);
-  ~kiln_archive();
+  Archive(Runtime& runtime, const std::string& path);
+  Archive(Runtime& runtime, std::vector<std::uint8_t> bytes);
+  ~Archive();
 
-  kiln_runtime& runtime() { return runtime_; }
+  Runtime& runtime() { return runtime_; }
   const kiln::Archive& reader() const { return *reader_; }
   const std::string& digest() const { return digest_; }
 
   // The resolved kernel, created and resolved on first request. Thread-safe.
-  kiln_kernel* kernel(const std::string& name, int device);
+  Kernel* kernel(const std::string& name, int device);
   // Resolves every kernel for `device`, in parallel.
   void warm(int device);
   // Writes a diagnostic bundle for a failed load or launch of `k`, if a directory is set.
-  void diagnose(const kiln_kernel& k, const std::string& event, const std::string& target, const std::string& member,
+  void diagnose(const Kernel& k, const std::string& event, const std::string& target, const std::string& member,
                 int cuda_error, const std::string& error, const std::string& call);
 
  private:
   struct Slot {
     std::mutex resolving;  // held while this kernel resolves for this device
-    std::unique_ptr<kiln_kernel> kernel;
+    std::unique_ptr<Kernel> kernel;
   };
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
-  void resolve(kiln_kernel& k);
-  void resolve_on(kiln::engine::Backend& backend, kiln_kernel& k);
-  bool load_first(kiln::engine::Backend& backend, kiln_kernel& k, const kiln::engine::DeviceInfo& device,
+  void resolve(Kernel& k);
+  void resolve_on(kiln::engine::Backend& backend, Kernel& k);
+  bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,
                   const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);
-  void settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text);
+  void settle_without_code(Kernel& k, kiln_reason reason, const std::string& text);
   kiln::ReadOptions read_options() const;
 
-  kiln_runtime& runtime_;
+  Runtime& runtime_;
   std::vector<std::uint8_t> owned_bytes_;
   std::unique_ptr<kiln::Archive> reader_;
   std::string digest_;
   std::mutex slots_mutex_;
   std::map<std::pair<std::string, int>, std::unique_ptr<Slot>> slots_;  // by kernel name and device
 };
+
+}  // namespace kiln::engine

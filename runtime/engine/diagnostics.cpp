@@ -76,9 +76,11 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
 
 }  // namespace kiln::engine
 
+namespace kiln::engine {
+
 // The bundle of a failed load or launch of one of an archive's kernels: the event, the archive,
 // the kernel, the device as its backend described it, and the manifest and code object.
-void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, const std::string& target,
+void Archive::diagnose(const Kernel& k, const std::string& event, const std::string& target,
                             const std::string& member, int driver_error, const std::string& error,
                             const std::string& call) {
   if (runtime_.diag_dir().empty()) return;
@@ -114,3 +116,5 @@ void kiln_archive::diagnose(const kiln_kernel& k, const std::string& event, cons
   if (folder.empty()) runtime_.log(KILN_LOG_ERROR, "could not write a diagnostic bundle: " + why);
   else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.spec.name + "': " + folder);
 }
+
+}  // namespace kiln::engine

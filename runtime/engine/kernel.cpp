@@ -4,10 +4,12 @@
 #include "error.hpp"
 #include "runtime.hpp"
 
+namespace kiln::engine {
+
 using kiln::Errc;
 using kiln::Error;
 
-void kiln_kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
+void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
   if (arg_count != spec.params.size()) {
     throw Error(Errc::invalid_argument, "kernel '" + spec.name + "' takes " + std::to_string(spec.params.size()) +
                                             " arguments, the launch passed " + std::to_string(arg_count));
@@ -30,16 +32,16 @@ void kiln_kernel::check_arguments(void* const* args, std::size_t arg_count, cons
   }
 }
 
-std::string kiln_kernel::undeclared_shape_text(void* const* args) const {
+std::string Kernel::undeclared_shape_text(void* const* args) const {
   std::string declared;
   for (const kiln::ShapeSpec& s : spec.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
   return "the call (" + shapes.describe_call(args) + ") matches no declared shape of kernel '" + spec.name +
          "' (declared: " + (declared.empty() ? "none" : declared) + ")";
 }
 
-kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes) {
+kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes) {
   check_arguments(args, arg_count, arg_sizes);
-  kiln_runtime& rt = archive->runtime();
+  Runtime& rt = archive->runtime();
   if (route == KILN_ROUTE_NATIVE || route == KILN_ROUTE_PTX_JIT) {
     if (const kiln::LaunchConfig* config = shapes.match(args)) {
       int r = code->launch(*config, stream, const_cast<void**>(args));
@@ -70,9 +72,9 @@ kiln_route kiln_kernel::launch(void* const* args, std::size_t arg_count, void* s
   return run_reference(reason, reason_text, args, arg_count, stream);
 }
 
-kiln_route kiln_kernel::run_reference(kiln_reason why, const std::string& why_text, void* const* args,
+kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, void* const* args,
                                       std::size_t arg_count, void* stream) {
-  kiln_runtime& rt = archive->runtime();
+  Runtime& rt = archive->runtime();
   if (!reference_allowed) {
     kiln::engine::Stats::bump(rt.stats().launches_refused);
     throw Error(Errc::refused, "kernel '" + spec.name + "' cannot run on device " + std::to_string(device) + ": " +
@@ -80,7 +82,7 @@ kiln_route kiln_kernel::run_reference(kiln_reason why, const std::string& why_te
                                    (rt.policy() == KILN_POLICY_STRICT ? " (the runtime's policy is strict)"
                                                                       : " (the manifest says fallback = \"refuse\")"));
   }
-  std::shared_ptr<const kiln_runtime::Reference> ref = rt.reference(spec.name);  // held for the whole call
+  std::shared_ptr<const Runtime::Reference> ref = rt.reference(spec.name);  // held for the whole call
   if (ref == nullptr) {
     kiln::engine::Stats::bump(rt.stats().launches_refused);
     throw Error(Errc::refused, "kernel '" + spec.name + "' routes to its reference (" + why_text +
@@ -102,3 +104,5 @@ kiln_route kiln_kernel::run_reference(kiln_reason why, const std::string& why_te
   kiln::engine::Stats::bump(rt.stats().launches_reference);
   return KILN_ROUTE_REFERENCE;
 }
+
+}  // namespace kiln::engine

@@ -1,4 +1,4 @@
-// struct kiln_kernel: one kernel of one archive resolved for one device: its route, why,
+// engine::Kernel: one kernel of one archive resolved for one device: its route, why,
 // the loaded code when it runs natively, and the launch path.
 #pragma once
 
@@ -11,9 +11,10 @@
 #include "manifest.hpp"
 #include "shape_match.hpp"
 
-struct kiln_archive;
-
 namespace kiln::engine {
+
+class Archive;
+
 // What a reference is handed as its kiln_call_info: the info first (the reference sees only
 // that), then what kiln_call_set_error writes, recognised by `tag`.
 struct CallContext {
@@ -22,10 +23,11 @@ struct CallContext {
   std::string error;  // the reference's own message, if it set one
   static constexpr std::uint64_t kTag = 0x6b696c6e2d63616cull;  // "kiln-cal"
 };
-}  // namespace kiln::engine
 
-struct kiln_kernel {
-  kiln_archive* archive = nullptr;
+// Engine-internal (the C API hands it out as the opaque kiln_kernel): resolve.cpp settles its
+// fields once, under its archive's per-kernel lock, and they are only read afterwards.
+struct Kernel {
+  Archive* archive = nullptr;
   kiln::KernelSpec spec;               // decoded from the archive's kernel table
   int device = 0;
   kiln_route route = KILN_ROUTE_REFUSED;
@@ -49,3 +51,5 @@ struct kiln_kernel {
   kiln_route run_reference(kiln_reason why, const std::string& why_text, void* const* args, std::size_t arg_count,
                            void* stream);
 };
+
+}  // namespace kiln::engine

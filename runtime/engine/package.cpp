@@ -5,15 +5,17 @@
 #include "runtime.hpp"
 #include "store.hpp"
 
+namespace kiln::engine {
+
 using kiln::Errc;
 using kiln::Error;
 
-kiln_package::kiln_package(kiln_runtime& runtime, std::string store_dir, std::string package, int device)
+Package::Package(Runtime& runtime, std::string store_dir, std::string package, int device)
     : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device) {
   std::atomic_store(&current_, load(active_digest()));
 }
 
-std::string kiln_package::active_digest() const {
+std::string Package::active_digest() const {
   kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
   if (state.active.empty()) {
     throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
@@ -21,10 +23,10 @@ std::string kiln_package::active_digest() const {
   return state.active;
 }
 
-std::shared_ptr<const kiln_package::Generation> kiln_package::load(const std::string& digest) {
+std::shared_ptr<const Package::Generation> Package::load(const std::string& digest) {
   kiln::store::Store store(store_dir_);
   auto g = std::make_shared<Generation>();
-  g->archive = std::make_unique<kiln_archive>(runtime_, store.archive_path(digest));
+  g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest));
   if (g->archive->digest() != digest) {
     throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
   }
@@ -38,7 +40,7 @@ std::shared_ptr<const kiln_package::Generation> kiln_package::load(const std::st
   return g;
 }
 
-bool kiln_package::reload() {
+bool Package::reload() {
   std::lock_guard<std::mutex> lock(reload_mutex_);
   std::string wanted = active_digest();
   if (std::atomic_load(&current_)->archive->digest() == wanted) return false;
@@ -48,9 +50,9 @@ bool kiln_package::reload() {
   return true;
 }
 
-std::string kiln_package::digest() const { return std::atomic_load(&current_)->archive->digest(); }
+std::string Package::digest() const { return std::atomic_load(&current_)->archive->digest(); }
 
-kiln_route kiln_package::launch(const std::string& kernel, void* const* args, std::size_t arg_count, void* stream) {
+kiln_route Package::launch(const std::string& kernel, void* const* args, std::size_t arg_count, void* stream) {
   std::shared_ptr<const Generation> g = std::atomic_load(&current_);  // held for the whole call
   auto it = g->kernels.find(kernel);
   if (it == g->kernels.end()) {
@@ -58,3 +60,5 @@ kiln_route kiln_package::launch(const std::string& kernel, void* const* args, st
   }
   return it->second->launch(args, arg_count, stream);
 }
+
+}  // namespace kiln::engine

@@ -1,4 +1,4 @@
-// struct kiln_package: a package's active archive in a store, swapped atomically on reload.
+// engine::Package: a package's active archive in a store, swapped atomically on reload.
 // Each launch takes a reference to the generation it starts on (a shared_ptr loaded
 // atomically), so a reload never frees kernels a call is still using.
 #pragma once
@@ -11,26 +11,31 @@
 #include "archive.hpp"
 #include "kiln/kiln.h"
 
-struct kiln_package {
+namespace kiln::engine {
+
+// The engine's package; the C API's kiln_package wraps it (runtime/api/handles.hpp).
+class Package {
  public:
-  kiln_package(kiln_runtime& runtime, std::string store_dir, std::string package, int device);
+  Package(Runtime& runtime, std::string store_dir, std::string package, int device);
 
   bool reload();  // true when it switched; throws and keeps the current one on failure
-  kiln_runtime& runtime() { return runtime_; }
+  Runtime& runtime() { return runtime_; }
   std::string digest() const;
   kiln_route launch(const std::string& kernel, void* const* args, std::size_t arg_count, void* stream);
 
  private:
   struct Generation {
-    std::unique_ptr<kiln_archive> archive;
-    std::unordered_map<std::string, kiln_kernel*> kernels;  // resolved and warmed before use
+    std::unique_ptr<Archive> archive;
+    std::unordered_map<std::string, Kernel*> kernels;  // resolved and warmed before use
   };
   std::shared_ptr<const Generation> load(const std::string& digest);
   std::string active_digest() const;
 
-  kiln_runtime& runtime_;
+  Runtime& runtime_;
   std::string store_dir_, package_;
   int device_;
   std::mutex reload_mutex_;                 // one reload at a time
   std::shared_ptr<const Generation> current_;  // read and written with std::atomic_load/store
 };
+
+}  // namespace kiln::engine

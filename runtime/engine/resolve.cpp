@@ -11,12 +11,13 @@
 #include "error.hpp"
 #include "runtime.hpp"
 
+namespace kiln::engine {
+
 using kiln::Errc;
 using kiln::Error;
-using Candidate = kiln::engine::Candidate;
 
 // One code object of the kernel with the tag of it that suits the device best.
-struct kiln::engine::Candidate {
+struct Candidate {
   std::size_t member = 0;
   std::string path;
   kiln::format::CodeKind kind = kiln::format::CodeKind::none;
@@ -55,14 +56,14 @@ bool better(const kiln::engine::TagFit& a, const kiln::engine::TagFit& b) {
 
 }  // namespace
 
-void kiln_archive::settle_without_code(kiln_kernel& k, kiln_reason reason, const std::string& text) {
+void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::string& text) {
   k.route = k.reference_allowed ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
   k.reason = reason;
   k.reason_text = text;
   runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "' routes to " + kiln_route_string(k.route) + ": " + text);
 }
 
-void kiln_archive::resolve(kiln_kernel& k) {
+void Archive::resolve(Kernel& k) {
   if (k.spec.backend == "cuda") return resolve_on(runtime_.cuda(), k);
   if (k.spec.backend == "hip") return resolve_on(runtime_.hip(), k);
   if (k.spec.backend == "any") {
@@ -81,7 +82,7 @@ void kiln_archive::resolve(kiln_kernel& k) {
                       "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
 }
 
-void kiln_archive::resolve_on(kiln::engine::Backend& backend, kiln_kernel& k) {
+void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
   kiln_reason unavailable = KILN_REASON_NO_DEVICE;
   std::string why;
   const kiln::engine::DeviceInfo* device = backend.device(k.device, &unavailable, &why);
@@ -149,7 +150,7 @@ void kiln_archive::resolve_on(kiln::engine::Backend& backend, kiln_kernel& k) {
 
 // Loads the first candidate the driver accepts and settles the route on it; false if none did
 // (each failure is logged, counted, left in a diagnostic bundle and added to *failures).
-bool kiln_archive::load_first(kiln::engine::Backend& backend, kiln_kernel& k, const kiln::engine::DeviceInfo& device,
+bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                               std::vector<Candidate>& candidates, const std::vector<Candidate>& rejected,
                               std::string* failures) {
   kiln::engine::Stats& s = runtime_.stats();
@@ -188,3 +189,5 @@ bool kiln_archive::load_first(kiln::engine::Backend& backend, kiln_kernel& k, co
   }
   return false;
 }
+
+}  // namespace kiln::engine

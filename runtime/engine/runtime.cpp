@@ -4,7 +4,9 @@
 
 #include "error.hpp"
 
-kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
+namespace kiln::engine {
+
+Runtime::Runtime(const kiln_runtime_options& o)
     : trust_(o.trust_path != nullptr && o.trust_path[0] != '\0'
                  ? kiln::TrustSet::load(o.trust_path)
                  : throw kiln::Error(kiln::Errc::invalid_argument,
@@ -28,7 +30,7 @@ kiln_runtime::kiln_runtime(const kiln_runtime_options& o)
   diag_dir_ = o.diag_dir != nullptr ? o.diag_dir : env != nullptr ? env : "";
 }
 
-void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release) {
+void Runtime::set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release) {
   std::shared_ptr<const Reference> added;
   if (fn != nullptr) {
     added = std::make_shared<const Reference>(fn, user, release);
@@ -49,22 +51,24 @@ void kiln_runtime::set_reference(const std::string& kernel, kiln_reference_cb fn
   }
 }
 
-std::shared_ptr<const kiln_runtime::Reference> kiln_runtime::reference(const std::string& kernel) const {
+std::shared_ptr<const Runtime::Reference> Runtime::reference(const std::string& kernel) const {
   std::shared_lock<std::shared_mutex> lock(references_mutex_);
   auto it = references_.find(kernel);
   return it == references_.end() ? nullptr : it->second;
 }
 
-void kiln_runtime::log(kiln_log_level level, const std::string& message) const {
+void Runtime::log(kiln_log_level level, const std::string& message) const {
   if (log_fn_ != nullptr && level <= log_level_) log_fn_(level, message.c_str(), log_user_);
 }
 
-void kiln_runtime::set_error(const std::string& message) const {
+void Runtime::set_error(const std::string& message) const {
   std::lock_guard<std::mutex> lock(error_mutex_);
   last_error_ = message;
 }
 
-std::string kiln_runtime::last_error() const {
+std::string Runtime::last_error() const {
   std::lock_guard<std::mutex> lock(error_mutex_);
   return last_error_;
 }
+
+}  // namespace kiln::engine

@@ -1,4 +1,4 @@
-// struct kiln_runtime: trust, policy, references, logging, statistics and the device
+// engine::Runtime: trust, policy, references, logging, statistics and the device
 // backends that every archive opened through it shares.
 #pragma once
 
@@ -14,9 +14,12 @@
 #include "stats.hpp"
 #include "trust.hpp"
 
-struct kiln_runtime {
+namespace kiln::engine {
+
+// The engine's runtime; the C API's kiln_runtime wraps it (runtime/api/handles.hpp).
+class Runtime {
  public:
-  explicit kiln_runtime(const kiln_runtime_options& options);
+  explicit Runtime(const kiln_runtime_options& options);
 
   // A registered reference. Calls hold it by shared_ptr while they run it, so replacing or
   // removing it never pulls `user` from under a call in flight; `release(user)` runs when the
@@ -72,3 +75,5 @@ struct kiln_runtime {
   mutable std::mutex error_mutex_;
   mutable std::string last_error_;
 };
+
+}  // namespace kiln::engine
