@@ -17,22 +17,7 @@
 namespace kiln::cli {
 namespace {
 
-class DirFd {
- public:
-  explicit DirFd(int fd) : fd_(fd) {}
-  ~DirFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  DirFd(DirFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  DirFd& operator=(DirFd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using DirFd = FileDescriptor;
 
 // Member paths were validated by the reader (relative, no '..', portable characters), and
 // every step below refuses to follow a link, so nothing lands outside `root`.
@@ -57,13 +42,7 @@ void write_member(int root, const std::string& root_name, const std::string& pat
     if (errno == EEXIST) fail(Errc::io, root_name + "/" + path + ": already exists; kiln extract never overwrites");
     fail(Errc::io, root_name + "/" + path + ": cannot create: " + errno_text(errno));
   }
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(file.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, root_name + "/" + path + ": write failed: " + errno_text(errno));
-    done += static_cast<std::size_t>(n);
-  }
+  write_all(file.get(), data.data(), data.size(), root_name + "/" + path);
 }
 
 }  // namespace

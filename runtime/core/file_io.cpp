@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,19 +17,7 @@
 namespace kiln {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = FileDescriptor;
 
 void read_exact(int fd, std::uint8_t* out, std::size_t size, const std::string& path) {
   std::size_t done = 0;
@@ -204,19 +193,67 @@ void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::si
   }
 }
 
-void AtomicFileWriter::commit() {
+void AtomicFileWriter::commit(const Step& step) {
+  if (step) step("written, not synced");
   if (::fsync(fd_) != 0) fail(Errc::io, path_ + ": fsync failed: " + errno_text(errno));
   if (::close(fd_) != 0) {
     fd_ = -1;
     fail(Errc::io, path_ + ": close failed: " + errno_text(errno));
   }
   fd_ = -1;
+  if (step) step("synced, not renamed");
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     fail(Errc::io, path_ + ": cannot rename the finished file into place: " + errno_text(errno));
   }
   committed_ = true;
-  Fd dir(::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.get() >= 0) ::fsync(dir.get());  // best effort: some filesystems refuse directory fsync
+  if (step) step("renamed, folder not synced");
+  sync_directory(directory_of(path_));
+  if (step) step("done");
+}
+
+void sync_directory(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+void replace_file_durably(const std::string& path, const std::string& content, unsigned mode,
+                          const AtomicFileWriter::Step& step) {
+  AtomicFileWriter out(path, mode);
+  constexpr std::size_t kPiece = 64 * 1024;  // each piece a point where a crash leaves a partial temporary file
+  for (std::size_t done = 0; done < content.size();) {
+    std::size_t n = std::min(kPiece, content.size() - done);
+    out.write(content.data() + done, n);
+    done += n;
+    if (done < content.size() && step) step("partial write");
+  }
+  out.commit(step);
+}
+
+FileLock::FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  if (fd_.get() < 0) fail(Errc::io, path + ": cannot open the lock: " + errno_text(errno));
+  while (::flock(fd_.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) fail(Errc::io, path + ": flock failed: " + errno_text(errno));
+  }
+}
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  return *this;
+}
+
+void write_all(int fd, const void* data, std::size_t size, const std::string& what) {
+  auto* p = static_cast<const std::uint8_t*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, p + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, what + ": write failed: " + errno_text(errno));
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 void write_new_file(const std::string& path, const std::string& content, unsigned mode) {

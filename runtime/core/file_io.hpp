@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,25 @@
 #include "bytes.hpp"
 
 namespace kiln {
+
+// An open file descriptor, closed when the object goes; movable, not copyable.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+  ~FileDescriptor();
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Writes all of `data` at the descriptor's position, retrying short writes and EINTR; an
+// error names `what` (the file).
+void write_all(int fd, const void* data, std::size_t size, const std::string& what);
 
 // Reads a whole regular file of at most max_size bytes (keys, manifests, sources).
 std::string read_small_file(const std::string& path, std::uint64_t max_size);
@@ -59,7 +79,10 @@ class AtomicFileWriter {
   void write(const void* data, std::size_t size);
   void pwrite_at(std::uint64_t offset, const void* data, std::size_t size);
   std::uint64_t position() const { return position_; }
-  void commit();  // fsync, rename, fsync the directory
+  // fsync, rename, fsync the directory. `step` (may be empty) is called before each of those
+  // and after the last with where it stands: the store's crash tests stop the process there.
+  using Step = std::function<void(const char* where)>;
+  void commit(const Step& step = {});
 
  private:
   std::string path_;
@@ -67,6 +90,28 @@ class AtomicFileWriter {
   int fd_ = -1;
   std::uint64_t position_ = 0;
   bool committed_ = false;
+};
+
+// Replaces `path` with `content` so that a crash at any moment leaves the old file or the whole
+// new one (AtomicFileWriter), writing 64 KiB at a time with `step("partial write")` between the
+// pieces, then committing with `step`.
+void replace_file_durably(const std::string& path, const std::string& content, unsigned mode,
+                          const AtomicFileWriter::Step& step = {});
+
+// fsync of a folder, so that names created, renamed or removed in it survive a crash. Best
+// effort: some filesystems refuse a folder's fsync.
+void sync_directory(const std::string& dir);
+
+// An exclusive flock on `path` (created if missing) for the object's life. The kernel drops it
+// when the descriptor closes, the holder being killed included: a dead holder blocks no one.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  FileDescriptor fd_;
 };
 
 // Creates `path` with `mode`, refusing to replace an existing file.

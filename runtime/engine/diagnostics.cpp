@@ -1,10 +1,5 @@
 #include "diagnostics.hpp"
 
-#include "archive.hpp"
-#include "runtime.hpp"
-
-#include "text.hpp"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
+#include <sstream>
+
+#include "archive.hpp"
+#include "file_io.hpp"
+#include "runtime.hpp"
+#include "text.hpp"
 
 namespace kiln::engine {
 namespace {
@@ -42,7 +42,7 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
       *why = folder + ": " + std::strerror(errno);
       return "";
     }
-    std::ofstream r(folder + "/report.toml");
+    std::ostringstream r;
     r << "# A kiln diagnostic bundle: `kiln diag show " << folder << "` prints it.\n"
       << "event = " << toml_string(e.event) << "\n"
       << "time = " << std::time(nullptr) << "\n"
@@ -59,14 +59,10 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
     r << "\n[files]\n";
     for (const auto& [name, bytes] : e.files) {
       std::string file = flat(name);
-      std::ofstream(folder + "/" + file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                                  static_cast<std::streamsize>(bytes.size()));
+      write_new_file(folder + "/" + file, std::string(bytes.begin(), bytes.end()), 0600);
       r << toml_string(file) << " = " << toml_string(name) << "\n";
     }
-    if (!r) {
-      *why = folder + "/report.toml: write failed";
-      return "";
-    }
+    write_new_file(folder + "/report.toml", r.str(), 0600);  // last: a bundle with a report is whole
     return folder;
   } catch (const std::exception& ex) {
     *why = ex.what();
@@ -74,9 +70,6 @@ std::string write_diagnostic_bundle(const std::string& dir, const DiagnosticEven
   }
 }
 
-}  // namespace kiln::engine
-
-namespace kiln::engine {
 
 // The bundle of a failed load or launch of one of an archive's kernels: the event, the archive,
 // the kernel, the device as its backend described it, and the manifest and code object.

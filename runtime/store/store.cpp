@@ -1,8 +1,6 @@
 #include "store.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,58 +26,18 @@ constexpr const char* kStoreHeader = "# kiln store, format 1. Do not edit: use `
 // A store folder's entries; one not made yet (no package activated) has none.
 std::vector<std::string> list_dir(const std::string& dir) { return list_directory(dir, true); }
 
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 // write temp -> fsync -> rename -> fsync dir, with a crash point between each step.
 void durable_write(const std::string& path, const std::string& content) {
-  std::string temp = path + ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(Errc::io, temp + ": cannot create: " + errno_text(errno));
-  std::size_t done = 0;
-  while (done < content.size()) {
-    // 64 KiB at a time: each chunk is a point where a crash leaves a partial temporary file.
-    ssize_t n = ::write(fd, content.data() + done, std::min<std::size_t>(content.size() - done, 64 * 1024));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      fail(Errc::io, temp + ": write failed: " + errno_text(errno));
-    }
-    done += static_cast<std::size_t>(n);
-    if (done < content.size()) crash_point("partial write");
-  }
-  crash_point("written, not synced");
-  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(Errc::io, temp + ": fsync failed: " + errno_text(errno));
-  crash_point("synced, not renamed");
-  if (::rename(temp.c_str(), path.c_str()) != 0) fail(Errc::io, path + ": rename failed: " + errno_text(errno));
-  crash_point("renamed, folder not synced");
-  fsync_dir(path.substr(0, path.rfind('/')));
-  crash_point("done");
+  replace_file_durably(path, content, 0644, crash_point);
 }
 
-// An exclusive lock on the store for one operation. flock is released by the kernel when the
-// holder's file descriptor closes, including when the process is killed: a dead holder never
-// blocks the next writer.
+// An exclusive lock on the store for one operation.
 class Lock {
  public:
-  explicit Lock(const std::string& dir) {
-    fd_ = ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(Errc::io, dir + "/lock: " + errno_text(errno));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) fail(Errc::io, dir + "/lock: flock failed: " + errno_text(errno));
-    }
-  }
-  ~Lock() { ::close(fd_); }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
+  explicit Lock(const std::string& dir) : lock_(dir + "/lock") {}
 
  private:
-  int fd_ = -1;
+  FileLock lock_;
 };
 
 std::string clean_field(const std::string& s) {
@@ -395,7 +353,7 @@ std::vector<std::string> Store::gc(unsigned keep) {
       if (n.find(".tmp-") != std::string::npos) ::unlink((dir_ + sub + n).c_str());
     }
   }
-  fsync_dir(dir_ + "/archives");
+  sync_directory(dir_ + "/archives");
   return removed;
 }
 
