@@ -17,37 +17,21 @@
 #include <thread>
 #include <vector>
 
+#include "api_test_env.hpp"
 #include "kiln/kiln.h"
 
 namespace {
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? v : fallback;
-}
-const std::string kArchives = env_or("KILN_TEST_ARCHIVES", KILN_TEST_ARCHIVES);
-const std::string kKeys = env_or("KILN_TEST_KEYS", KILN_TEST_KEYS);
-const std::string kScale = kArchives + "/scale.kiln";
-
-std::string thread_last_error() {
-  char buf[2048];
-  kiln_last_error(buf, sizeof buf, nullptr);
-  return buf;
-}
-std::string runtime_last_error(kiln_runtime* rt) {
-  char buf[2048];
-  kiln_runtime_last_error(rt, buf, sizeof buf, nullptr);
-  return buf;
-}
+using kiln_test::runtime_last_error;
+using kiln_test::thread_last_error;
+const std::string kKeys = kiln_test::keys();
+const std::string kScale = kiln_test::archives() + "/scale.kiln";
 
 class CApi : public ::testing::Test {
  protected:
   void SetUp() override {
-    kiln_runtime_options o;
-    ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
-    o.trust_path = trust.c_str();
-    o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";  // every kernel routes to the reference
-    ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+    rt = kiln_test::runtime_without_driver();  // every kernel routes to the reference
+    ASSERT_NE(rt, nullptr) << thread_last_error();
     ASSERT_EQ(kiln_archive_open(rt, kScale.c_str(), &archive), KILN_OK) << thread_last_error();
     ASSERT_EQ(kiln_archive_get_kernel(archive, "scale", 0, &kernel), KILN_OK);
   }
@@ -55,7 +39,6 @@ class CApi : public ::testing::Test {
     kiln_archive_destroy(archive);
     kiln_runtime_destroy(rt);
   }
-  std::string trust = kKeys + "/test.pub";
   kiln_runtime* rt = nullptr;
   kiln_archive* archive = nullptr;
   kiln_kernel* kernel = nullptr;
