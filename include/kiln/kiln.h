@@ -196,8 +196,11 @@ typedef void (*kiln_release_cb)(void* user);
 /* Registers (or replaces, or with `fn` NULL removes) the reference for `kernel`, as
  * kiln_runtime_register_reference does, and calls `release(user)` (if not NULL) exactly once,
  * after it has been replaced or removed (or the runtime destroyed) and the last call running
- * it has returned: freeing `user` there is safe under any load (0.2). With `fn` NULL,
- * `release(user)` is called at once. */
+ * it has returned: freeing `user` there is safe under any load (0.2). `release` runs on the
+ * thread that lets go last (one replacing the reference, or one whose launch was running it),
+ * holding no libkiln lock. With `fn` NULL,
+ * `release(user)` is called at once. If the call itself fails, `release` is not called and
+ * `user` stays the caller's. */
 KILN_API kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_cb fn,
                                                 void* user, kiln_release_cb release);
 
