@@ -204,9 +204,10 @@ typedef void (*kiln_release_cb)(void* user);
 KILN_API kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_cb fn,
                                                 void* user, kiln_release_cb release);
 
-/* Called by a reference during its call, before it returns non-zero: `message` becomes the
- * launch's error message (KILN_ERR_REFERENCE_FAILED), which otherwise says only the return
- * value (0.2). `info` is the one the reference was given; NULL arguments are ignored. */
+/* Called by a reference during its call, on the thread that runs it, before it returns
+ * non-zero: `message` becomes the launch's error message (KILN_ERR_REFERENCE_FAILED), which
+ * otherwise says only the return value (0.2). `info` is the one the reference was given; any
+ * other pointer, NULL, or a call outside a reference is ignored. */
 KILN_API void kiln_call_set_error(kiln_call_info* info, const char* message);
 
 /* ---- Archives -------------------------------------------------------------------------- */

@@ -140,8 +140,8 @@ kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* k
 
 void kiln_call_set_error(kiln_call_info* info, const char* message) {
   if (info == nullptr || message == nullptr) return;
-  auto* call = reinterpret_cast<kiln::engine::CallContext*>(info);  // info is its first member
-  if (call->tag != kiln::engine::CallContext::kTag) return;          // not an info libkiln made
+  kiln::engine::CallContext* call = kiln::engine::CallContext::current();
+  if (call == nullptr || &call->info != info) return;  // not the info of a reference running on this thread
   try {
     call->error = message;
   } catch (...) {

@@ -6,6 +6,25 @@
 
 namespace kiln::engine {
 
+namespace {
+thread_local CallContext* t_current_call = nullptr;
+
+// Makes `call` this thread's current reference call for a scope; a reference that launches
+// another kernel whose reference runs nests, and the outer call is current again after.
+class CurrentCall {
+ public:
+  explicit CurrentCall(CallContext* call) : previous_(t_current_call) { t_current_call = call; }
+  ~CurrentCall() { t_current_call = previous_; }
+  CurrentCall(const CurrentCall&) = delete;
+  CurrentCall& operator=(const CurrentCall&) = delete;
+
+ private:
+  CallContext* previous_;
+};
+}  // namespace
+
+CallContext* CallContext::current() { return t_current_call; }
+
 using kiln::Errc;
 using kiln::Error;
 
@@ -95,7 +114,11 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   call.info.reason = why;
   call.info.reason_text = why_text.c_str();
   call.info.archive_digest = archive->digest().c_str();
-  int rc = ref->fn(&call.info, const_cast<void**>(args), arg_count, stream, ref->user);
+  int rc;
+  {
+    CurrentCall scope(&call);
+    rc = ref->fn(&call.info, const_cast<void**>(args), arg_count, stream, ref->user);
+  }
   if (rc != 0) {
     kiln::engine::Stats::bump(rt.stats().launch_failures);
     throw Error(Errc::reference_failed, "the reference for kernel '" + spec.name + "' returned " + std::to_string(rc) +

@@ -2,7 +2,6 @@
 // the loaded code when it runs natively, and the launch path.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,13 +14,13 @@ namespace kiln::engine {
 
 class Archive;
 
-// What a reference is handed as its kiln_call_info: the info first (the reference sees only
-// that), then what kiln_call_set_error writes, recognised by `tag`.
+// What a reference is handed as its kiln_call_info, and what kiln_call_set_error writes. The
+// call running on this thread is known (current()), so an info pointer is recognised by
+// address alone: nothing is read through a pointer libkiln did not make.
 struct CallContext {
   kiln_call_info info{};
-  std::uint64_t tag = kTag;
   std::string error;  // the reference's own message, if it set one
-  static constexpr std::uint64_t kTag = 0x6b696c6e2d63616cull;  // "kiln-cal"
+  static CallContext* current();  // the innermost reference call on this thread, or null
 };
 
 // Engine-internal (the C API hands it out as the opaque kiln_kernel): resolve.cpp settles its

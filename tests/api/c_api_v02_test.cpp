@@ -301,8 +301,25 @@ TEST_F(CApi, AReferenceCanSayWhyItFailed) {
   EXPECT_NE(thread_last_error().find("returned 3: torch.matmul raised: CUDA out of memory"), std::string::npos)
       << thread_last_error();
   kiln_call_info foreign{};
-  kiln_call_set_error(&foreign, "ignored");  // an info libkiln did not make is left alone
+  kiln_call_set_error(&foreign, "ignored");  // outside a reference call: ignored, nothing read through it
   kiln_call_set_error(nullptr, "ignored");
+}
+
+int misaddressed_reference(kiln_call_info*, void**, size_t, void*, void*) {
+  kiln_call_info other{};
+  kiln_call_set_error(&other, "must not be taken");  // not the info this call was given
+  return 4;
+}
+
+TEST_F(CApi, AnErrorSetThroughAnotherInfoIsIgnored) {
+  ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", misaddressed_reference, nullptr, nullptr), KILN_OK);
+  float y = 0, x = 0, a = 1;
+  float *yp = &y, *xp = &x;
+  unsigned n = 1024;
+  void* args[] = {&yp, &xp, &a, &n};
+  EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
+  EXPECT_NE(thread_last_error().find("returned 4"), std::string::npos) << thread_last_error();
+  EXPECT_EQ(thread_last_error().find("must not be taken"), std::string::npos) << thread_last_error();
 }
 
 // ---- Launch arguments ------------------------------------------------------------------------
