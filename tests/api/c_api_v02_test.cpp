@@ -27,6 +27,18 @@ using kiln_test::thread_last_error;
 const std::string kKeys = kiln_test::keys();
 const std::string kScale = kiln_test::archives() + "/scale.kiln";
 
+// The arguments of one call of the test archive's `scale` kernel (y = a * x over n floats), at
+// its declared shape n = 1024 unless a test changes n.
+struct ScaleCall {
+  float y = 0, x = 0, a = 1;
+  float *yp = &y, *xp = &x;
+  unsigned n = 1024;
+  void* args[4] = {&yp, &xp, &a, &n};
+  ScaleCall() = default;
+  ScaleCall(const ScaleCall&) = delete;  // args point into this object
+  ScaleCall& operator=(const ScaleCall&) = delete;
+};
+
 class CApi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -214,11 +226,8 @@ TEST_F(CApi, AReplacedReferenceIsReleasedOnceAfterTheCallStillRunningItReturns) 
   g_released = 0;
   Blocking b;
   ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", blocking_reference, &b, count_release), KILN_OK);
-  float y = 0, x = 0, a = 1;
-  float *yp = &y, *xp = &x;
-  unsigned n = 1024;
-  void* args[] = {&yp, &xp, &a, &n};
-  std::thread caller([&] { EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_OK); });
+  ScaleCall call;
+  std::thread caller([&] { EXPECT_EQ(kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr), KILN_OK); });
   {
     std::unique_lock<std::mutex> lock(b.m);
     b.cv.wait(lock, [&] { return b.entered; });
@@ -258,12 +267,9 @@ TEST_F(CApi, ReplacingAReferenceUnderLoadFreesEachUserOnceAndNeverEarly) {
   std::atomic<int> failures{0};
   for (int t = 0; t < 4; ++t) {
     launchers.emplace_back([&] {
-      float y = 0, x = 0, a = 1;
-      float *yp = &y, *xp = &x;
-      unsigned n = 1024;
-      void* args[] = {&yp, &xp, &a, &n};
+      ScaleCall call;
       while (!stop) {
-        if (kiln_kernel_launch(kernel, args, 4, nullptr, nullptr) != KILN_OK) failures++;
+        if (kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr) != KILN_OK) failures++;
       }
     });
   }
@@ -293,11 +299,8 @@ int explaining_reference(kiln_call_info* info, void**, size_t, void*, void*) {
 
 TEST_F(CApi, AReferenceCanSayWhyItFailed) {
   ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", explaining_reference, nullptr, nullptr), KILN_OK);
-  float y = 0, x = 0, a = 1;
-  float *yp = &y, *xp = &x;
-  unsigned n = 1024;
-  void* args[] = {&yp, &xp, &a, &n};
-  EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
+  ScaleCall call;
+  EXPECT_EQ(kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
   EXPECT_NE(thread_last_error().find("returned 3: torch.matmul raised: CUDA out of memory"), std::string::npos)
       << thread_last_error();
   kiln_call_info foreign{};
@@ -313,11 +316,8 @@ int misaddressed_reference(kiln_call_info*, void**, size_t, void*, void*) {
 
 TEST_F(CApi, AnErrorSetThroughAnotherInfoIsIgnored) {
   ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", misaddressed_reference, nullptr, nullptr), KILN_OK);
-  float y = 0, x = 0, a = 1;
-  float *yp = &y, *xp = &x;
-  unsigned n = 1024;
-  void* args[] = {&yp, &xp, &a, &n};
-  EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
+  ScaleCall call;
+  EXPECT_EQ(kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr), KILN_ERR_REFERENCE_FAILED);
   EXPECT_NE(thread_last_error().find("returned 4"), std::string::npos) << thread_last_error();
   EXPECT_EQ(thread_last_error().find("must not be taken"), std::string::npos) << thread_last_error();
 }
@@ -338,22 +338,19 @@ int reason_reference(kiln_call_info* info, void**, size_t, void*, void* user) {
 TEST_F(CApi, ALaunchWithSizesChecksEachArgumentAgainstTheManifest) {
   Reasons seen;
   ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", reason_reference, &seen, nullptr), KILN_OK);
-  float y = 0, x = 0, a = 1;
-  float *yp = &y, *xp = &x;
+  ScaleCall call;
   uint64_t n64 = (uint64_t{1} << 32) + 1024;  // what a binding holding a 64-bit int would pass
-  unsigned n = 1024;
-  void* wide[] = {&yp, &xp, &a, &n64};
+  void* wide[] = {&call.yp, &call.xp, &call.a, &n64};
   size_t wide_sizes[] = {8, 8, 4, 8};
   EXPECT_EQ(kiln_kernel_launch_checked(kernel, wide, wide_sizes, 4, nullptr, nullptr), KILN_ERR_INVALID_ARGUMENT);
   EXPECT_NE(thread_last_error().find("argument 3 'n' is u32 (4 bytes); the launch passed 8 bytes"), std::string::npos)
       << thread_last_error();
   EXPECT_TRUE(seen.reasons.empty()) << "nothing runs after a size mismatch";
-  void* args[] = {&yp, &xp, &a, &n};
   size_t sizes[] = {8, 8, 4, 4};
   kiln_route route = KILN_ROUTE_REFUSED;
-  EXPECT_EQ(kiln_kernel_launch_checked(kernel, args, sizes, 4, nullptr, &route), KILN_OK) << thread_last_error();
+  EXPECT_EQ(kiln_kernel_launch_checked(kernel, call.args, sizes, 4, nullptr, &route), KILN_OK) << thread_last_error();
   EXPECT_EQ(route, KILN_ROUTE_REFERENCE);
-  void* with_null[] = {&yp, nullptr, &a, &n};
+  void* with_null[] = {&call.yp, nullptr, &call.a, &call.n};
   EXPECT_EQ(kiln_kernel_launch(kernel, with_null, 4, nullptr, nullptr), KILN_ERR_INVALID_ARGUMENT);
   EXPECT_NE(thread_last_error().find("argument 1 'x' is NULL"), std::string::npos) << thread_last_error();
 }
@@ -361,13 +358,11 @@ TEST_F(CApi, ALaunchWithSizesChecksEachArgumentAgainstTheManifest) {
 TEST_F(CApi, TheReferenceRouteChecksDeclaredShapesLikeTheNativeRoute) {
   Reasons seen;
   ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", reason_reference, &seen, nullptr), KILN_OK);
-  float y = 0, x = 0, a = 1;
-  float *yp = &y, *xp = &x;
-  unsigned n = 1000;  // scale declares only n = 1024
-  void* args[] = {&yp, &xp, &a, &n};
-  ASSERT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_OK);
-  n = 1024;
-  ASSERT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_OK);
+  ScaleCall call;
+  call.n = 1000;  // scale declares only n = 1024
+  ASSERT_EQ(kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr), KILN_OK);
+  call.n = 1024;
+  ASSERT_EQ(kiln_kernel_launch(kernel, call.args, 4, nullptr, nullptr), KILN_OK);
   ASSERT_EQ(seen.reasons.size(), 2u);
   EXPECT_EQ(seen.reasons[0], static_cast<unsigned>(KILN_REASON_UNDECLARED_SHAPE));
   EXPECT_EQ(seen.reasons[1], static_cast<unsigned>(KILN_REASON_NO_DRIVER));
