@@ -1,6 +1,5 @@
 #include "cli_common.hpp"
 
-#include "text.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +42,6 @@ std::string human_size(std::uint64_t bytes) {
   return buf;
 }
 
-std::string json_string(const std::string& s) { return json_quote(s); }
 
 namespace {
 

@@ -21,7 +21,6 @@ enum ExitCode : int {
 int exit_code_for(Errc code);
 
 std::string human_size(std::uint64_t bytes);
-std::string json_string(const std::string& s);  // a quoted, escaped JSON string
 
 // The creation time recorded in new signatures: SOURCE_DATE_EPOCH when set (so that
 // builds stay reproducible), otherwise 0 unless the user passed --created now|SECONDS.

@@ -9,6 +9,7 @@
 #include "archive_reader.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "json.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -34,48 +35,56 @@ std::string shape_text(const ShapeSpec& s) {
 
 void print_json(const Archive& a, bool checked) {
   const format::Index& index = a.index();
-  std::ostringstream out;
-  out << "{\"file\":" << json_string(a.name()) << ",\"digest\":" << json_string(digest_string(a.digest()))
-      << ",\"size\":" << a.file_size() << ",\"package\":" << json_string(index.package)
-      << ",\"kernel_revision\":" << json_string(index.kernel_revision) << ",\"sequence\":" << index.sequence
-      << ",\"signatures_checked\":" << (checked ? "true" : "false") << ",\"signatures\":[";
+  json::Writer w;
+  w.begin_object()
+      .field("file", a.name())
+      .field("digest", digest_string(a.digest()))
+      .field("size", a.file_size())
+      .field("package", index.package)
+      .field("kernel_revision", index.kernel_revision)
+      .field("sequence", index.sequence)
+      .field("signatures_checked", checked);
+  w.key("signatures").begin_array();
   for (std::size_t i = 0; i < a.signatures().size(); ++i) {
     const auto& s = a.signatures()[i].attributes;
-    out << (i ? "," : "") << "{\"key_id\":" << json_string(s.key_id) << ",\"signer\":" << json_string(s.signer)
-        << ",\"created\":" << s.created;
-    if (checked) out << ",\"status\":" << json_string(signature_status_name(a.trust_report().checks[i].status));
-    out << "}";
+    w.begin_object().field("key_id", s.key_id).field("signer", s.signer).field("created", s.created);
+    if (checked) w.field("status", signature_status_name(a.trust_report().checks[i].status));
+    w.end_object();
   }
-  out << "],\"members\":[";
-  for (std::size_t i = 0; i < index.entries.size(); ++i) {
-    const format::Entry& e = index.entries[i];
-    out << (i ? "," : "") << "{\"path\":" << json_string(e.path) << ",\"role\":" << json_string(format::role_name(e.role))
-        << ",\"backend\":" << json_string(format::backend_name(e.backend)) << ",\"kind\":" << json_string(format::code_kind_name(e.kind))
-        << ",\"arch\":" << json_string(e.arch) << ",\"compression\":" << json_string(format::compression_name(e.compression))
-        << ",\"offset\":" << e.offset << ",\"stored_size\":" << e.stored_size << ",\"content_size\":" << e.content_size
-        << ",\"stored_sha256\":" << json_string(sha256_hex(e.stored_sha256))
-        << ",\"content_sha256\":" << json_string(sha256_hex(e.content_sha256)) << "}";
+  w.end_array().key("members").begin_array();
+  for (const format::Entry& e : index.entries) {
+    w.begin_object()
+        .field("path", e.path)
+        .field("role", format::role_name(e.role))
+        .field("backend", format::backend_name(e.backend))
+        .field("kind", format::code_kind_name(e.kind))
+        .field("arch", e.arch)
+        .field("compression", format::compression_name(e.compression))
+        .field("offset", e.offset)
+        .field("stored_size", e.stored_size)
+        .field("content_size", e.content_size)
+        .field("stored_sha256", sha256_hex(e.stored_sha256))
+        .field("content_sha256", sha256_hex(e.content_sha256))
+        .end_object();
   }
-  out << "],\"kernels\":[";
+  w.end_array().key("kernels").begin_array();
   const Manifest& m = a.manifest();
-  for (std::size_t i = 0; i < m.kernels.size(); ++i) {
-    const KernelSpec& k = m.kernels[i];
-    out << (i ? "," : "") << "{\"name\":" << json_string(k.name) << ",\"entry\":" << json_string(k.entry)
-        << ",\"backend\":" << json_string(k.backend)
-        << ",\"fallback\":" << json_string(k.fallback == FallbackPolicy::reference ? "reference" : "refuse") << ",\"code\":[";
-    for (std::size_t j = 0; j < k.code.size(); ++j) {
-      out << (j ? "," : "") << "{\"arch\":" << json_string(k.code[j].arch) << ",\"file\":" << json_string(k.code[j].file.path) << "}";
-    }
-    out << "],\"shapes\":[";
-    for (std::size_t j = 0; j < k.shapes.size(); ++j) out << (j ? "," : "") << json_string(k.shapes[j].name);
-    out << "]}";
+  for (const KernelSpec& k : m.kernels) {
+    w.begin_object()
+        .field("name", k.name)
+        .field("entry", k.entry)
+        .field("backend", k.backend)
+        .field("fallback", k.fallback == FallbackPolicy::reference ? "reference" : "refuse");
+    w.key("code").begin_array();
+    for (const auto& c : k.code) w.begin_object().field("arch", c.arch).field("file", c.file.path).end_object();
+    w.end_array().key("shapes").begin_array();
+    for (const ShapeSpec& s : k.shapes) w.value(s.name);
+    w.end_array().end_object();
   }
-  out << "],\"toolchain\":{";
-  for (std::size_t i = 0; i < m.toolchain.size(); ++i) {
-    out << (i ? "," : "") << json_string(m.toolchain[i].first) << ":" << json_string(m.toolchain[i].second);
-  }
-  out << "}}\n";
-  std::cout << out.str();
+  w.end_array().key("toolchain").begin_object();
+  for (const auto& [tool, version] : m.toolchain) w.field(tool, version);
+  w.end_object().end_object();
+  std::cout << w.str() << "\n";
 }
 
 void print_human(const Archive& a, bool checked) {

@@ -10,6 +10,7 @@
 #include "api_support.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "json.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -67,7 +68,8 @@ void add_preflight_command(CLI::App& app) {
       std::string report(needed, '\0');
       check(kiln_archive_preflight(archive.get(), o->device, &report[0], report.size(), nullptr));
       report.resize(needed - 1);
-      std::cout << "{\"file\":" << json_string(o->file) << "," << report.substr(1) << "\n";
+      // libkiln's report (one object, built by engine/preflight.cpp) with the file named first.
+      std::cout << "{\"file\":" << json::quote(o->file) << "," << report.substr(1) << "\n";
       return;
     }
     std::cout << o->file << " (" << kiln_archive_digest(archive.get()) << ") on device " << o->device << ":\n";

@@ -3,28 +3,29 @@
 #include <iostream>
 #include <memory>
 #include <cstdio>
-#include <sstream>
 
 #include "archive_reader.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "json.hpp"
 #include "progress.hpp"
 #include "verify_run.hpp"
 
 namespace kiln::cli {
 namespace {
 
-std::string signatures_json(const TrustReport& report) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < report.checks.size(); ++i) {
-    const SignatureCheck& c = report.checks[i];
-    out << (i ? "," : "") << "{\"key_id\":" << json_string(c.key_id) << ",\"signer\":" << json_string(c.signer)
-        << ",\"created\":" << c.created << ",\"status\":" << json_string(signature_status_name(c.status))
-        << ",\"detail\":" << json_string(c.detail) << "}";
+void write_signatures(json::Writer& w, const TrustReport& report) {
+  w.begin_array();
+  for (const SignatureCheck& c : report.checks) {
+    w.begin_object()
+        .field("key_id", c.key_id)
+        .field("signer", c.signer)
+        .field("created", c.created)
+        .field("status", signature_status_name(c.status))
+        .field("detail", c.detail)
+        .end_object();
   }
-  out << "]";
-  return out.str();
+  w.end_array();
 }
 
 }  // namespace
@@ -61,8 +62,10 @@ void add_verify_command(CLI::App& app) {
       archive->verify_all(o->threads, o->deep, bar.callback());
     } catch (const Error& e) {
       if (o->json) {
-        std::cout << "{\"file\":" << json_string(o->file) << ",\"ok\":false,\"error\":{\"code\":"
-                  << json_string(errc_name(e.code())) << ",\"message\":" << json_string(e.what()) << "}}\n";
+        json::Writer w;
+        w.begin_object().field("file", o->file).field("ok", false).key("error").begin_object();
+        w.field("code", errc_name(e.code())).field("message", e.what()).end_object().end_object();
+        std::cout << w.str() << "\n";
       }
       throw;
     }
@@ -81,28 +84,44 @@ void add_verify_command(CLI::App& app) {
     }
     bool ok = !o->run || (ran_any && all_passed);
     if (o->json) {
-      std::cout << "{\"file\":" << json_string(o->file) << ",\"ok\":" << (ok ? "true" : "false")
-                << ",\"digest\":" << json_string(digest_string(archive->digest()))
-                << ",\"package\":" << json_string(index.package) << ",\"kernel_revision\":" << json_string(index.kernel_revision)
-                << ",\"sequence\":" << index.sequence << ",\"signatures\":" << signatures_json(report)
-                << ",\"trusted_signers\":" << report.distinct_trusted_signers << ",\"threshold\":" << report.threshold
-                << ",\"members_checked\":" << index.entries.size() << ",\"bytes_checked\":" << stored
-                << ",\"deep\":" << (o->deep ? "true" : "false");
+      json::Writer w;
+      w.begin_object()
+          .field("file", o->file)
+          .field("ok", ok)
+          .field("digest", digest_string(archive->digest()))
+          .field("package", index.package)
+          .field("kernel_revision", index.kernel_revision)
+          .field("sequence", index.sequence);
+      write_signatures(w.key("signatures"), report);
+      w.field("trusted_signers", report.distinct_trusted_signers)
+          .field("threshold", report.threshold)
+          .field("members_checked", index.entries.size())
+          .field("bytes_checked", stored)
+          .field("deep", o->deep);
       if (o->run) {
-        std::cout << ",\"device\":" << o->device << ",\"run\":[";
-        for (std::size_t i = 0; i < results.size(); ++i) {
-          const TestResult& r = results[i];
-          std::cout << (i ? "," : "") << "{\"kernel\":" << json_string(r.kernel) << ",\"test\":" << json_string(r.test)
-                    << ",\"route\":" << json_string(r.route) << ",\"target\":" << json_string(r.target)
-                    << ",\"ran\":" << (r.ran ? "true" : "false") << ",\"passed\":" << (r.passed ? "true" : "false")
-                    << ",\"max_abs_error\":" << r.max_abs_error << ",\"max_rel_error\":" << r.max_rel_error
-                    << ",\"elements\":" << r.elements << ",\"mismatches\":" << r.mismatches
-                    << ",\"unwritten\":" << r.unwritten << ",\"median_us\":" << r.median_us
-                    << ",\"reason\":" << json_string(r.reason) << ",\"detail\":" << json_string(r.detail) << "}";
+        w.field("device", o->device).key("run").begin_array();
+        for (const TestResult& r : results) {
+          w.begin_object()
+              .field("kernel", r.kernel)
+              .field("test", r.test)
+              .field("route", r.route)
+              .field("target", r.target)
+              .field("ran", r.ran)
+              .field("passed", r.passed)
+              .field("max_abs_error", r.max_abs_error)
+              .field("max_rel_error", r.max_rel_error)
+              .field("elements", r.elements)
+              .field("mismatches", r.mismatches)
+              .field("unwritten", r.unwritten)
+              .field("median_us", r.median_us)
+              .field("reason", r.reason)
+              .field("detail", r.detail)
+              .end_object();
         }
-        std::cout << "]";
+        w.end_array();
       }
-      std::cout << "}\n";
+      w.end_object();
+      std::cout << w.str() << "\n";
     } else {
       std::cout << o->file << "\n"
                 << "  digest      " << digest_string(archive->digest()) << "\n"

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <map>
 
-#include "text.hpp"
+#include "json.hpp"
 #include "code_object.hpp"
 #include "kernel_table.hpp"
 #include "npy.hpp"
@@ -257,7 +257,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   compare_declared(plan.manifest, plan.observed, plan.warnings);
   std::string record = "# The toolchain kiln pack saw on the packing machine, beside kiln.toml's [toolchain].\n";
   for (const ObservedTool& t : plan.observed) {
-    record += t.tool + " = " + json_quote(t.version) + "\n";  // JSON's escapes are TOML's: nothing dropped
+    record += t.tool + " = " + json::quote(t.version) + "\n";  // JSON's escapes are TOML's: nothing dropped
   }
   if (plan.observed.empty()) record += "# neither nvcc nor hipcc was on PATH\n";
   MemberInput observed;

@@ -56,10 +56,10 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   }
   cuda::Unavailable unavailable = cuda::Unavailable::none;
   std::string why;
-  const cuda::Device* device = rt.cuda_driver().device(k.device, &unavailable, &why);
-  if (device == nullptr) fail(Errc::driver, "CUDA device " + std::to_string(k.device) + ": " + why);
+  const cuda::Device* device = rt.cuda_driver().device(k.device(), &unavailable, &why);
+  if (device == nullptr) fail(Errc::driver, "CUDA device " + std::to_string(k.device()) + ": " + why);
   check(d, cu.cuCtxSetCurrent(device->primary), "cuCtxSetCurrent");
-  const KernelSpec& spec = k.spec;
+  const KernelSpec& spec = k.spec();
   const ShapeSpec* shape = nullptr;
   for (const ShapeSpec& s : spec.shapes) {
     if (s.name == test.shape) shape = &s;
@@ -187,9 +187,9 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o) {
     engine::Kernel* k = archive.kernel(spec.name, o.device);
     TestResult base;
     base.kernel = spec.name;
-    base.route = kiln_route_string(k->route);
-    base.target = k->target;
-    base.reason = k->reason_text;
+    base.route = kiln_route_string(k->route());
+    base.target = k->target();
+    base.reason = k->reason_text();
     if (spec.tests.empty()) {
       base.detail = "the manifest declares no test vector for this kernel";
       results.push_back(base);
@@ -198,7 +198,7 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o) {
     for (const TestSpec& test : spec.tests) {
       TestResult r = base;
       r.test = test.shape;
-      if (k->route != KILN_ROUTE_NATIVE && k->route != KILN_ROUTE_PTX_JIT) {
+      if (!k->runs_on_device()) {
         r.detail = "not run: routes to " + r.route + " on this host";
         results.push_back(r);
         continue;

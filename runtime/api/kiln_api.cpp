@@ -15,7 +15,6 @@
 #include "kiln/kiln.h"
 #include "package.hpp"
 #include "runtime.hpp"
-#include "text.hpp"
 
 using kiln::api::copy_message;
 using kiln::api::engine_of;
@@ -209,16 +208,7 @@ kiln_status kiln_archive_warm(kiln_archive* archive, int device) {
 kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity, size_t* needed) {
   if (archive == nullptr) return invalid(nullptr, "kiln_archive_preflight: archive is NULL");
   return guarded_status(&archive->impl.runtime(), "kiln_archive_preflight: the report does not fit the buffer", [&] {
-    auto quote = [](const std::string& s) { return kiln::json_quote(s); };
-    const std::vector<std::string>& names = archive->impl.reader().kernel_names();
-    std::string json = "{\"digest\":" + quote(archive->impl.digest()) + ",\"device\":" + std::to_string(device) + ",\"kernels\":[";
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      kiln::engine::Kernel* k = archive->impl.kernel(names[i], device);
-      json += std::string(i ? "," : "") + "{\"kernel\":" + quote(names[i]) + ",\"route\":" +
-              quote(kiln_route_string(k->route)) + ",\"reason\":" + quote(kiln_reason_string(k->reason)) +
-              ",\"target\":" + quote(k->target) + ",\"detail\":" + quote(k->reason_text) + "}";
-    }
-    json += "]}";
+    std::string json = archive->impl.preflight_json(device);
     return copy_message(json, buffer, capacity, needed);
   });
 }
@@ -231,17 +221,17 @@ kiln_status kiln_archive_get_kernel(kiln_archive* archive, const char* name, int
   return guarded(&archive->impl.runtime(), [&] { *out = handle_of(archive->impl.kernel(name, device)); });
 }
 
-kiln_route kiln_kernel_route(const kiln_kernel* k) { return k ? kernel_of(k)->route : KILN_ROUTE_REFUSED; }
-kiln_reason kiln_kernel_reason(const kiln_kernel* k) { return k ? kernel_of(k)->reason : KILN_REASON_NO_DEVICE; }
-const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? kernel_of(k)->reason_text.c_str() : ""; }
-const char* kiln_kernel_target(const kiln_kernel* k) { return k ? kernel_of(k)->target.c_str() : ""; }
-const char* kiln_kernel_name(const kiln_kernel* k) { return k ? kernel_of(k)->spec.name.c_str() : ""; }
-const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? kernel_of(k)->archive->digest().c_str() : ""; }
-const char* kiln_kernel_package(const kiln_kernel* k) { return k ? kernel_of(k)->archive->reader().package().c_str() : ""; }
+kiln_route kiln_kernel_route(const kiln_kernel* k) { return k ? kernel_of(k)->route() : KILN_ROUTE_REFUSED; }
+kiln_reason kiln_kernel_reason(const kiln_kernel* k) { return k ? kernel_of(k)->reason() : KILN_REASON_NO_DEVICE; }
+const char* kiln_kernel_reason_text(const kiln_kernel* k) { return k ? kernel_of(k)->reason_text().c_str() : ""; }
+const char* kiln_kernel_target(const kiln_kernel* k) { return k ? kernel_of(k)->target().c_str() : ""; }
+const char* kiln_kernel_name(const kiln_kernel* k) { return k ? kernel_of(k)->name().c_str() : ""; }
+const char* kiln_kernel_archive_digest(const kiln_kernel* k) { return k ? kernel_of(k)->archive().digest().c_str() : ""; }
+const char* kiln_kernel_package(const kiln_kernel* k) { return k ? kernel_of(k)->archive().reader().package().c_str() : ""; }
 const char* kiln_kernel_revision(const kiln_kernel* k) {
-  return k ? kernel_of(k)->archive->reader().kernel_revision().c_str() : "";
+  return k ? kernel_of(k)->archive().reader().kernel_revision().c_str() : "";
 }
-size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? kernel_of(k)->spec.params.size() : 0; }
+size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? kernel_of(k)->spec().params.size() : 0; }
 
 kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
   if (info == nullptr) return invalid(nullptr, "kiln_param_info_init: info is NULL");
@@ -253,17 +243,17 @@ kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
 }
 
 kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_info* info) {
-  const kiln::engine::Runtime* rt = k ? &kernel_of(k)->archive->runtime() : nullptr;
+  const kiln::engine::Runtime* rt = k ? &kernel_of(k)->archive().runtime() : nullptr;
   if (k == nullptr || info == nullptr) return invalid(rt, "kiln_kernel_param: kernel and info are required");
   if (info->size < 2 * sizeof(uint32_t) || info->size > KILN_MAX_STRUCT_SIZE) {
     return invalid(rt, "kiln_kernel_param: info->size " + std::to_string(info->size) +
                            " is not a size of kiln_param_info (fill it with kiln_param_info_init)");
   }
-  if (index >= kernel_of(k)->spec.params.size()) {
-    return invalid(rt, "kiln_kernel_param: kernel '" + kernel_of(k)->spec.name + "' has " + std::to_string(kernel_of(k)->spec.params.size()) +
+  if (index >= kernel_of(k)->spec().params.size()) {
+    return invalid(rt, "kiln_kernel_param: kernel '" + kernel_of(k)->spec().name + "' has " + std::to_string(kernel_of(k)->spec().params.size()) +
                            " parameters, index " + std::to_string(index) + " is past them");
   }
-  const kiln::KernelParam& p = kernel_of(k)->spec.params[index];
+  const kiln::KernelParam& p = kernel_of(k)->spec().params[index];
   kiln_param_info full{};
   full.size = info->size;
   full.is_pointer = p.is_pointer ? 1 : 0;
@@ -278,7 +268,7 @@ kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_inf
 kiln_status kiln_kernel_launch_checked(kiln_kernel* kernel, void* const* args, const size_t* arg_sizes, size_t arg_count,
                                        void* stream, kiln_route* route_taken) {
   if (kernel == nullptr) return invalid(nullptr, "kiln_kernel_launch: kernel is NULL");
-  return guarded(&kernel_of(kernel)->archive->runtime(), [&] {
+  return guarded(&kernel_of(kernel)->archive().runtime(), [&] {
     kiln_route r = kernel_of(kernel)->launch(args, arg_count, stream, arg_sizes);
     if (route_taken) *route_taken = r;
   });

@@ -16,7 +16,8 @@ struct SourcePos {
   std::uint32_t column = 0;
 };
 
-// The order is part of the C API (kiln_dtype is this + 1) and of kiln/kernels.bin.
+// The order is part of kiln/kernels.bin (each value is stored as its number); the C API maps
+// each one to its kiln_dtype by name (api/kiln_api.cpp, dtype_of), not by position.
 enum class ScalarType { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
 const char* scalar_type_name(ScalarType t);
 std::size_t scalar_type_size(ScalarType t);

@@ -50,13 +50,10 @@ Kernel* Archive::kernel(const std::string& name, int device) {
   // std::call_once: an exception leaving call_once aborts where libstdc++ is linked statically.)
   std::lock_guard<std::mutex> resolving(slot->resolving);
   if (!slot->kernel) {
-    auto k = std::make_unique<Kernel>();
-    k->archive = this;
-    k->spec = reader_->kernel(name);
-    k->device = device;
-    k->shapes = kiln::engine::ShapeTable(k->spec);
-    k->reference_allowed =
-        runtime_.policy() == KILN_POLICY_FALLBACK && k->spec.fallback == kiln::FallbackPolicy::reference;
+    kiln::KernelSpec spec = reader_->kernel(name);
+    bool reference_allowed =
+        runtime_.policy() == KILN_POLICY_FALLBACK && spec.fallback == kiln::FallbackPolicy::reference;
+    auto k = std::make_unique<Kernel>(*this, std::move(spec), device, reference_allowed);
     resolve(*k);
     slot->kernel = std::move(k);
   }

@@ -1,7 +1,7 @@
 // engine::Archive: an opened, authenticated archive and the kernels resolved from it,
 // one per (kernel, device), created on first request and kept until the archive closes.
-// archive.cpp keeps the kernels; resolve.cpp chooses their code; diagnostics.cpp writes the
-// bundle of a failed load or launch.
+// archive.cpp keeps the kernels; resolve.cpp chooses their code; preflight.cpp reports them;
+// diagnostics.cpp writes the bundle of a failed load or launch.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,9 @@ class Archive {
   Kernel* kernel(const std::string& name, int device);
   // Resolves every kernel for `device`, in parallel.
   void warm(int device);
+  // preflight.cpp: every kernel resolved for `device` (code loaded, nothing launched), as the
+  // JSON document kiln.h describes at kiln_archive_preflight (what `kiln preflight --json` prints).
+  std::string preflight_json(int device);
   // Writes a diagnostic bundle for a failed load or launch of `k`, if a directory is set.
   void diagnose(const Kernel& k, const std::string& event, const std::string& target, const std::string& member,
                 int cuda_error, const std::string& error, const std::string& call);

@@ -12,13 +12,13 @@
 #include "archive.hpp"
 #include "file_io.hpp"
 #include "runtime.hpp"
-#include "text.hpp"
+#include "json.hpp"
 
 namespace kiln::engine {
 namespace {
 
 // TOML basic strings take JSON's escapes.
-std::string toml_string(const std::string& s) { return json_quote(s); }
+std::string toml_string(const std::string& s) { return kiln::json::quote(s); }
 
 // Member paths were validated at open (relative, portable characters): flatten them so the
 // bundle needs no subfolders.
@@ -82,17 +82,17 @@ void Archive::diagnose(const Kernel& k, const std::string& event, const std::str
   e.archive_digest = digest_;
   e.package = reader_->package();
   e.kernel_revision = reader_->kernel_revision();
-  e.kernel = k.spec.name;
-  e.entry = k.spec.entry;
+  e.kernel = k.name();
+  e.entry = k.spec().entry;
   e.target = target;
   e.member = member;
-  e.device = k.device;
-  if (k.device_info != nullptr) {  // every backend's device: CUDA and HIP alike
-    e.device_name = k.device_info->name;
-    e.device_arch = k.device_info->arch;
-    e.cc_major = k.device_info->cc_major;
-    e.cc_minor = k.device_info->cc_minor;
-    e.driver_version = k.device_info->driver_version;
+  e.device = k.device();
+  if (const DeviceInfo* info = k.device_info()) {  // every backend's device: CUDA and HIP alike
+    e.device_name = info->name;
+    e.device_arch = info->arch;
+    e.cc_major = info->cc_major;
+    e.cc_minor = info->cc_minor;
+    e.driver_version = info->driver_version;
   }
   e.kiln_version = kiln_version_string();
   e.cuda_error = driver_error;
@@ -107,7 +107,7 @@ void Archive::diagnose(const Kernel& k, const std::string& event, const std::str
   std::string why;
   std::string folder = kiln::engine::write_diagnostic_bundle(runtime_.diag_dir(), e, &why);
   if (folder.empty()) runtime_.log(KILN_LOG_ERROR, "could not write a diagnostic bundle: " + why);
-  else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.spec.name + "': " + folder);
+  else runtime_.log(KILN_LOG_WARN, "diagnostic bundle for the failed " + event + " of kernel '" + k.name() + "': " + folder);
 }
 
 }  // namespace kiln::engine

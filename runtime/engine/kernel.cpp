@@ -28,23 +28,30 @@ CallContext* CallContext::current() { return t_current_call; }
 using kiln::Errc;
 using kiln::Error;
 
+Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool reference_allowed)
+    : archive_(&archive),
+      spec_(std::move(spec)),
+      device_(device),
+      reference_allowed_(reference_allowed),
+      shapes_(spec_) {}
+
 void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
-  if (arg_count != spec.params.size()) {
-    throw Error(Errc::invalid_argument, "kernel '" + spec.name + "' takes " + std::to_string(spec.params.size()) +
+  if (arg_count != spec_.params.size()) {
+    throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "' takes " + std::to_string(spec_.params.size()) +
                                             " arguments, the launch passed " + std::to_string(arg_count));
   }
-  if (args == nullptr && arg_count > 0) throw Error(Errc::invalid_argument, "kernel '" + spec.name + "': args is NULL");
+  if (args == nullptr && arg_count > 0) throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "': args is NULL");
   for (std::size_t i = 0; i < arg_count; ++i) {
-    const kiln::KernelParam& p = spec.params[i];
+    const kiln::KernelParam& p = spec_.params[i];
     if (args[i] == nullptr) {
-      throw Error(Errc::invalid_argument, "kernel '" + spec.name + "': argument " + std::to_string(i) + " '" + p.name +
+      throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "': argument " + std::to_string(i) + " '" + p.name +
                                               "' is NULL (each entry points at the argument's value)");
     }
     if (arg_sizes == nullptr) continue;
     std::size_t want = p.is_pointer ? sizeof(std::uint64_t) : kiln::scalar_type_size(p.type);
     if (arg_sizes[i] != want) {
       throw Error(Errc::invalid_argument,
-                  "kernel '" + spec.name + "': argument " + std::to_string(i) + " '" + p.name + "' is " +
+                  "kernel '" + spec_.name + "': argument " + std::to_string(i) + " '" + p.name + "' is " +
                       (p.is_pointer ? std::string("a pointer") : std::string(kiln::scalar_type_name(p.type))) + " (" +
                       std::to_string(want) + " bytes); the launch passed " + std::to_string(arg_sizes[i]) + " bytes");
     }
@@ -53,67 +60,67 @@ void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std
 
 std::string Kernel::undeclared_shape_text(void* const* args) const {
   std::string declared;
-  for (const kiln::ShapeSpec& s : spec.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
-  return "the call (" + shapes.describe_call(args) + ") matches no declared shape of kernel '" + spec.name +
+  for (const kiln::ShapeSpec& s : spec_.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
+  return "the call (" + shapes_.describe_call(args) + ") matches no declared shape of kernel '" + spec_.name +
          "' (declared: " + (declared.empty() ? "none" : declared) + ")";
 }
 
 kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes) {
   check_arguments(args, arg_count, arg_sizes);
-  Runtime& rt = archive->runtime();
-  if (route == KILN_ROUTE_NATIVE || route == KILN_ROUTE_PTX_JIT) {
-    if (const kiln::LaunchConfig* config = shapes.match(args)) {
-      int r = code->launch(*config, stream, const_cast<void**>(args));
+  Runtime& rt = archive_->runtime();
+  if (runs_on_device()) {
+    if (const kiln::LaunchConfig* config = shapes_.match(args)) {
+      int r = code_->launch(*config, stream, const_cast<void**>(args));
       if (r != 0) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);
-        std::string error = backend->describe_error(r);
-        std::string call = shapes.describe_call(args) + " grid(" + std::to_string(config->grid[0]) + "," +
+        std::string error = backend_->describe_error(r);
+        std::string call = shapes_.describe_call(args) + " grid(" + std::to_string(config->grid[0]) + "," +
                            std::to_string(config->grid[1]) + "," + std::to_string(config->grid[2]) + ") block(" +
                            std::to_string(config->block[0]) + "," + std::to_string(config->block[1]) + "," +
                            std::to_string(config->block[2]) + ") smem " + std::to_string(config->shared_mem);
-        archive->diagnose(*this, "launch", target, "", r, error, call);
-        throw Error(Errc::driver, "kernel '" + spec.name + "' (" + target + ") on " + device_info->describe + ": " +
-                                      backend->launch_call() + " failed: " + error);
+        archive_->diagnose(*this, "launch", target_, "", r, error, call);
+        throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + ") on " + device_info_->describe + ": " +
+                                      backend_->launch_call() + " failed: " + error);
       }
-      kiln::engine::Stats::bump(route == KILN_ROUTE_NATIVE ? rt.stats().launches_native : rt.stats().launches_ptx_jit);
-      return route;
+      kiln::engine::Stats::bump(route_ == KILN_ROUTE_NATIVE ? rt.stats().launches_native : rt.stats().launches_ptx_jit);
+      return route_;
     }
     kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
     return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args), args, arg_count, stream);
   }
   // The reference route checks the call against the declared shapes as the native route does:
   // a call no shape declares is counted and says so, whatever the device.
-  if (!spec.shapes.empty() && shapes.match(args) == nullptr) {
+  if (!spec_.shapes.empty() && shapes_.match(args) == nullptr) {
     kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
-    return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args) + "; and on this device: " + reason_text,
+    return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args) + "; and on this device: " + reason_text_,
                          args, arg_count, stream);
   }
-  return run_reference(reason, reason_text, args, arg_count, stream);
+  return run_reference(reason_, reason_text_, args, arg_count, stream);
 }
 
 kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, void* const* args,
                                       std::size_t arg_count, void* stream) {
-  Runtime& rt = archive->runtime();
-  if (!reference_allowed) {
+  Runtime& rt = archive_->runtime();
+  if (!reference_allowed_) {
     kiln::engine::Stats::bump(rt.stats().launches_refused);
-    throw Error(Errc::refused, "kernel '" + spec.name + "' cannot run on device " + std::to_string(device) + ": " +
+    throw Error(Errc::refused, "kernel '" + spec_.name + "' cannot run on device " + std::to_string(device_) + ": " +
                                    why_text +
                                    (rt.policy() == KILN_POLICY_STRICT ? " (the runtime's policy is strict)"
                                                                       : " (the manifest says fallback = \"refuse\")"));
   }
-  std::shared_ptr<const Runtime::Reference> ref = rt.reference(spec.name);  // held for the whole call
+  std::shared_ptr<const Runtime::Reference> ref = rt.reference(spec_.name);  // held for the whole call
   if (ref == nullptr) {
     kiln::engine::Stats::bump(rt.stats().launches_refused);
-    throw Error(Errc::refused, "kernel '" + spec.name + "' routes to its reference (" + why_text +
+    throw Error(Errc::refused, "kernel '" + spec_.name + "' routes to its reference (" + why_text +
                                    ") but no reference is registered for it (kiln_runtime_register_reference)");
   }
   kiln::engine::CallContext call;
   call.info.size = sizeof(call.info);
-  call.info.kernel = spec.name.c_str();
-  call.info.device = device;
+  call.info.kernel = spec_.name.c_str();
+  call.info.device = device_;
   call.info.reason = why;
   call.info.reason_text = why_text.c_str();
-  call.info.archive_digest = archive->digest().c_str();
+  call.info.archive_digest = archive_->digest().c_str();
   int rc;
   {
     CurrentCall scope(&call);
@@ -121,7 +128,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   }
   if (rc != 0) {
     kiln::engine::Stats::bump(rt.stats().launch_failures);
-    throw Error(Errc::reference_failed, "the reference for kernel '" + spec.name + "' returned " + std::to_string(rc) +
+    throw Error(Errc::reference_failed, "the reference for kernel '" + spec_.name + "' returned " + std::to_string(rc) +
                                             (call.error.empty() ? "" : ": " + call.error));
   }
   kiln::engine::Stats::bump(rt.stats().launches_reference);

@@ -23,32 +23,51 @@ struct CallContext {
   static CallContext* current();  // the innermost reference call on this thread, or null
 };
 
-// Engine-internal (the C API hands it out as the opaque kiln_kernel): resolve.cpp settles its
-// fields once, under its archive's per-kernel lock, and they are only read afterwards.
-struct Kernel {
-  Archive* archive = nullptr;
-  kiln::KernelSpec spec;               // decoded from the archive's kernel table
-  int device = 0;
-  kiln_route route = KILN_ROUTE_REFUSED;
-  kiln_reason reason = KILN_REASON_ARCH_MISMATCH;
-  std::string reason_text;
-  std::string target;                 // the chosen code object's target, or ""
-  bool reference_allowed = false;     // runtime policy and the kernel's `fallback` both allow it
-  // Where the code runs, when it does: the backend that loaded it, its device, the code.
-  kiln::engine::Backend* backend = nullptr;
-  const kiln::engine::DeviceInfo* device_info = nullptr;  // also set when a load failed (diagnostics)
-  std::unique_ptr<kiln::engine::Code> code;
-  kiln::engine::ShapeTable shapes;
+// One kernel of one archive resolved for one device. The C API hands it out as the opaque
+// kiln_kernel. Its Archive settles the route once, under that archive's per-kernel lock
+// (resolve.cpp, the one friend); afterwards it is only read, so readers need no lock.
+class Kernel {
+ public:
+  Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool reference_allowed);
+
+  Archive& archive() const { return *archive_; }
+  const kiln::KernelSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  int device() const { return device_; }
+  kiln_route route() const { return route_; }
+  bool runs_on_device() const { return route_ == KILN_ROUTE_NATIVE || route_ == KILN_ROUTE_PTX_JIT; }
+  kiln_reason reason() const { return reason_; }
+  const std::string& reason_text() const { return reason_text_; }
+  const std::string& target() const { return target_; }  // the chosen code object's target, or ""
+  // The device the kernel was judged against: set when its backend found one, also when no
+  // code fitted or a load failed (diagnostics name it); null when there was no device.
+  const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.
   // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.
   kiln_route launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes = nullptr);
 
  private:
+  friend class Archive;  // resolve.cpp settles the fields below, once
+
   void check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const;
   std::string undeclared_shape_text(void* const* args) const;
   kiln_route run_reference(kiln_reason why, const std::string& why_text, void* const* args, std::size_t arg_count,
                            void* stream);
+
+  Archive* archive_;
+  kiln::KernelSpec spec_;  // decoded from the archive's kernel table
+  int device_;
+  bool reference_allowed_;  // runtime policy and the kernel's `fallback` both allow it
+  kiln::engine::ShapeTable shapes_;
+  kiln_route route_ = KILN_ROUTE_REFUSED;
+  kiln_reason reason_ = KILN_REASON_ARCH_MISMATCH;
+  std::string reason_text_;
+  std::string target_;
+  // Where the code runs, when it does: the backend that loaded it, its device, the code.
+  kiln::engine::Backend* backend_ = nullptr;
+  const kiln::engine::DeviceInfo* device_info_ = nullptr;
+  std::unique_ptr<kiln::engine::Code> code_;
 };
 
 }  // namespace kiln::engine

@@ -57,47 +57,47 @@ bool better(const kiln::engine::TagFit& a, const kiln::engine::TagFit& b) {
 }  // namespace
 
 void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::string& text) {
-  k.route = k.reference_allowed ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
-  k.reason = reason;
-  k.reason_text = text;
-  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "' routes to " + kiln_route_string(k.route) + ": " + text);
+  k.route_ = k.reference_allowed_ ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
+  k.reason_ = reason;
+  k.reason_text_ = text;
+  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "' routes to " + kiln_route_string(k.route_) + ": " + text);
 }
 
 void Archive::resolve(Kernel& k) {
-  if (k.spec.backend == "cuda") return resolve_on(runtime_.cuda(), k);
-  if (k.spec.backend == "hip") return resolve_on(runtime_.hip(), k);
-  if (k.spec.backend == "any") {
+  if (k.spec_.backend == "cuda") return resolve_on(runtime_.cuda(), k);
+  if (k.spec_.backend == "hip") return resolve_on(runtime_.hip(), k);
+  if (k.spec_.backend == "any") {
     // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
     // AMD one; where neither fits, the reason names both.
     resolve_on(runtime_.cuda(), k);
-    if (k.route == KILN_ROUTE_NATIVE || k.route == KILN_ROUTE_PTX_JIT) return;
-    kiln_reason cuda_reason = k.reason;
-    std::string cuda_text = k.reason_text;
+    if (k.runs_on_device()) return;
+    kiln_reason cuda_reason = k.reason_;
+    std::string cuda_text = k.reason_text_;
     resolve_on(runtime_.hip(), k);
-    if (k.route == KILN_ROUTE_NATIVE || k.route == KILN_ROUTE_PTX_JIT) return;
+    if (k.runs_on_device()) return;
     bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
-    return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason, "CUDA: " + cuda_text + "; HIP: " + k.reason_text);
+    return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason_, "CUDA: " + cuda_text + "; HIP: " + k.reason_text_);
   }
   settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
-                      "kernel '" + k.spec.name + "' has backend '" + k.spec.backend + "', which this libkiln cannot run");
+                      "kernel '" + k.spec_.name + "' has backend '" + k.spec_.backend + "', which this libkiln cannot run");
 }
 
 void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
   kiln_reason unavailable = KILN_REASON_NO_DEVICE;
   std::string why;
-  const kiln::engine::DeviceInfo* device = backend.device(k.device, &unavailable, &why);
+  const kiln::engine::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
   if (device == nullptr) return settle_without_code(k, unavailable, why);
-  k.device_info = device;
+  k.device_info_ = device;
   const std::string& where = device->describe;
   std::string unmet = backend.unmet_requirement(*device, reader_->kernel_table());
   if (!unmet.empty()) return settle_without_code(k, KILN_REASON_DRIVER_TOO_OLD, where + ": " + unmet);
 
   // Judge every code object listed for the kernel; keep each one's best tag.
   std::vector<Candidate> fitting, rejected, pending;
-  for (const kiln::CodeObjectRef& ref : k.spec.code) {
+  for (const kiln::CodeObjectRef& ref : k.spec_.code) {
     long m = reader_->find(ref.file.path);
     if (m < 0) {
-      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec.name + "' names '" + ref.file.path +
+      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
                                        "', which is not a member");
     }
     const kiln::format::Entry& entry = reader_->entry(static_cast<std::size_t>(m));
@@ -164,27 +164,27 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
                                          " but holds code for " + (info.targets.empty() ? "no target" : info.targets.front()));
     }
     kiln::engine::LoadOutcome r =
-        backend.load(device, kiln::ByteView(image), c.kind, k.spec.entry, k.shapes.max_shared_mem());
+        backend.load(device, kiln::ByteView(image), c.kind, k.spec_.entry, k.shapes_.max_shared_mem());
     if (!r.code) {
       kiln::engine::Stats::bump(c.fit.jit ? s.jit_failures : s.load_failures);
       diagnose(k, "load", c.tag, c.path, r.error, r.message, "");
       std::string text = candidate_text(c) + ": " + r.message;
-      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec.name + "' on " + device.describe + ": load failed: " + text);
+      runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec_.name + "' on " + device.describe + ": load failed: " + text);
       *failures += (failures->empty() ? "" : "; ") + text;
       continue;
     }
     kiln::engine::Stats::bump(c.fit.jit ? s.jit_compiles : s.loads);
     kiln::engine::Stats::bump(c.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
-    k.backend = &backend;
-    k.code = std::move(r.code);
-    k.route = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
-    k.reason = KILN_REASON_MATCH;
-    k.target = c.tag;
-    k.reason_text = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c);
-    if (!failures->empty()) k.reason_text += "; failed first: " + *failures;
+    k.backend_ = &backend;
+    k.code_ = std::move(r.code);
+    k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+    k.reason_ = KILN_REASON_MATCH;
+    k.target_ = c.tag;
+    k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c);
+    if (!failures->empty()) k.reason_text_ += "; failed first: " + *failures;
     std::string rejected_text = join_texts(rejected);
-    if (!rejected_text.empty()) k.reason_text += "; rejected: " + rejected_text;
-    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec.name + "': " + k.reason_text);
+    if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
+    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "': " + k.reason_text_);
     return true;
   }
   return false;

@@ -31,10 +31,17 @@ std::string put_blob(const std::string& dir, const std::string& bytes) {
   return digest;
 }
 
-std::string descriptor(const std::string& media_type, const std::string& digest, std::uint64_t size,
-                       const std::string& annotations) {
-  return "{\"mediaType\":" + json::quote(media_type) + ",\"digest\":" + json::quote(digest) +
-         ",\"size\":" + std::to_string(size) + (annotations.empty() ? "" : ",\"annotations\":{" + annotations + "}") + "}";
+using Annotations = std::vector<std::pair<std::string, std::string>>;
+
+void write_descriptor(json::Writer& w, const std::string& media_type, const std::string& digest, std::uint64_t size,
+                      const Annotations& annotations) {
+  w.begin_object().field("mediaType", media_type).field("digest", digest).field("size", size);
+  if (!annotations.empty()) {
+    w.key("annotations").begin_object();
+    for (const auto& [name, value] : annotations) w.field(name, value);
+    w.end_object();
+  }
+  w.end_object();
 }
 
 // OCI's digest grammar for the only algorithm kiln accepts: sha256 and 64 lowercase hex.
@@ -77,25 +84,32 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
   std::vector<ArchiveInfo> chosen;
   if (digests.empty()) chosen = store.archives();
   else for (const std::string& d : digests) chosen.push_back(store.info(d));
-  std::string manifests;
+  json::Writer index;
+  index.begin_object().field("schemaVersion", 2).field("mediaType", kIndexType).key("manifests").begin_array();
   std::vector<std::string> exported;
   for (const ArchiveInfo& a : chosen) {
     std::string bytes = read_small_file(store.archive_path(a.digest), 1ull << 40);
     std::string layer = put_blob(dir, bytes);
-    std::string notes = "\"org.opencontainers.image.title\":" + json::quote(a.package + ".kiln") +
-                        ",\"dev.kiln.digest\":" + json::quote(a.digest) + ",\"dev.kiln.package\":" + json::quote(a.package) +
-                        ",\"dev.kiln.kernel_revision\":" + json::quote(a.kernel_revision) +
-                        ",\"dev.kiln.sequence\":" + json::quote(std::to_string(a.sequence));
-    std::string manifest = "{\"schemaVersion\":2,\"mediaType\":" + json::quote(kManifestType) +
-                           ",\"artifactType\":" + json::quote(kArchiveMediaType) +
-                           ",\"config\":" + descriptor(kEmptyType, empty_digest, 2, "") + ",\"layers\":[" +
-                           descriptor(kArchiveMediaType, layer, bytes.size(), notes) + "],\"annotations\":{" + notes + "}}";
-    std::string manifest_digest = put_blob(dir, manifest);
-    std::string ref = "\"org.opencontainers.image.ref.name\":" + json::quote(a.package + "-" + a.kernel_revision);
-    manifests += (manifests.empty() ? "" : ",") + descriptor(kManifestType, manifest_digest, manifest.size(), ref + "," + notes);
+    const Annotations notes = {{"org.opencontainers.image.title", a.package + ".kiln"},
+                               {"dev.kiln.digest", a.digest},
+                               {"dev.kiln.package", a.package},
+                               {"dev.kiln.kernel_revision", a.kernel_revision},
+                               {"dev.kiln.sequence", std::to_string(a.sequence)}};
+    json::Writer manifest;
+    manifest.begin_object().field("schemaVersion", 2).field("mediaType", kManifestType).field("artifactType", kArchiveMediaType);
+    write_descriptor(manifest.key("config"), kEmptyType, empty_digest, 2, {});
+    write_descriptor(manifest.key("layers").begin_array(), kArchiveMediaType, layer, bytes.size(), notes);
+    manifest.end_array().key("annotations").begin_object();
+    for (const auto& [name, value] : notes) manifest.field(name, value);
+    manifest.end_object().end_object();
+    std::string manifest_digest = put_blob(dir, manifest.str());
+    Annotations ref = {{"org.opencontainers.image.ref.name", a.package + "-" + a.kernel_revision}};
+    ref.insert(ref.end(), notes.begin(), notes.end());
+    write_descriptor(index, kManifestType, manifest_digest, manifest.str().size(), ref);
     exported.push_back(a.digest);
   }
-  write_file(dir + "/index.json", "{\"schemaVersion\":2,\"mediaType\":" + json::quote(kIndexType) + ",\"manifests\":[" + manifests + "]}");
+  index.end_array().end_object();
+  write_file(dir + "/index.json", index.str());
   return exported;
 }
 

@@ -1,7 +1,6 @@
 #include "json.hpp"
 
 #include "error.hpp"
-#include "text.hpp"
 
 namespace kiln::json {
 namespace {
@@ -146,7 +145,5 @@ Value parse(const std::string& text, const std::string& what) {
   if (text.size() > (16u << 20)) fail(Errc::limit, what + ": JSON over 16 MiB");
   return Parser(text, what).document();
 }
-
-std::string quote(const std::string& s) { return json_quote(s); }
 
 }  // namespace kiln::json
