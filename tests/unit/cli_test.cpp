@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "json.hpp"
+
 namespace {
 
 struct Result {
@@ -103,6 +105,29 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   EXPECT_NE(inspect.out.find("\"arch\":\"compute_90\""), std::string::npos) << inspect.out;
   Result human = run("inspect " + archive);
   EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
+}
+
+// Every --json report is one document a strict reader accepts, whatever the file is called: a
+// name with a quote, a newline and a byte that is not UTF-8 comes back escaped (U+FFFD).
+TEST_F(Cli, JsonReportsParseEvenForAStrangeFileName) {
+  std::string odd = dir + "/we\"ird\n\xff.kiln";
+  write_file(odd, read_file(archive));
+  std::string quoted = "'" + odd + "'";
+  for (const std::string& command : {"verify " + quoted + " --trust " + dir + "/ci.pub --json", "inspect " + quoted + " --json",
+                                     "preflight " + quoted + " --trust " + dir + "/ci.pub --json"}) {
+    Result r = run(command);
+    ASSERT_EQ(r.code, 0) << command << "\n" << r.out;
+    kiln::json::Value doc;
+    ASSERT_NO_THROW(doc = kiln::json::parse(r.out, command)) << r.out;
+    ASSERT_NE(doc.get_string("file"), nullptr) << r.out;
+    EXPECT_EQ(*doc.get_string("file"), dir + "/we\"ird\n\xef\xbf\xbd.kiln");
+  }
+  write_file(odd, "not an archive");
+  Result bad = run("verify " + quoted + " --trust " + dir + "/ci.pub --json");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  kiln::json::Value doc = kiln::json::parse(bad.out.substr(0, bad.out.find("}}") + 2), "verify --json");
+  ASSERT_NE(doc.get("error"), nullptr) << bad.out;
+  EXPECT_FALSE(doc.get("ok")->boolean);
 }
 
 TEST_F(Cli, OneChangedByteIsRefusedWithExitCodeOneAndNamesTheMember) {
