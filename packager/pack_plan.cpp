@@ -12,12 +12,12 @@
 #include "error.hpp"
 #include "parallel.hpp"
 #include "file_io.hpp"
+#include "archive_semantics.hpp"
 #include "format.hpp"
 
 namespace kiln::cli {
 namespace {
 
-constexpr std::uint64_t kMaxManifestSize = 4ull << 20;
 constexpr std::uint64_t kMaxInputFileSize = 4ull << 30;
 
 std::string run_and_capture(const std::string& command) {
@@ -64,12 +64,15 @@ class MemberSet {
     auto it = positions_.find(ref.path);
     if (it != positions_.end()) {
       MemberInput& existing = members_[it->second];
-      // PTX is both IR and a code object: listing it under `ir` too is not a conflict.
-      bool ptx_as_ir = existing.role == format::Role::code && role == format::Role::ir;
-      if (existing.role != role && !ptx_as_ir) {
+      // PTX is both IR and a code object: listed under `code` and `ir`, in either order, it is
+      // stored once, as code (the rule archive_semantics.cpp checks on the sealed archive).
+      auto is = [&](format::Role a, format::Role b) { return existing.role == a && role == b; };
+      bool code_and_ir = is(format::Role::code, format::Role::ir) || is(format::Role::ir, format::Role::code);
+      if (existing.role != role && !code_and_ir) {
         fail(Errc::manifest, where(manifest_name_, ref.pos) + ": '" + ref.path + "' is already listed as " +
                                  format::role_name(existing.role) + "; one file has one role");
       }
+      if (role == format::Role::code) existing.role = format::Role::code;
       return &existing;
     }
     MemberInput m;
@@ -154,7 +157,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   std::string manifest_name = manifest_path;
 
   PackPlan plan;
-  std::vector<std::uint8_t> manifest_bytes = read_regular_file_nofollow(manifest_path, kMaxManifestSize);
+  std::vector<std::uint8_t> manifest_bytes = read_regular_file_nofollow(manifest_path, format::kMaxManifestSize);
   plan.manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(manifest_bytes.data()), manifest_bytes.size()),
                                  manifest_name);
   plan.identity = {plan.manifest.package, plan.manifest.kernel_revision, plan.manifest.sequence};
@@ -216,17 +219,9 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     std::size_t slot = code_slot.at(c.member);
     if (!inspect_errors[slot].empty()) fail(Errc::code_object, inspect_errors[slot]);
     const CodeObjectInfo& info = infos[slot];
-    const KernelSpec& k = *c.kernel;
-    format::Backend backend = k.backend == "cuda" ? format::Backend::cuda : format::Backend::hip;
-    bool any_backend = k.backend == "any";  // code for both vendors: each file's own backend
-    if (!any_backend && info.backend != backend) {
-      fail(Errc::code_object, where(manifest_name, c.code->file.pos) + ": '" + c.code->file.path + "' is " +
-                                  format::backend_name(info.backend) + " code but kernel '" + k.name + "' has backend " + k.backend);
-    }
-    if (!target_claim_matches(c.code->arch, info)) {
-      fail(Errc::code_object, where(manifest_name, c.code->pos) + ": kernel '" + k.name + "' claims arch '" + c.code->arch +
-                                  "' for '" + c.code->file.path + "' but the file is built for " + join(info.targets) + " (" +
-                                  info.detail + ")");
+    // The same rule verify and the runtime apply to the sealed archive (archive_semantics.hpp).
+    if (std::string p = code_claim_problem(*c.kernel, *c.code, info); !p.empty()) {
+      fail(Errc::code_object, where(manifest_name, c.code->pos) + ": " + p);
     }
     c.member->backend = info.backend;
     c.member->kind = info.kind;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
-#include "parallel.hpp"
+#include "archive_semantics.hpp"
 #include "compress.hpp"
+#include "parallel.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 
@@ -226,10 +228,22 @@ const std::vector<std::string>& Archive::kernel_names() const {
 
 const Manifest& Archive::manifest() const {
   manifest_once_.run([this] {
-    long position = index().find(format::kManifestPath);
-    std::vector<std::uint8_t> bytes = read_member(static_cast<std::size_t>(position));
-    Manifest m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                                name_ + ":kiln.toml");
+    std::size_t position = static_cast<std::size_t>(index().find(format::kManifestPath));
+    // Read unauthenticated too (inspect without --trust): capped before anything is allocated.
+    if (entry(position).content_size > format::kMaxManifestSize) {
+      fail(Errc::limit, member_label(position) + ": " + std::to_string(entry(position).content_size) +
+                            " bytes, over the format's limit of " + std::to_string(format::kMaxManifestSize) + " for kiln.toml");
+    }
+    std::vector<std::uint8_t> bytes = read_member(position);
+    Manifest m;
+    try {
+      m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), name_ + ":kiln.toml");
+    } catch (const Error& e) {
+      // The author's mistake when packing (Errc::manifest, "bad input"); inside a sealed archive
+      // it is a malformed archive, refused like any other.
+      if (e.code() != Errc::manifest) throw;
+      fail(Errc::malformed, std::string("the archive's kiln.toml is not a valid manifest: ") + e.what());
+    }
     if (m.package != head_.package || m.kernel_revision != head_.kernel_revision || m.sequence != head_.sequence) {
       fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" +
                                 head_.kernel_revision + "' sequence " + std::to_string(head_.sequence) +
@@ -305,8 +319,50 @@ std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
   return read_member(static_cast<std::size_t>(i));
 }
 
+void Archive::verify_member_deep(std::size_t i) const {
+  const format::Entry& e = entry(i);
+  if (e.content_size > max_member_size_) {
+    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
+                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
+  }
+  // One pass, one private copy of each piece: the stored digest, the zstd frame and the content
+  // digest all see the same bytes, and memory stays one piece plus zstd's window (FORMAT.md §4).
+  constexpr std::uint64_t kPiece = 1u << 20;
+  bool zstd = e.compression == format::Compression::zstd;
+  if (zstd) check_zstd_frame(unchecked_stored_bytes(i), e.content_size, member_label(i));
+  Sha256Stream stored_hash, content_hash;
+  std::optional<ZstdStreamDecoder> decoder;
+  if (zstd) decoder.emplace(e.content_size, member_label(i));
+  std::vector<std::uint8_t> first_bytes;  // enough to tell a nested archive by its magic
+  auto to_content = [&](ByteView out) {
+    content_hash.update(out.data, out.size);
+    std::size_t want = format::kFileMagic.size() - std::min(first_bytes.size(), format::kFileMagic.size());
+    first_bytes.insert(first_bytes.end(), out.data, out.data + std::min<std::size_t>(want, out.size));
+  };
+  for (std::uint64_t done = 0; done < e.stored_size; done += kPiece) {
+    std::vector<std::uint8_t> piece = copy_out(e.offset + done, std::min(kPiece, e.stored_size - done));
+    stored_hash.update(piece.data(), piece.size());
+    if (decoder) decoder->feed(ByteView(piece), to_content);
+    else if (done == 0) to_content(ByteView(piece));
+  }
+  Sha256 stored = stored_hash.finish();
+  if (stored != e.stored_sha256) {
+    fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
+                              sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(stored) + ")");
+  }
+  if (decoder) {
+    decoder->finish();
+    Sha256 content = content_hash.finish();
+    if (content != e.content_sha256) {
+      fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
+                                sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content) + ")");
+    }
+  }
+  if (auto p = format::nested_archive_problem(e.path, ByteView(first_bytes)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+  verified_[i].store(true, std::memory_order_release);
+}
+
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
-  manifest();  // parses kiln.toml and checks it against the index and the kernel table
   const auto& entries = index().entries;
   // Padding between members is covered by no digest, so it must be zero to leave no byte
   // of the file free for an attacker to change unnoticed.
@@ -319,6 +375,10 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
       }
     }
   }
+  // kiln.toml, the kernel table, the index and the code objects' own bytes agree: at every
+  // level, since these checks are cheap next to hashing and a release gate must not pass what
+  // a GPU host later refuses.
+  check_archive_semantics(*this, threads);
 
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.stored_size;
@@ -331,9 +391,15 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
                    [&](std::size_t a, std::size_t b) { return entries[a].stored_size > entries[b].stored_size; });
   parallel_for_or_fail(order.size(), threads, [&](std::size_t k) {
     std::size_t i = order[k];
-    if (deep) read_member(i);
-    else verify_member(i);
-    std::uint64_t now = done.fetch_add(entries[i].stored_size) + entries[i].stored_size;
+    const format::Entry& e = entries[i];
+    if (deep) {
+      verify_member_deep(i);
+    } else {
+      verify_member(i);
+      // Without decompressing, the frame's header is still checked against the index.
+      if (e.compression == format::Compression::zstd) check_zstd_frame(unchecked_stored_bytes(i), e.content_size, member_label(i));
+    }
+    std::uint64_t now = done.fetch_add(e.stored_size) + e.stored_size;
     if (progress) progress(now, total);
   });
 }

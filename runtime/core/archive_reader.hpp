@@ -87,10 +87,13 @@ class Archive {
   // comes first so that a file changed underneath cannot swap bytes after the check.
   std::vector<std::uint8_t> read_member(std::size_t i) const;
   std::vector<std::uint8_t> read_member(const std::string& path) const;
+  // Checks one member's stored and content digests in one streaming pass (verify_all's deep level).
+  void verify_member_deep(std::size_t i) const;
 
-  // Verifies every member's stored digest and that all padding is zero, on `threads`
-  // threads, and that kiln.toml and the kernel table agree. With `deep`, also decompresses
-  // each member and checks its content digest.
+  // Verifies every member's stored digest and zstd frame header, that all padding is zero,
+  // and every rule of archive_semantics.hpp (kiln.toml, kernel table, index and code bytes
+  // agree), on `threads` threads. With `deep`, also decompresses each member, streaming, and
+  // checks its content digest: memory per thread is bounded (FORMAT.md §4), not the member.
   void verify_all(unsigned threads, bool deep, const ProgressFn& progress) const;
 
   // Stored bytes without any check: for tools that show or copy raw bytes they are about

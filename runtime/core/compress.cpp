@@ -1,5 +1,7 @@
 #include "compress.hpp"
 
+// ZSTD_getFrameHeader (the window size) is in zstd's stable-but-static section; libzstd.so exports it.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <memory>
@@ -36,21 +38,33 @@ std::vector<std::uint8_t> zstd_compress(ByteView content, int level) {
   return out;
 }
 
-std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t content_size, const std::string& what) {
+void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what) {
   std::size_t frame = ZSTD_findFrameCompressedSize(stored.data, stored.size);
   if (ZSTD_isError(frame)) fail(Errc::malformed, what + ": not a valid zstd frame");
   if (frame != stored.size) fail(Errc::malformed, what + ": bytes follow the zstd frame; exactly one frame is allowed");
-  unsigned long long declared = ZSTD_getFrameContentSize(stored.data, stored.size);
-  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN) {
+  ZSTD_frameHeader header{};
+  if (ZSTD_getFrameHeader(&header, stored.data, stored.size) != 0 || header.frameType != ZSTD_frame) {
+    fail(Errc::malformed, what + ": not a zstd data frame");
+  }
+  if (header.frameContentSize == ZSTD_CONTENTSIZE_UNKNOWN) {
     fail(Errc::malformed, what + ": the zstd frame does not declare its content size");
   }
-  if (declared != content_size) {
-    fail(Errc::malformed, what + ": the zstd frame declares " + std::to_string(declared) +
+  if (header.frameContentSize != content_size) {
+    fail(Errc::malformed, what + ": the zstd frame declares " + std::to_string(header.frameContentSize) +
                               " bytes but the index says " + std::to_string(content_size));
   }
-  if (ZSTD_getDictID_fromFrame(stored.data, stored.size) != 0) {
-    fail(Errc::malformed, what + ": the zstd frame needs a dictionary; kiln archives use none");
+  if (header.dictID != 0) fail(Errc::malformed, what + ": the zstd frame needs a dictionary; kiln archives use none");
+  // A single-segment frame's window is its whole content: a 1 GiB member in one segment needs
+  // a 1 GiB window, which is what the limit exists to refuse (FORMAT.md §4).
+  if (header.windowSize > (1ull << kMaxWindowLog)) {
+    fail(Errc::limit, what + ": the zstd frame needs a " + std::to_string(header.windowSize) +
+                          "-byte window, over the format's limit of 2^" + std::to_string(kMaxWindowLog));
   }
+}
+
+namespace {
+
+ZSTD_DCtx* thread_dctx() {
   // One context per thread, reset before each frame: creating one costs more than
   // decompressing a small member (a kernel record, the kernel table) does.
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx;
@@ -60,16 +74,52 @@ std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t c
   }
   ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
+  return dctx.get();
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t content_size, const std::string& what) {
+  check_zstd_frame(stored, content_size, what);
+  ZSTD_DCtx* dctx = thread_dctx();
   // The buffer is the declared size, which the caller has already bounded; zstd cannot
   // write past it whatever the frame says, so a lying frame ends in an error, not a bomb.
   std::vector<std::uint8_t> out(static_cast<std::size_t>(content_size));
-  std::size_t n = ZSTD_decompressDCtx(dctx.get(), out.data(), out.size(), stored.data, stored.size);
+  std::size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data, stored.size);
   if (ZSTD_isError(n)) fail(Errc::malformed, what + ": zstd refused the frame: " + ZSTD_getErrorName(n));
   if (n != content_size) {
     fail(Errc::malformed, what + ": the zstd frame produced " + std::to_string(n) + " bytes, not " +
                               std::to_string(content_size));
   }
   return out;
+}
+
+ZstdStreamDecoder::ZstdStreamDecoder(std::uint64_t content_size, std::string what)
+    : content_size_(content_size), what_(std::move(what)), dctx_(thread_dctx()), out_(ZSTD_DStreamOutSize()) {}
+
+void ZstdStreamDecoder::feed(ByteView in, const std::function<void(ByteView)>& sink) {
+  ZSTD_inBuffer input{in.data, in.size, 0};
+  while (input.pos < input.size) {
+    if (finished_) fail(Errc::malformed, what_ + ": bytes follow the zstd frame; exactly one frame is allowed");
+    ZSTD_outBuffer output{out_.data(), out_.size(), 0};
+    std::size_t r = ZSTD_decompressStream(static_cast<ZSTD_DCtx*>(dctx_), &output, &input);
+    if (ZSTD_isError(r)) fail(Errc::malformed, what_ + ": zstd refused the frame: " + ZSTD_getErrorName(r));
+    produced_ += output.pos;
+    if (produced_ > content_size_) {
+      fail(Errc::malformed, what_ + ": the zstd frame produces more than the " + std::to_string(content_size_) +
+                                " bytes the index declares");
+    }
+    if (output.pos > 0) sink(ByteView(out_.data(), output.pos));
+    if (r == 0) finished_ = true;
+  }
+}
+
+void ZstdStreamDecoder::finish() {
+  if (!finished_) fail(Errc::malformed, what_ + ": the zstd frame ends early");
+  if (produced_ != content_size_) {
+    fail(Errc::malformed, what_ + ": the zstd frame produced " + std::to_string(produced_) + " bytes, not " +
+                              std::to_string(content_size_));
+  }
 }
 
 }  // namespace kiln

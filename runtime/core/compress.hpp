@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "bytes.hpp"
@@ -12,9 +14,33 @@ namespace kiln {
 // that the output depends only on the input and the level.
 std::vector<std::uint8_t> zstd_compress(ByteView content, int level);
 
+// The frame's own header against the index, without decompressing: exactly one frame filling
+// `stored`, its content size declared and equal to `content_size`, no dictionary, a window of
+// at most 2^27 bytes (FORMAT.md §4). Cheap; what verification without --deep checks.
+void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what);
+
 // Decompresses exactly one frame into exactly `content_size` bytes. Refuses a frame whose
 // header declares another size, that would write more than content_size, that needs a
 // window above 128 MiB, or that is followed by anything. `what` names the member.
 std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t content_size, const std::string& what);
+
+// Decompresses one frame fed in pieces, handing the content to `sink` in pieces: memory is the
+// window (at most 128 MiB, refused above) plus one output block (128 KiB), whatever the member's
+// size. The caller checks the frame's header first (check_zstd_frame), so the window limit
+// holds before any memory is claimed. Uses this thread's context: one decoder per thread at a time.
+class ZstdStreamDecoder {
+ public:
+  ZstdStreamDecoder(std::uint64_t content_size, std::string what);
+  void feed(ByteView in, const std::function<void(ByteView)>& sink);
+  void finish();  // throws unless exactly one whole frame of exactly content_size bytes came
+
+ private:
+  std::uint64_t content_size_;
+  std::string what_;
+  void* dctx_;  // ZSTD_DCtx, this thread's
+  std::vector<std::uint8_t> out_;
+  std::uint64_t produced_ = 0;
+  bool finished_ = false;
+};
 
 }  // namespace kiln

@@ -38,6 +38,8 @@ constexpr std::uint64_t kMaxSignatureBlockSize = 1ull << 20;
 constexpr std::uint32_t kMaxSignatures = 64;
 constexpr std::size_t kMaxAttributesLength = 2048;
 constexpr std::size_t kMaxSignerLength = 128;
+// kiln.toml, packed and read: parsed whole, so capped (about 150 bytes a kernel: ~100,000 kernels).
+constexpr std::uint64_t kMaxManifestSize = 16ull << 20;
 
 enum class Role : std::uint8_t { manifest = 1, code = 2, source = 3, ir = 4, testdata = 5, meta = 6 };
 enum class Backend : std::uint8_t { none = 0, cuda = 1, hip = 2 };

@@ -14,6 +14,7 @@ class EngineBackend final : public engine::Backend {
   explicit EngineBackend(std::string driver_path) : cuda_(std::move(driver_path)) {}
 
   const char* vendor() const override { return "CUDA"; }
+  format::Backend format_backend() const override { return format::Backend::cuda; }
   const char* launch_call() const override { return "cuLaunchKernel"; }
   const engine::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const engine::DeviceInfo& device, const KernelTable& table) override;

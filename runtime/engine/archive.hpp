@@ -50,6 +50,7 @@ class Archive {
   };
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
   void resolve(Kernel& k);
+  void check_code_references(const Kernel& k) const;
   void resolve_on(kiln::engine::Backend& backend, Kernel& k);
   bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "archive.hpp"
+#include "archive_semantics.hpp"
 #include "code_object.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
@@ -63,7 +64,24 @@ void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::stri
   runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "' routes to " + kiln_route_string(k.route_) + ": " + text);
 }
 
+// The archive_semantics rules of this one kernel, on the index alone and whatever the device:
+// verify checks every kernel's; the runtime checks the one it resolves (kiln.toml is never
+// parsed here, so opening stays flat in the archive's size).
+void Archive::check_code_references(const Kernel& k) const {
+  for (const kiln::CodeObjectRef& ref : k.spec_.code) {
+    long m = reader_->find(ref.file.path);
+    if (m < 0) {
+      throw Error(Errc::integrity, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
+                                       "', which is not a member");
+    }
+    if (std::string p = kiln::code_reference_problem(k.spec_, ref, reader_->entry(static_cast<std::size_t>(m))); !p.empty()) {
+      throw Error(Errc::integrity, "archive " + digest_ + ": " + p);
+    }
+  }
+}
+
 void Archive::resolve(Kernel& k) {
+  check_code_references(k);
   if (k.spec_.backend == "cuda") return resolve_on(runtime_.cuda(), k);
   if (k.spec_.backend == "hip") return resolve_on(runtime_.hip(), k);
   if (k.spec_.backend == "any") {
@@ -95,18 +113,20 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
   // Judge every code object listed for the kernel; keep each one's best tag.
   std::vector<Candidate> fitting, rejected, pending;
   for (const kiln::CodeObjectRef& ref : k.spec_.code) {
-    long m = reader_->find(ref.file.path);
-    if (m < 0) {
-      throw Error(Errc::malformed, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
-                                       "', which is not a member");
-    }
-    const kiln::format::Entry& entry = reader_->entry(static_cast<std::size_t>(m));
+    const std::size_t m = static_cast<std::size_t>(reader_->find(ref.file.path));  // present: checked above
+    const kiln::format::Entry& entry = reader_->entry(m);
+    // Code of the other vendor (a kernel with backend "any") is the other backend's to judge;
+    // code of this vendor that it cannot read is an error, never a silent skip.
+    if (entry.backend != backend.format_backend()) continue;
     Candidate best;
     bool have = false;
     for (const std::string& tag : split_tags(entry.arch)) {
       kiln::engine::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
-      if (!fit.recognised) continue;
-      Candidate c{static_cast<std::size_t>(m), entry.path, entry.kind, tag, fit, {}};
+      if (!fit.recognised) {
+        throw Error(Errc::integrity, "archive " + digest_ + ": member '" + entry.path + "' is indexed as " +
+                                         backend.vendor() + " code but '" + tag + "' is not a " + backend.vendor() + " target");
+      }
+      Candidate c{m, entry.path, entry.kind, tag, fit, {}};
       if (fit.needs_content) {
         pending.push_back(std::move(c));
         continue;
@@ -159,9 +179,8 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
-    if (std::find(info.targets.begin(), info.targets.end(), c.tag) == info.targets.end()) {
-      throw Error(Errc::code_object, "archive " + digest_ + ": member '" + c.path + "' is indexed as " + c.tag +
-                                         " but holds code for " + (info.targets.empty() ? "no target" : info.targets.front()));
+    if (std::string p = kiln::code_entry_problem(reader_->entry(c.member), info); !p.empty()) {
+      throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
     }
     kiln::engine::LoadOutcome r =
         backend.load(device, kiln::ByteView(image), c.kind, k.spec_.entry, k.shapes_.max_shared_mem());

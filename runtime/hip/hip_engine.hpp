@@ -14,6 +14,7 @@ class EngineBackend final : public engine::Backend {
   explicit EngineBackend(std::string library_path) : hip_(std::move(library_path)) {}
 
   const char* vendor() const override { return "HIP"; }
+  format::Backend format_backend() const override { return format::Backend::hip; }
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
   const engine::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const engine::DeviceInfo&, const KernelTable&) override { return ""; }

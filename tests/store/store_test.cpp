@@ -25,7 +25,8 @@ const std::string kKeys = KILN_TEST_KEYS;
 std::string make_archive(const std::string& dir, std::uint64_t sequence) {
   std::string manifest = "[package]\nname = \"scale\"\nkernel_revision = \"v" + std::to_string(sequence) +
                          "\"\nsequence = " + std::to_string(sequence) +
-                         "\n[[kernel]]\nname = \"k\"\nentry = \"k\"\nbackend = \"cuda\"\ncode = [{ arch = \"compute_80\", file = \"k.ptx\" }]\n";
+                         "\n[[kernel]]\nname = \"k\"\nentry = \"k\"\nbackend = \"cuda\"\ncode = [{ arch = \"compute_80\", file = \"k.ptx\" }]\n"
+                         "[files]\nextra = [\"bulk.bin\"]\n";
   std::string ptx = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
   std::vector<MemberInput> members(3);
   members[0].path = "kiln.toml", members[0].role = format::Role::manifest, members[0].content.assign(manifest.begin(), manifest.end());

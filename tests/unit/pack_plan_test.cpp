@@ -16,6 +16,14 @@ namespace {
 
 class PackPlanTest : public ::testing::Test {
  protected:
+  // One kernel naming only its code, the kernel table last so tests can append to it (the
+  // refusals below name its lines and columns).
+  std::string kernel_only_manifest(const std::string& code_path) {
+    return "[package]\nname = \"" + id.package + "\"\nkernel_revision = \"" + id.kernel_revision + "\"\nsequence = " +
+           std::to_string(id.sequence) + "\n\n[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n" +
+           "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }, { name = \"n\", type = \"i32\" }]\n" +
+           "code = [{ arch = \"compute_90\", file = \"" + code_path + "\" }]\n";
+  }
   void SetUp() override { dir = test::make_temp_dir(); }
   void write(const std::string& name, const std::string& content) {
     std::string path = dir + "/" + name;
@@ -38,7 +46,7 @@ class PackPlanTest : public ::testing::Test {
 };
 
 TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
-  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
   write("k.ptx", test::small_ptx("sm_90"));
   cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
   // kiln.toml, k.ptx, kiln/observed-toolchain.toml, kiln/kernels.bin, the kernel's record
@@ -55,7 +63,7 @@ TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
 }
 
 TEST_F(PackPlanTest, ArchClaimThatTheFileContradictsIsRefusedWithItsLocation) {
-  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
   write("k.ptx", test::small_ptx("sm_80"));  // claimed compute_90 in the manifest
   std::string why = expect_error(Errc::code_object);
   EXPECT_NE(why.find("kiln.toml:11:9: kernel 'add' claims arch 'compute_90' for 'k.ptx' but the file is built for compute_80"),
@@ -64,21 +72,21 @@ TEST_F(PackPlanTest, ArchClaimThatTheFileContradictsIsRefusedWithItsLocation) {
 }
 
 TEST_F(PackPlanTest, NotACodeObjectIsRefused) {
-  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
   write("k.ptx", "just some text");
   std::string why = expect_error(Errc::code_object);
   EXPECT_NE(why.find("'k.ptx': not a cubin, PTX, fatbin"), std::string::npos) << why;
 }
 
 TEST_F(PackPlanTest, MissingFileNamesTheManifestLine) {
-  write("kiln.toml", test::small_manifest(id, "missing.ptx"));
+  write("kiln.toml", kernel_only_manifest("missing.ptx"));
   std::string why = expect_error(Errc::io);
   EXPECT_NE(why.find("kiln.toml:11:39: "), std::string::npos) << why;
   EXPECT_NE(why.find("missing.ptx: cannot open"), std::string::npos) << why;
 }
 
 TEST_F(PackPlanTest, SymbolicLinkIsRefused) {
-  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
   write("real.ptx", test::small_ptx("sm_90"));
   ASSERT_EQ(::symlink("real.ptx", (dir + "/k.ptx").c_str()), 0);
   std::string why = expect_error(Errc::manifest);
@@ -86,7 +94,7 @@ TEST_F(PackPlanTest, SymbolicLinkIsRefused) {
 }
 
 TEST_F(PackPlanTest, DeviceFileIsRefused) {
-  write("kiln.toml", test::small_manifest(id, "k.ptx"));
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
   ASSERT_EQ(::symlink("/dev/zero", (dir + "/k.ptx").c_str()), 0);  // refused as a link first
   expect_error(Errc::manifest);
   ::unlink((dir + "/k.ptx").c_str());
@@ -96,7 +104,7 @@ TEST_F(PackPlanTest, DeviceFileIsRefused) {
 }
 
 TEST_F(PackPlanTest, ReservedNamesAreRefused) {
-  std::string manifest = test::small_manifest(id, "k.ptx") + "sources = [\"kiln/observed-toolchain.toml\"]\n";
+  std::string manifest = kernel_only_manifest("k.ptx") + "sources = [\"kiln/observed-toolchain.toml\"]\n";
   write("kiln.toml", manifest);
   write("k.ptx", test::small_ptx("sm_90"));
   write("kiln/observed-toolchain.toml", "forged");
@@ -105,7 +113,7 @@ TEST_F(PackPlanTest, ReservedNamesAreRefused) {
 }
 
 TEST_F(PackPlanTest, TestVectorOfTheWrongDtypeIsRefused) {
-  std::string manifest = test::small_manifest(id, "k.ptx") +
+  std::string manifest = kernel_only_manifest("k.ptx") +
                          "[[kernel.shape]]\nname = \"n4\"\nvalues = { n = 4 }\ngrid = [1]\nblock = [4]\n"
                          "[[kernel.test]]\nshape = \"n4\"\ninputs = { x = \"x.npy\" }\noutputs = { x = \"x.npy\" }\n";
   write("kiln.toml", manifest);

@@ -29,15 +29,14 @@ class PagedIndex : public ::testing::Test {
   TrustSet trust = test::trust_of({&key});
 
   std::vector<std::uint8_t> build() {
-    std::vector<MemberInput> members = test::small_members(id);
+    std::vector<MemberInput> data;
     for (int i = 0; i < kDataMembers; ++i) {
       MemberInput m;
       m.path = data_path(i);
-      m.role = format::Role::testdata;
       m.content = test::bytes_of("member " + std::to_string(i) + " of the paged index test\n");
-      members.push_back(std::move(m));
+      data.push_back(std::move(m));
     }
-    return build_archive(id, std::move(members), {Signer{&key, "paged", 0}}, WriteOptions{});
+    return build_archive(id, test::small_members_with(id, std::move(data)), {Signer{&key, "paged", 0}}, WriteOptions{});
   }
   std::unique_ptr<Archive> open(const std::vector<std::uint8_t>& bytes) {
     ReadOptions options;

@@ -85,16 +85,14 @@ TEST_F(RoundTrip, SmallAndLargeArchivesOpenByPathAlikeAndATruncatedOneIsAnError)
   std::string dir = test::make_temp_dir();
   PackageIdentity id = test::default_identity();
   std::vector<Signer> signers{Signer{&key, "s", 0}};
-  std::vector<MemberInput> large = test::small_members(id);
   MemberInput blob;
   blob.path = "tests/large.bin";
-  blob.role = format::Role::testdata;
   std::uint32_t state = 7;
   for (int i = 0; i < (600 << 10); ++i) {  // incompressible: stored raw, so the file is > 256 KiB
     state = state * 1664525u + 1013904223u;
     blob.content.push_back(static_cast<std::uint8_t>(state >> 24));
   }
-  large.push_back(blob);
+  std::vector<MemberInput> large = test::small_members_with(id, {blob});
   write_archive_file(dir + "/small.kiln", id, test::small_members(id), signers, {});
   write_archive_file(dir + "/large.kiln", id, large, signers, {});
   TrustSet trust = test::trust_of({&key});

@@ -16,13 +16,18 @@ std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<st
 
 PackageIdentity default_identity() { return PackageIdentity{"demo-pkg", "rev-1", 7}; }
 
-std::string small_manifest(const PackageIdentity& id, const std::string& code_path) {
+std::string small_manifest(const PackageIdentity& id, const std::string& code_path,
+                           const std::vector<std::string>& extra_files) {
   std::ostringstream m;
   m << "[package]\nname = \"" << id.package << "\"\nkernel_revision = \"" << id.kernel_revision
     << "\"\nsequence = " << id.sequence << "\n\n"
     << "[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n"
     << "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }, { name = \"n\", type = \"i32\" }]\n"
-    << "code = [{ arch = \"compute_90\", file = \"" << code_path << "\" }]\n";
+    << "sources = [\"src/add.cu\"]\n"
+    << "code = [{ arch = \"compute_90\", file = \"" << code_path << "\" }]\n\n"
+    << "[files]\nextra = [\"tests/vector.bin\"";
+  for (const std::string& f : extra_files) m << ", \"" << f << "\"";
+  m << "]\n";
   return m.str();
 }
 
@@ -62,7 +67,7 @@ std::vector<MemberInput> small_members(const PackageIdentity& id) {
   // Incompressible bytes, so the archive has a raw member as well as zstd ones.
   MemberInput blob;
   blob.path = "tests/vector.bin";
-  blob.role = format::Role::testdata;
+  blob.role = format::Role::meta;  // [files] extra
   std::uint32_t state = 12345;
   for (int i = 0; i < 300; ++i) {
     state = state * 1664525u + 1013904223u;
@@ -78,6 +83,23 @@ std::vector<std::uint8_t> build_signed(const std::vector<const PrivateKey*>& key
   WriteOptions options;
   options.threads = static_cast<unsigned>(threads);
   return build_archive(id, small_members(id), signers, options);
+}
+
+std::vector<MemberInput> small_members_with(const PackageIdentity& id, std::vector<MemberInput> extra) {
+  std::vector<std::string> names;
+  for (MemberInput& m : extra) {
+    m.role = format::Role::meta;
+    names.push_back(m.path);
+  }
+  const std::string manifest = small_manifest(id, "k.ptx", names);
+  std::vector<MemberInput> members;
+  for (MemberInput& m : small_members(id)) {
+    if (m.path == "kiln.toml") m.content = bytes_of(manifest);
+    if (m.path.rfind("kiln/", 0) != 0) members.push_back(std::move(m));  // the table is rebuilt below
+  }
+  for (MemberInput& table : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(table));
+  for (MemberInput& m : extra) members.push_back(std::move(m));
+  return members;
 }
 
 TrustSet trust_of(const std::vector<const PrivateKey*>& keys) {

@@ -16,7 +16,9 @@ namespace kiln::test {
 std::vector<std::uint8_t> bytes_of(const std::string& s);
 
 // A manifest whose identity matches `id`, with one kernel naming `code_path`.
-std::string small_manifest(const PackageIdentity& id, const std::string& code_path = "k.ptx");
+// `extra_files` are named under [files] extra after tests/vector.bin.
+std::string small_manifest(const PackageIdentity& id, const std::string& code_path = "k.ptx",
+                           const std::vector<std::string>& extra_files = {});
 
 PackageIdentity default_identity();
 
@@ -25,6 +27,9 @@ std::string small_ptx(const std::string& target = "sm_90");
 
 // Members of a small archive: kiln.toml, one PTX code member, a source and a test blob.
 std::vector<MemberInput> small_members(const PackageIdentity& id);
+// small_members plus `extra` (stored with role meta), each named under [files] extra in a
+// kiln.toml and kernel table rebuilt to match: an archive whose parts agree.
+std::vector<MemberInput> small_members_with(const PackageIdentity& id, std::vector<MemberInput> extra);
 
 std::vector<std::uint8_t> build_signed(const std::vector<const PrivateKey*>& keys,
                                        const PackageIdentity& id = default_identity(), int threads = 1);

@@ -1,0 +1,163 @@
+#include "archive_semantics.hpp"
+
+#include <map>
+
+#include "archive_reader.hpp"
+#include "error.hpp"
+#include "parallel.hpp"
+
+namespace kiln {
+namespace {
+
+std::string join_targets(const std::vector<std::string>& targets) {
+  std::string out;
+  for (const std::string& t : targets) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+bool backend_serves(const std::string& kernel_backend, format::Backend b) {
+  if (kernel_backend == "any") return b == format::Backend::cuda || b == format::Backend::hip;
+  return kernel_backend == format::backend_name(b);
+}
+
+// What kiln.toml says each member is: the role it gives the file, and who named it (for messages).
+struct Expected {
+  format::Role role;
+  std::string named_by;
+};
+
+void expect(std::map<std::string, Expected>& out, const FileRef& f, format::Role role, const std::string& named_by) {
+  auto [it, inserted] = out.emplace(f.path, Expected{role, named_by});
+  if (inserted || it->second.role == role) return;
+  // PTX is IR and code at once: named both ways, in either order, it is stored as code.
+  auto either = [&](format::Role a, format::Role b) { return (it->second.role == a && role == b) || (it->second.role == b && role == a); };
+  if (either(format::Role::code, format::Role::ir)) {
+    it->second = Expected{format::Role::code, role == format::Role::code ? named_by : it->second.named_by};
+    return;
+  }
+  {
+    fail(Errc::integrity, "kiln.toml names '" + f.path + "' as " + format::role_name(role) + " (" + named_by + ") and as " +
+                              format::role_name(it->second.role) + " (" + it->second.named_by + ")");
+  }
+}
+
+std::map<std::string, Expected> expected_members(const Manifest& m) {
+  std::map<std::string, Expected> out;
+  for (const KernelSpec& k : m.kernels) {
+    const std::string by = "kernel '" + k.name + "'";
+    for (const FileRef& f : k.sources) expect(out, f, format::Role::source, by);
+    for (const FileRef& f : k.ir) expect(out, f, format::Role::ir, by);
+    for (const CodeObjectRef& c : k.code) expect(out, c.file, format::Role::code, by);
+    for (const TestSpec& t : k.tests) {
+      for (const auto* list : {&t.inputs, &t.outputs}) {
+        for (const auto& named : *list) expect(out, named.second, format::Role::testdata, by + " test vector");
+      }
+    }
+  }
+  for (const FileRef& f : m.extra_files) expect(out, f, format::Role::meta, "[files] extra");
+  return out;
+}
+
+bool reserved(const std::string& path) {
+  return path == format::kManifestPath || path.compare(0, 5, "kiln/") == 0;
+}
+
+}  // namespace
+
+std::string code_claim_problem(const KernelSpec& k, const CodeObjectRef& ref, const CodeObjectInfo& info) {
+  if (!backend_serves(k.backend, info.backend)) {
+    return "'" + ref.file.path + "' is " + format::backend_name(info.backend) + " code but kernel '" + k.name +
+           "' has backend " + k.backend;
+  }
+  for (const std::string& t : info.targets) {
+    if (t == ref.arch) return "";
+  }
+  return "kernel '" + k.name + "' claims arch '" + ref.arch + "' for '" + ref.file.path + "' but the file is built for " +
+         (info.targets.empty() ? std::string("no target") : join_targets(info.targets)) +
+         (info.detail.empty() ? "" : " (" + info.detail + ")");
+}
+
+std::string code_entry_problem(const format::Entry& e, const CodeObjectInfo& info) {
+  std::string found = std::string(format::backend_name(info.backend)) + " " + format::code_kind_name(info.kind) + " for " +
+                      (info.targets.empty() ? std::string("no target") : join_targets(info.targets));
+  std::string indexed = std::string(format::backend_name(e.backend)) + " " + format::code_kind_name(e.kind) + " for " + e.arch;
+  if (e.backend != info.backend || e.kind != info.kind || e.arch != join_targets(info.targets)) {
+    return "member '" + e.path + "' is indexed as " + indexed + " but its bytes are " + found;
+  }
+  return "";
+}
+
+std::string code_reference_problem(const KernelSpec& k, const CodeObjectRef& ref, const format::Entry& e) {
+  const std::string what = "kernel '" + k.name + "' names '" + ref.file.path + "' as code";
+  if (e.role != format::Role::code) return what + ", but the member has role " + format::role_name(e.role);
+  if (!backend_serves(k.backend, e.backend)) {
+    return what + ", but the member is indexed as " + format::backend_name(e.backend) + " code and the kernel's backend is " +
+           k.backend;
+  }
+  std::size_t start = 0;
+  while (start <= e.arch.size()) {
+    std::size_t comma = e.arch.find(',', start);
+    if (comma == std::string::npos) comma = e.arch.size();
+    if (e.arch.compare(start, comma - start, ref.arch) == 0 && comma - start == ref.arch.size()) return "";
+    start = comma + 1;
+  }
+  return what + " for arch '" + ref.arch + "', but the member is indexed for " + e.arch;
+}
+
+void check_archive_semantics(const Archive& archive, unsigned threads) {
+  const std::string where = archive.name() + ": ";
+  const Manifest& m = archive.manifest();  // kiln.toml parsed, the kernel table checked against it
+  const format::Index& index = archive.index();
+  std::map<std::string, Expected> expected;
+  try {
+    expected = expected_members(m);
+  } catch (const Error& e) {
+    fail(Errc::integrity, where + e.what());
+  }
+
+  for (const format::Entry& e : index.entries) {
+    if (reserved(e.path)) continue;  // kiln.toml and the kernel table: checked by manifest()
+    auto it = expected.find(e.path);
+    if (it == expected.end()) fail(Errc::integrity, where + "member '" + e.path + "' is not named by kiln.toml");
+    if (e.role != it->second.role) {
+      fail(Errc::integrity, where + "member '" + e.path + "' has role " + format::role_name(e.role) + " but kiln.toml names it as " +
+                                format::role_name(it->second.role) + " (" + it->second.named_by + ")");
+    }
+    if ((e.role == format::Role::code) != (e.kind != format::CodeKind::none)) {
+      fail(Errc::integrity, where + "member '" + e.path + "' has role " + format::role_name(e.role) + " and kind " +
+                                format::code_kind_name(e.kind) + ": code, and only code, has a kind");
+    }
+  }
+  for (const auto& [path, what] : expected) {
+    if (index.find(path) < 0) {
+      fail(Errc::integrity, where + what.named_by + " names '" + path + "', which is not a member of the archive");
+    }
+  }
+
+  // Each code member's bytes, read once whichever kernels share it, against its index entry.
+  std::vector<std::size_t> code_members;
+  for (std::size_t i = 0; i < index.entries.size(); ++i) {
+    if (index.entries[i].role == format::Role::code) code_members.push_back(i);
+  }
+  std::vector<CodeObjectInfo> infos(index.entries.size());
+  parallel_for_or_fail(code_members.size(), threads, [&](std::size_t n) {
+    std::size_t i = code_members[n];
+    const format::Entry& e = index.entries[i];
+    std::vector<std::uint8_t> bytes = archive.read_member(i);
+    try {
+      infos[i] = inspect_code_object(ByteView(bytes), "member '" + e.path + "'");
+    } catch (const Error& error) {
+      fail(Errc::integrity, where + error.what() + " (indexed as " + format::code_kind_name(e.kind) + " for " + e.arch + ")");
+    }
+    if (std::string p = code_entry_problem(e, infos[i]); !p.empty()) fail(Errc::integrity, where + p);
+  });
+  for (const KernelSpec& k : m.kernels) {
+    for (const CodeObjectRef& ref : k.code) {
+      std::size_t i = static_cast<std::size_t>(index.find(ref.file.path));
+      if (std::string p = code_reference_problem(k, ref, index.entries[i]); !p.empty()) fail(Errc::integrity, where + p);
+      if (std::string p = code_claim_problem(k, ref, infos[i]); !p.empty()) fail(Errc::integrity, where + p);
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,261 @@
+// Validly signed archives whose parts disagree — kiln.toml, the kernel table, the index and the
+// code objects' own bytes — are refused by verification at its default level (what `kiln
+// verify`, `kiln store add` and the release gate run), each with the reason it means; and the
+// zstd rules of FORMAT.md §4 hold without --deep.
+#include <gtest/gtest.h>
+
+#include "archive_semantics.hpp"
+#include "compress.hpp"
+#include "error.hpp"
+#include "kernel_table.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+class Semantic : public ::testing::Test {
+ protected:
+  PackageIdentity id = test::default_identity();
+  PrivateKey key = PrivateKey::generate();
+  TrustSet trust = test::trust_of({&key});
+
+  // The small archive with `manifest` as its kiln.toml (and the kernel table derived from it).
+  test::RawArchive with_manifest(const std::string& manifest, bool keep_code = true) {
+    std::vector<MemberInput> members;
+    for (MemberInput& m : test::small_members(id)) {
+      if (m.path == "kiln.toml" || m.path.rfind("kiln/", 0) == 0) continue;
+      if (m.path == "k.ptx" && !keep_code) continue;
+      members.push_back(std::move(m));
+    }
+    MemberInput toml;
+    toml.path = "kiln.toml";
+    toml.role = format::Role::manifest;
+    toml.content = test::bytes_of(manifest);
+    members.push_back(toml);
+    for (MemberInput& table : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(table));
+    test::RawArchive raw = test::raw_from_members(id, std::move(members));
+    raw.signers = {Signer{&key, "hostile", 0}};
+    return raw;
+  }
+  test::RawArchive base() { return with_manifest(test::small_manifest(id)); }
+
+  std::size_t position(const test::RawArchive& raw, const std::string& path) {
+    for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+      if (raw.index.entries[i].path == path) return i;
+    }
+    throw std::runtime_error("no member " + path);
+  }
+  void replace_stored(test::RawArchive& raw, std::size_t i, std::vector<std::uint8_t> stored, bool zstd) {
+    format::Entry& e = raw.index.entries[i];
+    e.compression = zstd ? format::Compression::zstd : format::Compression::none;
+    e.stored_size = stored.size();
+    e.stored_sha256 = sha256(stored.data(), stored.size());
+    if (!zstd) {
+      e.content_size = stored.size();
+      e.content_sha256 = e.stored_sha256;
+    }
+    raw.stored[i] = std::move(stored);
+  }
+  // Refused by verification without --deep (and so with it), with `code` and `reason`.
+  void expect_refused(const test::RawArchive& raw, Errc code, const std::string& reason) {
+    std::vector<std::uint8_t> bytes = test::assemble(raw);
+    for (bool deep : {false, true}) {
+      ReadOptions options;
+      options.policy = TrustPolicy{&trust, 1};
+      try {
+        std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+        a->verify_all(2, deep, nullptr);
+        ADD_FAILURE() << "accepted (deep " << deep << "); expected: " << reason;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), code) << e.what();
+        EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << "deep " << deep << ": " << e.what();
+      }
+    }
+  }
+  std::string manifest_with(const std::string& kernel_lines, const std::string& files = "[files]\nextra = [\"tests/vector.bin\"]\n") {
+    return "[package]\nname = \"" + id.package + "\"\nkernel_revision = \"" + id.kernel_revision + "\"\nsequence = " +
+           std::to_string(id.sequence) + "\n\n[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n" +
+           "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }, { name = \"n\", type = \"i32\" }]\n" + kernel_lines +
+           "\n" + files;
+  }
+};
+
+TEST_F(Semantic, TheConsistentArchiveIsAccepted) {
+  std::vector<std::uint8_t> bytes = test::assemble(base());
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  EXPECT_NO_THROW(a->verify_all(1, false, nullptr));
+  EXPECT_NO_THROW(a->verify_all(1, true, nullptr));
+}
+
+TEST_F(Semantic, AnArchTagTheBytesContradictIsRefused) {
+  test::RawArchive raw = base();
+  raw.index.entries[position(raw, "k.ptx")].arch = "compute_80";  // the PTX says .target sm_90
+  expect_refused(raw, Errc::integrity, "member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90");
+}
+
+TEST_F(Semantic, PtxIndexedAsACubinIsRefused) {
+  test::RawArchive raw = base();
+  raw.index.entries[position(raw, "k.ptx")].kind = format::CodeKind::cubin;
+  expect_refused(raw, Errc::integrity, "member 'k.ptx' is indexed as cuda cubin for compute_90 but its bytes are cuda ptx");
+}
+
+TEST_F(Semantic, AKernelNamingAFileThatIsNotAMemberIsRefused) {
+  test::RawArchive raw = with_manifest(test::small_manifest(id, "gone.ptx"), /*keep_code=*/false);
+  expect_refused(raw, Errc::integrity, "kernel 'add' names 'gone.ptx', which is not a member of the archive");
+}
+
+TEST_F(Semantic, ACodeEntryPointingAtTheSourceIsRefused) {
+  // kiln.toml lists the .cu file as the kernel's code; the index calls it PTX for compute_90.
+  test::RawArchive raw = with_manifest(manifest_with("code = [{ arch = \"compute_90\", file = \"src/add.cu\" }]\n"),
+                                       /*keep_code=*/false);
+  format::Entry& e = raw.index.entries[position(raw, "src/add.cu")];
+  e.role = format::Role::code;
+  e.backend = format::Backend::cuda;
+  e.kind = format::CodeKind::ptx;
+  e.arch = "compute_90";
+  expect_refused(raw, Errc::integrity, "member 'src/add.cu'");
+  expect_refused(raw, Errc::integrity, "(indexed as ptx for compute_90)");
+}
+
+TEST_F(Semantic, AFileNamedTwiceWithTwoRolesIsRefused) {
+  test::RawArchive raw =
+      with_manifest(manifest_with("sources = [\"k.ptx\"]\ncode = [{ arch = \"compute_90\", file = \"k.ptx\" }]\n"));
+  expect_refused(raw, Errc::integrity, "kiln.toml names 'k.ptx' as code (kernel 'add') and as source (kernel 'add')");
+}
+
+TEST_F(Semantic, AMemberKilnTomlNeverNamesIsRefused) {
+  test::RawArchive raw = with_manifest(test::small_manifest(id), true);
+  std::size_t i = position(raw, "tests/vector.bin");
+  raw.index.entries[i].path = "tests/vector.bim";  // still sorted: kiln.toml names the .bin
+  expect_refused(raw, Errc::integrity, "member 'tests/vector.bim' is not named by kiln.toml");
+}
+
+TEST_F(Semantic, ARoleOtherThanKilnTomlGivesIsRefused) {
+  test::RawArchive raw = base();
+  raw.index.entries[position(raw, "src/add.cu")].role = format::Role::ir;
+  expect_refused(raw, Errc::integrity, "member 'src/add.cu' has role ir but kiln.toml names it as source (kernel 'add')");
+}
+
+TEST_F(Semantic, ABrokenZstdFrameInACodeMemberIsRefusedWithoutDeep) {
+  // A frame whose header and block structure are sound but whose compressed payload is not:
+  // only decompressing finds it, and code members are decompressed at the default level
+  // (their bytes are read to check their targets), so verify fails where warm-up would.
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "k.ptx");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
+  frame[frame.size() - 4] ^= 0xff;  // the last bytes of the last block's payload
+  ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Error) << "the change must break the frame";
+  replace_stored(raw, i, frame, true);
+  raw.index.entries[i].content_size = content.size();
+  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  try {
+    a->verify_all(1, false, nullptr);
+    ADD_FAILURE() << "a broken code member passed verification without --deep";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("member 'k.ptx': zstd refused the frame"), std::string::npos) << e.what();
+  }
+}
+
+// A frame header (magic, descriptor, window descriptor, 8-byte content size) followed by the
+// blocks of a real frame: the header alone decides whether the window is acceptable.
+std::vector<std::uint8_t> frame_with_header(std::uint8_t descriptor, int window_exponent, std::uint64_t content_size,
+                                            const std::vector<std::uint8_t>& real) {
+  const std::uint8_t real_descriptor = real[4];
+  std::size_t fcs_bytes[] = {0, 2, 4, 8};
+  bool single = real_descriptor & 0x20;
+  std::size_t fcs = fcs_bytes[real_descriptor >> 6];
+  if (fcs == 0 && single) fcs = 1;
+  std::size_t header = 4 + 1 + (single ? 0 : 1) + fcs;  // no dictionary id in kiln's frames
+  std::vector<std::uint8_t> out(real.begin(), real.begin() + 4);
+  out.push_back(descriptor);
+  if (!(descriptor & 0x20)) out.push_back(static_cast<std::uint8_t>(window_exponent << 3));
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<std::uint8_t>(content_size >> (8 * b)));
+  out.insert(out.end(), real.begin() + static_cast<long>(header), real.end());
+  return out;
+}
+
+TEST_F(Semantic, AZstdWindowOverTwoToThe27IsRefusedWithoutDeep) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  std::vector<std::uint8_t> real = zstd_compress(ByteView(content), 3);
+  // Not single-segment, 8-byte content size, window 2^(10+18) = 2^28.
+  replace_stored(raw, i, frame_with_header(0xC0, 18, content.size(), real), true);
+  raw.index.entries[i].content_size = content.size();
+  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  expect_refused(raw, Errc::limit, "member 'src/add.cu': the zstd frame needs a 268435456-byte window, over the format's limit of 2^27");
+}
+
+TEST_F(Semantic, ASingleSegmentFrameOfOneGibibyteIsRefusedForItsWindow) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  std::vector<std::uint8_t> real = zstd_compress(ByteView(content), 3);
+  replace_stored(raw, i, frame_with_header(0xE0, 0, 1ull << 30, real), true);  // single segment, 1 GiB
+  raw.index.entries[i].content_size = 1ull << 30;
+  expect_refused(raw, Errc::limit, "needs a 1073741824-byte window");
+}
+
+TEST_F(Semantic, ContentThatDoesNotHashToTheIndexIsRefusedByDeepVerificationAndByReading) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  replace_stored(raw, i, zstd_compress(ByteView(content), 3), true);
+  raw.index.entries[i].content_size = content.size();
+  content[0] ^= 1;  // the index's content digest is of other bytes
+  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  EXPECT_NO_THROW(a->verify_all(1, false, nullptr));  // the frame itself is sound: only decompressing tells
+  try {
+    a->verify_all(1, true, nullptr);
+    ADD_FAILURE() << "deep verification accepted a content digest mismatch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("member 'src/add.cu': decompressed content does not match the index"), std::string::npos)
+        << e.what();
+  }
+  try {
+    a->read_member(i);
+    ADD_FAILURE() << "read_member returned content that does not match the index";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("decompressed content does not match the index"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Semantic, AKilnTomlThatIsNotValidTomlIsAMalformedArchiveNotBadInput) {
+  std::string bad = test::small_manifest(id) + "\nname = \"\xff\xfe\"\n";  // not UTF-8
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "kiln.toml");
+  replace_stored(raw, i, test::bytes_of(bad), false);
+  expect_refused(raw, Errc::malformed, "the archive's kiln.toml is not a valid manifest");
+}
+
+TEST_F(Semantic, AKilnTomlOverTheCapIsRefusedBeforeReadingEvenWithoutTrust) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "kiln.toml");
+  std::vector<std::uint8_t> content = raw.stored[i];
+  std::vector<std::uint8_t> real = zstd_compress(ByteView(content), 3);
+  replace_stored(raw, i, real, true);
+  raw.index.entries[i].content_size = format::kMaxManifestSize + 1;
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // inspect: no trust
+  try {
+    a->manifest();
+    ADD_FAILURE() << "an over-sized kiln.toml was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::limit) << e.what();
+    EXPECT_NE(std::string(e.what()).find("over the format's limit of 16777216 for kiln.toml"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
