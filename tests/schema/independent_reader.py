@@ -360,7 +360,17 @@ def zstd_frame_content_size(frame, what):
     return fcs
 
 
+_decompressed = {}  # frame SHA-256 -> content: the tamper checks re-read every archive
+
+
 def zstd_decompress(frame, size):
+    key = sha256(frame)
+    if key not in _decompressed:
+        _decompressed[key] = _zstd_decompress(frame, size)
+    return _decompressed[key]
+
+
+def _zstd_decompress(frame, size):
     if zstandard is not None:
         return zstandard.ZstdDecompressor().decompress(frame, max_output_size=size)
     out = subprocess.run([ZSTD_CLI, "-d", "-q", "-c"], input=frame, stdout=subprocess.PIPE,
@@ -841,12 +851,51 @@ def tamper_checks(data, a, keys):
     must_refuse(data + b"\0", keys, "a byte appended")
 
 
+def pack_paged_archive(kiln, ptx, key, folder):
+    """Packs, with kiln, a package of 300 extra files: more than two index pages (§3), members
+    stored raw (incompressible, empty) and compressed, empty ones across a page boundary (but
+    never a whole page of them: see FORMAT.md §3 on first offsets)."""
+    shutil.copy(ptx, os.path.join(folder, "scale.ptx"))
+    names = []
+    for i in range(300):
+        name = f"f{i:03d}.bin"
+        if i % 7 == 0 or i in (126, 127, 128):
+            content = b""
+        elif i % 2:
+            content = b"".join(hashlib.sha256(f"{i}:{j}".encode()).digest() for j in range(i))  # raw
+        else:
+            content = (f"line {i}\n" * (i + 1)).encode()  # compresses
+        open(os.path.join(folder, name), "wb").write(content)
+        names.append(name)
+    manifest = f"""[package]
+name = "paged"
+kernel_revision = "300-files"
+sequence = 1
+[files]
+extra = [{", ".join('"' + n + '"' for n in names)}]
+[[kernel]]
+name = "scale"
+entry = "scale_f32"
+backend = "cuda"
+code = [{{ arch = "compute_80", file = "scale.ptx" }}]
+"""
+    open(os.path.join(folder, "kiln.toml"), "w").write(manifest)
+    out = os.path.join(folder, "paged.kiln")
+    run = subprocess.run([kiln, "pack", os.path.join(folder, "kiln.toml"), "--key", key, "-o", out, "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if run.returncode != 0:
+        raise Refused("kiln pack of the paged archive failed: " + run.stderr.decode(errors="replace"))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--archives", required=True)
     ap.add_argument("--expect", nargs="*", default=[], help="archive file names that must be present")
     ap.add_argument("--trust", help="a .pub key file (FORMAT.md §5.3) the archives are signed with")
+    ap.add_argument("--paged", nargs=2, metavar=("PTX", "KEY"),
+                    help="also pack (with kiln, this PTX and private key) and read an archive of several index pages")
     args = ap.parse_args()
     if zstandard is None and ZSTD_CLI is None:
         print("SKIP: neither the Python zstandard module nor the zstd command is available", file=sys.stderr)
@@ -861,9 +910,19 @@ def main():
     if not names or missing:
         print(f"FAIL: {args.archives} lacks archives (found {names}, missing {missing})", file=sys.stderr)
         return 1
+    paths = [os.path.join(args.archives, n) for n in names]
+    scratch = None
+    if args.paged:
+        import tempfile
+        scratch = tempfile.TemporaryDirectory(prefix="kiln-independent-reader-")
+        try:
+            paths.append(pack_paged_archive(args.kiln, args.paged[0], args.paged[1], scratch.name))
+        except Refused as e:
+            print(f"FAIL: {e}", file=sys.stderr)
+            return 1
     failures = 0
-    for n in names:
-        path = os.path.join(args.archives, n)
+    for path in paths:
+        n = os.path.basename(path)
         data = open(path, "rb").read()
         try:
             a = read_archive(data, keys)
@@ -877,9 +936,10 @@ def main():
             continue
         kinds = sorted({KINDS[e["kind"]] for e in a["entries"] if e["kind"]})
         zstd = sum(e["compression"] for e in a["entries"])
-        print(f"ok   {n}: {a['digest']}, {len(a['entries'])} members ({zstd} zstd; code {', '.join(kinds)}), "
-              f"{len(a['records'])} kernels, {len(a['signatures'])} signature(s), {len(a['valid_keys'])} verified")
-    print(f"{len(names) - failures} of {len(names)} archives read as FORMAT.md says"
+        print(f"ok   {n}: {a['digest']}, {len(a['entries'])} members in {len(a['head']['pages'])} page(s) ({zstd} zstd; "
+              f"code {', '.join(kinds)}), {len(a['records'])} kernels, {len(a['signatures'])} signature(s), "
+              f"{len(a['valid_keys'])} verified")
+    print(f"{len(paths) - failures} of {len(paths)} archives read as FORMAT.md says"
           f" (zstd via {'the zstandard module' if zstandard else ZSTD_CLI})")
     return 1 if failures else 0
 
