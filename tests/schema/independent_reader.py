@@ -8,8 +8,12 @@ reports (`kiln digest`, `kiln inspect --json`). Any difference is a failure, wit
 either kiln or FORMAT.md is wrong.
 
     independent_reader.py --kiln KILN --archives DIR [--expect NAME.kiln ...] [--trust KEY.pub]
+                          [--paged PTX KEY.key]
 
-Every *.kiln file in DIR is read (the test fails if DIR holds none, or lacks an --expect'ed one).
+Every *.kiln file in DIR is read (the test fails if DIR holds none, or lacks an --expect'ed one);
+with --paged, also an archive of 300 files that kiln packs here (several index pages). Each one
+is also tampered with (a header, page, member and signature byte, a byte appended), and the
+reader must refuse every tampered copy.
 Standard library only (Python 3.11+ for tomllib). zstd members are decompressed with the
 `zstandard` module when it is installed (Debian: python3-zstandard), otherwise with the `zstd`
 command (Debian: zstd, which ci/install-deps.sh installs). Exit status 77 (ctest's
