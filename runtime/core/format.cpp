@@ -396,12 +396,13 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
       r.fail_here(where() + (i == 0 ? ": the first member must start at offset 64"
                                   : ": first paths must be unique and sorted bytewise"));
     }
-    if (i > 0 && !(head.pages.back().first_offset < ref.first_offset)) {
-      r.fail_here(where() + ": member offsets must increase from page to page");
+    // Not strictly: a page of empty members (stored_size 0) starts where the previous one did.
+    if (i > 0 && !(head.pages.back().first_offset <= ref.first_offset)) {
+      r.fail_here(where() + ": member offsets must not decrease from page to page");
     }
-    if (ref.first_offset >= index_offset || ref.first_offset % kMemberAlignment != 0) {
+    if (ref.first_offset > index_offset || ref.first_offset % kMemberAlignment != 0) {
       r.fail_here(where() + ": first member offset " + std::to_string(ref.first_offset) +
-                  " is not 64-byte aligned before the index");
+                  " is not 64-byte aligned at or before the index");
     }
     ref.index_position = position;
     ref.first_entry = static_cast<std::uint32_t>(entries);
