@@ -309,6 +309,37 @@ TEST_F(Cli, ArchiveWithAFileWhereAFolderMustBeIsRefusedBeforeExtracting) {
   EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
 }
 
+// extract --trust verifies what kiln verify --deep does before writing: here every member's
+// digest holds, but the signed kernel table names another entry symbol than kiln.toml (the old
+// extract checked member digests only, and wrote this archive out).
+TEST_F(Cli, ExtractRefusesAKernelTableThatDisagreesWithKilnTomlBeforeWriting) {
+  kiln::PrivateKey key = kiln::PrivateKey::generate();
+  write_file(dir + "/hostile.pub", key.public_key().to_pem());
+  kiln::PackageIdentity id = kiln::test::default_identity();
+  kiln::test::RawArchive raw = kiln::test::raw_from_members(id, kiln::test::small_members(id));
+  raw.signers = {kiln::Signer{&key, "hostile", 0}};
+  kiln::Manifest m = kiln::parse_manifest(kiln::test::small_manifest(id), "kiln.toml");
+  m.kernels[0].entry = "evil_entry";
+  const kiln::KernelTableMember record = kiln::encode_kernel_table(m).at(1);
+  for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+    if (raw.index.entries[i].path != record.path) continue;
+    raw.stored[i] = record.content;
+    raw.index.entries[i].stored_size = raw.index.entries[i].content_size = record.content.size();
+    raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 =
+        kiln::sha256(record.content.data(), record.content.size());
+  }
+  std::vector<std::uint8_t> bytes = kiln::test::assemble(raw);
+  write_file(dir + "/hostile.kiln", std::string(bytes.begin(), bytes.end()));
+
+  std::vector<std::string> before = kiln::list_directory(dir);
+  Result r = run("extract " + dir + "/hostile.kiln -C " + dir + "/out --trust " + dir + "/hostile.pub");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("kiln.toml and " + record.path + " describe different kernels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln extract wrote nothing (the archive was refused before any member was written)"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
+}
+
 // kiln pack refuses, naming the file, every path that would extract differently on some system.
 TEST_F(Cli, PackRefusesPathsThatWouldExtractDifferentlyElsewhere) {
   std::string long_name = std::string(253, 'l') + ".cu";
