@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -160,7 +161,8 @@ void StagedFolder::write_file(const std::string& path, ByteView data, const Sha2
   // Read back what the file system holds now, so that a short or corrupted write is caught
   // before the folder is put in place.
   Sha256Stream hash;
-  std::vector<std::uint8_t> buf(1 << 20);
+  // One read for a small file (the common case), 1 MiB at a time for a large one.
+  std::vector<std::uint8_t> buf(std::min<std::size_t>(std::size_t{1} << 20, data.size + 1));
   std::uint64_t total = 0;
   for (;;) {
     ssize_t n = ::pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(total));
