@@ -189,6 +189,10 @@ const format::Index& Archive::index() const {
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
       fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");
     }
+    // The rules between paths (case, file beside folder) need every entry, so they are checked
+    // here, where every page has been decoded, and not per page: a lookup by exact bytes never
+    // confuses such names, while every caller that lists or writes the members comes here.
+    if (auto p = format::member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, name_ + ": index: " + p);
     index_ = std::move(index);
   });
   return index_;

@@ -86,6 +86,9 @@ format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& me
     e.arch = m.arch;
   }
   if (!has_manifest) bad("an archive needs its 'kiln.toml' member");
+  // The same rules between paths a reader applies (format.cpp), so kiln never writes an
+  // archive it would then refuse.
+  if (auto p = format::member_set_problem(index.entries); !p.empty()) bad(p);
   return index;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <unordered_map>
 
 #include "error.hpp"
 
@@ -107,6 +108,40 @@ long Index::find(const std::string& path) const {
 
 std::uint64_t align_up(std::uint64_t v) { return (v + kMemberAlignment - 1) & ~(kMemberAlignment - 1); }
 
+namespace {
+
+char fold_ascii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Windows opens a device, not a file, for these names in any folder and with any extension
+// ("nul.txt", "Com1.tar.gz"), so such a member would extract differently there.
+bool is_windows_device_name(std::string_view component) {
+  std::string_view stem = component.substr(0, component.find('.'));
+  if (stem.size() != 3 && stem.size() != 4) return false;  // most components leave here
+  char folded[4];
+  for (std::size_t i = 0; i < stem.size(); ++i) folded[i] = fold_ascii(stem[i]);
+  std::string_view f(folded, stem.size());
+  if (f == "con" || f == "prn" || f == "aux" || f == "nul") return true;
+  return f.size() == 4 && (f.substr(0, 3) == "com" || f.substr(0, 3) == "lpt") && f[3] >= '0' && f[3] <= '9';
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+// The kiln/ folder holds only what kiln writes, so a signer cannot slip a file in beside the
+// kernel table that a reader (or a person) might take for kiln's own.
+bool is_kiln_owned_path(const std::string& path) {
+  const std::string records = "kiln/kernels/";
+  if (path == "kiln/kernels.bin" || path == "kiln/observed-toolchain.toml") return true;
+  return path.compare(0, records.size(), records) == 0 && is_identifier(std::string_view(path).substr(records.size()));
+}
+
+}  // namespace
+
 std::string member_path_problem(const std::string& path) {
   if (path.empty()) return "the path is empty";
   if (path.size() > kMaxPathLength) return "the path is longer than " + std::to_string(kMaxPathLength) + " bytes";
@@ -127,7 +162,82 @@ std::string member_path_problem(const std::string& path) {
                "two byte strings can name one file after Unicode normalisation)";
       }
     }
+    // NAME_MAX on Linux, macOS and Windows alike: a longer name cannot be created anywhere.
+    if (part.size() > kMaxPathComponentLength) {
+      return "the path " + quoted(path) + " has a component of " + std::to_string(part.size()) + " bytes, over " +
+             std::to_string(kMaxPathComponentLength);
+    }
+    if (part.back() == '.') {
+      return "the path " + quoted(path) + " has a component ending in '.' ('" + std::string(part) +
+             "'; Windows drops trailing dots, so there it would name another file)";
+    }
+    if (is_windows_device_name(part)) {
+      return "the path " + quoted(path) + " has the component '" + std::string(part) +
+             "', a Windows device name (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with or without an extension)";
+    }
     start = end + 1;
+  }
+  // Any case of "kiln/": a case-insensitive file system puts "KILN/x" in the same folder.
+  bool in_kiln_folder = path.size() > 5 && path[4] == '/';
+  for (std::size_t i = 0; in_kiln_folder && i < 4; ++i) in_kiln_folder = fold_ascii(path[i]) == "kiln"[i];
+  if (in_kiln_folder && !is_kiln_owned_path(path)) {
+    return "the path " + quoted(path) +
+           " is inside the reserved folder 'kiln/', which holds only kiln/kernels.bin, kiln/kernels/<name> and "
+           "kiln/observed-toolchain.toml";
+  }
+  return "";
+}
+
+// Every path names a file and each of its proper prefixes that ends before a '/' names a
+// folder. Two names the same after case folding must be the same bytes (case-insensitive file
+// systems merge them) and the same kind (a file cannot also be a folder). The paths are sorted
+// bytewise and all paths below one folder are contiguous in that order, so each folder is
+// recorded once, when its run begins.
+std::string member_set_problem(const std::vector<Entry>& entries) {
+  struct Seen {
+    std::string_view name;   // the file or folder, a prefix of `member`
+    const std::string* member;
+    bool is_file;
+  };
+  std::unordered_map<std::string, Seen> seen;
+  seen.reserve(entries.size() * 2);
+  auto record = [&](const Seen& now) -> std::string {
+    std::string folded(now.name);
+    for (char& c : folded) c = fold_ascii(c);
+    auto [it, inserted] = seen.emplace(std::move(folded), now);
+    if (inserted) return "";
+    const Seen& before = it->second;
+    const std::string first = quoted(*before.member), second = quoted(*now.member);
+    if (before.name != now.name) {
+      std::string names = before.name == *before.member && now.name == *now.member
+                              ? " differ"
+                              : " use the names " + quoted(std::string(before.name)) + " and " +
+                                    quoted(std::string(now.name)) + ", which differ";
+      return "the member paths " + first + " and " + second + names +
+             " only in ASCII case (one name on case-insensitive file systems)";
+    }
+    if (before.is_file && now.is_file) return "the member path " + second + " is given twice";
+    if (before.is_file != now.is_file) {
+      const Seen& file = before.is_file ? before : now;
+      const Seen& folder = before.is_file ? now : before;
+      return "the member path " + quoted(*file.member) + " is a file, but " + quoted(*folder.member) +
+             " needs a folder of that name";
+    }
+    return "";
+  };
+  const std::string* previous = nullptr;
+  for (const Entry& e : entries) {
+    const std::string& path = e.path;
+    for (std::size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+      // A folder the previous path also passed through (same bytes up to the same '/') is
+      // recorded already: its members form one run in bytewise order.
+      bool known = previous != nullptr && previous->size() > slash && (*previous)[slash] == '/' &&
+                   previous->compare(0, slash, path, 0, slash) == 0;
+      if (known) continue;
+      if (auto p = record(Seen{std::string_view(path).substr(0, slash), &path, false}); !p.empty()) return p;
+    }
+    if (auto p = record(Seen{path, &path, true}); !p.empty()) return p;
+    previous = &path;
   }
   return "";
 }
@@ -486,6 +596,7 @@ Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t 
   if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
     fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");
   }
+  if (auto p = member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, "index: " + p);
   return index;
 }
 

@@ -31,6 +31,7 @@ constexpr std::uint64_t kMemberAlignment = 64;  // lets a reader use raw members
 constexpr std::uint64_t kMaxIndexSize = 256ull << 20;
 constexpr std::uint32_t kMaxEntries = 1u << 20;
 constexpr std::size_t kMaxPathLength = 1024;
+constexpr std::size_t kMaxPathComponentLength = 255;  // NAME_MAX of every common file system
 constexpr std::size_t kMaxArchLength = 1024;
 constexpr std::size_t kMaxPackageLength = 128;
 constexpr std::size_t kMaxRevisionLength = 128;
@@ -166,6 +167,12 @@ std::vector<SignatureRecord> decode_signature_block(ByteView bytes);
 // empty string when it is acceptable. Callers choose the error class (a bad name in a
 // manifest is the author's mistake; in an archive it is a malformed or hostile file).
 std::string member_path_problem(const std::string& path);
+// The rules between paths (FORMAT.md §3.1), over a whole index sorted bytewise: no two files or
+// folders whose names differ only in ASCII case, and no path that is a file and also a folder
+// of another path. They need every entry, so they hold where a whole index is assembled (the
+// writer, decode_index, Archive::index()); a lazy lookup matches exact bytes and never creates
+// files, so no mix-up between such names can reach it.
+std::string member_set_problem(const std::vector<Entry>& entries);
 std::string package_name_problem(const std::string& name);
 std::string revision_problem(const std::string& revision);
 std::string arch_tags_problem(const std::string& arch);

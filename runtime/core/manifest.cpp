@@ -213,7 +213,7 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
   s.pos = pos_of(n);
   s.name = t.string("name", "\"m256n256k256\"");
   if (auto p = format::member_path_problem(s.name); !p.empty() || s.name.find('/') != std::string::npos) {
-    t.fail_at(t.require("name", ""), "shape name '" + s.name + "' must use only [A-Za-z0-9._+@=-]");
+    t.fail_at(t.require("name", ""), "shape name '" + s.name + "' must use only [A-Za-z0-9._+@=-]" + (p.empty() ? "" : ": " + p));
   }
   if (const toml::node* vn = t.get("values")) {
     const toml::table& vt = t.table(*vn, "values");

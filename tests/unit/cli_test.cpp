@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "file_io.hpp"
 #include "json.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -18,8 +21,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
-  std::string command = std::string(KILN_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line (sh), stdout and stderr together.
+Result shell(const std::string& line) {
+  std::string command = line + " 2>&1";
   Result r;
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return r;
@@ -30,6 +34,8 @@ Result run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result run(const std::string& args) { return shell(std::string(KILN_BINARY) + " " + args); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -179,6 +185,8 @@ TEST_F(Cli, ExtractWritesVerifiedMembersAndNeverOverwrites) {
   EXPECT_NE(unsigned_.out.find("--skip-signatures"), std::string::npos);
 }
 
+// The destination must be new or an empty folder: a folder holding anything (a planted link
+// included) is refused before any member is written, and a link or a file in its place too.
 TEST_F(Cli, ExtractDoesNotFollowALinkPlantedInTheTarget) {
   write_file(dir + "/kiln.toml", std::string(kManifest) + "ir = [\"ir/add.ll\"]\n");
   ::mkdir((dir + "/ir").c_str(), 0755);
@@ -189,8 +197,179 @@ TEST_F(Cli, ExtractDoesNotFollowALinkPlantedInTheTarget) {
   ASSERT_EQ(::symlink((dir + "/elsewhere").c_str(), (dir + "/out/ir").c_str()), 0);
   Result r = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
   EXPECT_EQ(r.code, 4) << r.out;
-  EXPECT_NE(r.out.find("not a plain folder"), std::string::npos) << r.out;
-  EXPECT_EQ(read_file(dir + "/elsewhere/add.ll"), "");
+  EXPECT_NE(r.out.find(dir + "/out: already exists and is not empty; kiln extract never overwrites"), std::string::npos) << r.out;
+  EXPECT_EQ(kiln::list_directory(dir + "/elsewhere"), std::vector<std::string>{});
+
+  ASSERT_EQ(::symlink((dir + "/elsewhere").c_str(), (dir + "/linked").c_str()), 0);
+  Result linked = run("extract " + archive + " -C " + dir + "/linked --trust " + dir + "/ci.pub");
+  EXPECT_EQ(linked.code, 4) << linked.out;
+  EXPECT_NE(linked.out.find(dir + "/linked: already exists and is not a folder (a file or a link)"), std::string::npos) << linked.out;
+  EXPECT_EQ(kiln::list_directory(dir + "/elsewhere"), std::vector<std::string>{});
+
+  ::mkdir((dir + "/empty").c_str(), 0750);
+  Result empty = run("extract " + archive + " -C " + dir + "/empty --trust " + dir + "/ci.pub");
+  EXPECT_EQ(empty.code, 0) << empty.out;
+  EXPECT_EQ(read_file(dir + "/empty/ir/add.ll"), "; llvm ir\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/empty").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);  // the empty folder's mode is kept
+}
+
+// Incompressible bytes (stored raw, so a test can find and change them in the archive).
+std::string noise(std::size_t size, std::uint32_t seed) {
+  std::string out;
+  for (std::size_t i = 0; i < size; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    out += static_cast<char>(seed >> 24);
+  }
+  return out;
+}
+
+// What `dir` holds besides the names in `before`: a failed extract must leave none.
+std::vector<std::string> left_behind(const std::string& dir, const std::vector<std::string>& before) {
+  std::vector<std::string> extra;
+  for (const std::string& name : kiln::list_directory(dir)) {
+    if (std::find(before.begin(), before.end(), name) == before.end()) extra.push_back(name);
+  }
+  return extra;
+}
+
+TEST_F(Cli, ExtractLeavesNothingWhenAMemberIsCorruptAfterGoodOnes) {
+  // The corrupt member sorts last, after add.cu, add.ptx, kiln.toml and the kiln/ members,
+  // which the old extract had already written (and left) when it reached it.
+  std::string late = noise(4096, 7);
+  ::mkdir((dir + "/zz").c_str(), 0755);
+  write_file(dir + "/zz/late.bin", late);
+  write_file(dir + "/kiln.toml", std::string(kManifest) + "\n[files]\nextra = [\"zz/late.bin\"]\n");
+  ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive).code, 0);
+  std::string bytes = read_file(archive);
+  std::size_t at = bytes.find(late);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 100] = static_cast<char>(bytes[at + 100] ^ 1);
+  write_file(archive, bytes);
+
+  std::vector<std::string> before = kiln::list_directory(dir);
+  Result r = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("member 'zz/late.bin': stored bytes do not match the index"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln extract wrote nothing"), std::string::npos) << r.out;
+  EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
+}
+
+// A write that fails midway (the file size limit stops the big last member) leaves no
+// destination and no temporary folder, and says so.
+TEST_F(Cli, ExtractThatFailsWhileWritingLeavesNothingBehind) {
+  ::mkdir((dir + "/zz").c_str(), 0755);
+  write_file(dir + "/zz/big.bin", noise(1 << 20, 11));
+  write_file(dir + "/kiln.toml", std::string(kManifest) + "\n[files]\nextra = [\"zz/big.bin\"]\n");
+  ASSERT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive).code, 0);
+
+  std::vector<std::string> before = kiln::list_directory(dir);
+  // SIGXFSZ ignored, so that the write past the limit fails with EFBIG instead of killing kiln.
+  Result r = shell("trap '' XFSZ; ulimit -f 256; " + std::string(KILN_BINARY) + " extract " + archive + " -C " + dir +
+                   "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find(dir + "/out/zz/big.bin: write failed: File too large"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln extract wrote nothing: the temporary folder " + dir + "/.out.kiln-extract-"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("was removed and " + dir + "/out was left as it was"), std::string::npos) << r.out;
+  EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
+
+  Result unlimited = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
+  EXPECT_EQ(unlimited.code, 0) << unlimited.out;
+  EXPECT_EQ(read_file(dir + "/out/zz/big.bin"), noise(1 << 20, 11));
+}
+
+// A validly signed archive with a file where another member needs a folder: refused by verify
+// and by extract before anything is written (it used to fail midway, "not a plain folder").
+TEST_F(Cli, ArchiveWithAFileWhereAFolderMustBeIsRefusedBeforeExtracting) {
+  kiln::PrivateKey key = kiln::PrivateKey::generate();
+  write_file(dir + "/hostile.pub", key.public_key().to_pem());
+  kiln::PackageIdentity id = kiln::test::default_identity();
+  std::vector<kiln::MemberInput> members = kiln::test::small_members(id);
+  kiln::MemberInput file;
+  file.path = "src";
+  file.role = kiln::format::Role::source;
+  file.content = kiln::test::bytes_of("not a folder\n");
+  members.push_back(file);
+  kiln::test::RawArchive raw = kiln::test::raw_from_members(id, members);
+  raw.signers = {kiln::Signer{&key, "hostile", 0}};
+  std::vector<std::uint8_t> bytes = kiln::test::assemble(raw);
+  write_file(dir + "/hostile.kiln", std::string(bytes.begin(), bytes.end()));
+
+  const std::string reason = "the member path 'src' is a file, but 'src/add.cu' needs a folder of that name";
+  Result verify = run("verify " + dir + "/hostile.kiln --trust " + dir + "/hostile.pub");
+  EXPECT_EQ(verify.code, 1) << verify.out;
+  EXPECT_NE(verify.out.find(reason), std::string::npos) << verify.out;
+  std::vector<std::string> before = kiln::list_directory(dir);
+  Result r = run("extract " + dir + "/hostile.kiln -C " + dir + "/out --trust " + dir + "/hostile.pub");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(dir + "/hostile.kiln: index: " + reason), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not a plain folder"), std::string::npos) << r.out;
+  EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
+}
+
+// extract --trust verifies what kiln verify --deep does before writing: here every member's
+// digest holds, but the signed kernel table names another entry symbol than kiln.toml (the old
+// extract checked member digests only, and wrote this archive out).
+TEST_F(Cli, ExtractRefusesAKernelTableThatDisagreesWithKilnTomlBeforeWriting) {
+  kiln::PrivateKey key = kiln::PrivateKey::generate();
+  write_file(dir + "/hostile.pub", key.public_key().to_pem());
+  kiln::PackageIdentity id = kiln::test::default_identity();
+  kiln::test::RawArchive raw = kiln::test::raw_from_members(id, kiln::test::small_members(id));
+  raw.signers = {kiln::Signer{&key, "hostile", 0}};
+  kiln::Manifest m = kiln::parse_manifest(kiln::test::small_manifest(id), "kiln.toml");
+  m.kernels[0].entry = "evil_entry";
+  const kiln::KernelTableMember record = kiln::encode_kernel_table(m).at(1);
+  for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+    if (raw.index.entries[i].path != record.path) continue;
+    raw.stored[i] = record.content;
+    raw.index.entries[i].stored_size = raw.index.entries[i].content_size = record.content.size();
+    raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 =
+        kiln::sha256(record.content.data(), record.content.size());
+  }
+  std::vector<std::uint8_t> bytes = kiln::test::assemble(raw);
+  write_file(dir + "/hostile.kiln", std::string(bytes.begin(), bytes.end()));
+
+  std::vector<std::string> before = kiln::list_directory(dir);
+  Result r = run("extract " + dir + "/hostile.kiln -C " + dir + "/out --trust " + dir + "/hostile.pub");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("kiln.toml and " + record.path + " describe different kernels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln extract wrote nothing (the archive was refused before any member was written)"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});
+}
+
+// kiln pack refuses, naming the file, every path that would extract differently on some system.
+TEST_F(Cli, PackRefusesPathsThatWouldExtractDifferentlyElsewhere) {
+  std::string long_name = std::string(253, 'l') + ".cu";
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"add.cu", "ADD.cu"}, "the member paths 'ADD.cu' and 'add.cu' differ only in ASCII case"},
+      {{"add.cu", "Src/a.cu", "src/b.cu"}, "the member paths 'Src/a.cu' and 'src/b.cu' use the names 'Src' and 'src'"},
+      {{"add.cu", "nul.cu"}, "the path 'nul.cu' has the component 'nul.cu', a Windows device name"},
+      {{"add.cu", long_name}, "the path '" + long_name + "' has a component of 256 bytes, over 255"},
+      {{"add.cu", "KILN/evil.sh"}, "the path 'KILN/evil.sh' is inside the reserved folder 'kiln/'"},
+      {{"add.cu", "kiln/evil.sh"}, "the path 'kiln/evil.sh' is inside the reserved folder 'kiln/'"},
+      {{"add.cu", "notes."}, "the path 'notes.' has a component ending in '.'"},
+  };
+  for (const auto& [sources, reason] : cases) {
+    std::string list;
+    for (const std::string& s : sources) {
+      list += (list.empty() ? "\"" : ", \"") + s + "\"";
+      if (s.size() <= 255) {  // a name Linux cannot hold is refused from the manifest alone
+        std::size_t slash = s.rfind('/');
+        if (slash != std::string::npos) ::mkdir((dir + "/" + s.substr(0, slash)).c_str(), 0755);
+        write_file(dir + "/" + s, "// " + s + "\n");
+      }
+    }
+    std::string manifest = kManifest;
+    manifest.replace(manifest.find("sources = [\"add.cu\"]"), 20, "sources = [" + list + "]");
+    write_file(dir + "/kiln.toml", manifest);
+    Result r = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/refused.kiln");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_NE(r.out.find(reason), std::string::npos) << r.out;
+    EXPECT_FALSE(std::ifstream(dir + "/refused.kiln").good()) << reason;
+  }
 }
 
 TEST_F(Cli, BadManifestExitsThreeWithLocation) {

@@ -1,6 +1,8 @@
 // The name rules and the canonical encodings of format v1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "error.hpp"
 #include "format.hpp"
 
@@ -37,6 +39,73 @@ TEST(MemberPath, RefusesEveryEscapeAndAmbiguity) {
     std::string problem = member_path_problem(c.path);
     EXPECT_NE(problem.find(c.reason), std::string::npos) << "path '" << c.path << "' gave: " << problem;
   }
+}
+
+// What a path must also be to extract the same on Linux, macOS and Windows.
+TEST(MemberPath, RefusesNamesSomeFileSystemCannotHoldAsIs) {
+  struct Case {
+    std::string path;
+    const char* reason;
+  } cases[] = {
+      {"src/" + std::string(256, 'a'), "has a component of 256 bytes, over 255"},
+      {"notes.", "has a component ending in '.' ('notes.'"},
+      {"a../b", "has a component ending in '.' ('a..'"},
+      {"nul", "has the component 'nul', a Windows device name"},
+      {"src/NUL.txt", "has the component 'NUL.txt', a Windows device name"},
+      {"Aux.h", "has the component 'Aux.h', a Windows device name"},
+      {"con/x.cu", "has the component 'con', a Windows device name"},
+      {"prn.tar.gz", "has the component 'prn.tar.gz', a Windows device name"},
+      {"include/com1.h", "has the component 'com1.h', a Windows device name"},
+      {"LPT9", "has the component 'LPT9', a Windows device name"},
+      {"kiln/evil.sh", "is inside the reserved folder 'kiln/'"},
+      {"kiln/kernels/a/b", "is inside the reserved folder 'kiln/'"},
+      {"kiln/kernels/9lives", "is inside the reserved folder 'kiln/'"},
+      {"kiln/kernels.bin.sig", "is inside the reserved folder 'kiln/'"},
+      {"KILN/evil.sh", "is inside the reserved folder 'kiln/'"},
+      {"Kiln/kernels.bin", "is inside the reserved folder 'kiln/'"},
+  };
+  for (const Case& c : cases) {
+    std::string problem = member_path_problem(c.path);
+    EXPECT_NE(problem.find(c.reason), std::string::npos) << "path '" << c.path << "' gave: " << problem;
+  }
+  for (const std::string& ok : {"src/" + std::string(255, 'a'), std::string("console.cu"), std::string("com10"),
+                               std::string("lpt"), std::string("nul_x.cu"), std::string(".nul"), std::string("a.b/c"),
+                               std::string("kiln/kernels.bin"), std::string("kiln/kernels/matmul_relu"),
+                               std::string("kiln/observed-toolchain.toml"), std::string("kiln.toml"),
+                               std::string("src/kiln/x.cu"), std::string("kilns/x")}) {
+    EXPECT_EQ(member_path_problem(ok), "") << ok;
+  }
+}
+
+std::vector<Entry> entries_at(std::vector<std::string> paths) {
+  std::sort(paths.begin(), paths.end());
+  std::vector<Entry> entries(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) entries[i].path = paths[i];
+  return entries;
+}
+
+TEST(MemberSet, RefusesNamesThatDifferOnlyInCaseAndFilesWhereFoldersMustBe) {
+  struct Case {
+    std::vector<std::string> paths;
+    const char* reason;
+  } cases[] = {
+      {{"A.cu", "a.cu"}, "the member paths 'A.cu' and 'a.cu' differ only in ASCII case"},
+      {{"k.ptx", "src/X.CU", "src/x.cu"}, "the member paths 'src/X.CU' and 'src/x.cu' differ only in ASCII case"},
+      {{"Src/a.cu", "src/b.cu"}, "the member paths 'Src/a.cu' and 'src/b.cu' use the names 'Src' and 'src', which differ only"},
+      {{"SRC", "src/a.cu"}, "use the names 'SRC' and 'src', which differ only in ASCII case"},
+      {{"src", "src/a.cu"}, "the member path 'src' is a file, but 'src/a.cu' needs a folder of that name"},
+      {{"a", "a-b", "a.c", "a/b"}, "the member path 'a' is a file, but 'a/b' needs a folder of that name"},
+      {{"x/a", "x/a-1", "x/a/b/c"}, "the member path 'x/a' is a file, but 'x/a/b/c' needs a folder of that name"},
+      {{"dup", "dup"}, "the member path 'dup' is given twice"},
+  };
+  for (const Case& c : cases) {
+    std::string problem = member_set_problem(entries_at(c.paths));
+    EXPECT_NE(problem.find(c.reason), std::string::npos) << c.paths.front() << "... gave: " << problem;
+  }
+  // Siblings, folders revisited after other names, and a folder beside a file with a longer name.
+  EXPECT_EQ(member_set_problem(entries_at({"a/b", "a-b", "a/c/d", "a/c/e", "a.c", "ab", "b/a", "kiln/kernels.bin",
+                                           "kiln/kernels/x", "kiln.toml"})),
+            "");
 }
 
 TEST(PackageName, Rules) {

@@ -42,6 +42,19 @@ class Hostile : public ::testing::Test {
     }
     throw std::runtime_error("no member " + path);
   }
+  // The base archive plus one source member at `path`, every entry in order: only the path
+  // rule under test is broken.
+  test::RawArchive with_member(const std::string& path) {
+    std::vector<MemberInput> members = test::small_members(id);
+    MemberInput extra;
+    extra.path = path;
+    extra.role = format::Role::source;
+    extra.content = test::bytes_of("// planted\n");
+    members.push_back(extra);
+    test::RawArchive raw = test::raw_from_members(id, members);
+    raw.signers = {Signer{&key, "hostile", 0}};
+    return raw;
+  }
 };
 
 TEST_F(Hostile, BaseArchiveIsAccepted) {
@@ -63,6 +76,87 @@ TEST_F(Hostile, PathAttacksAreRefusedAtOpen) {
     // The path rule is checked before the order rule, so the order does not matter here.
     expect_refused(raw, Errc::malformed, reason);
   }
+}
+
+// Names one file system cannot hold as they are, or would hold as another file: a validly
+// signed archive carrying one is refused when its index page is decoded, so at open here.
+TEST_F(Hostile, PathsThatExtractDifferentlyOnSomeSystemAreRefusedAtOpen) {
+  const std::pair<std::string, std::string> attacks[] = {
+      {"src/" + std::string(1000, 'a'), "has a component of 1000 bytes, over 255"},
+      {"src/" + std::string(256, 'a'), "has a component of 256 bytes, over 255"},
+      {"nul.txt", "has the component 'nul.txt', a Windows device name"},
+      {"src/CON", "has the component 'CON', a Windows device name"},
+      {"lib/com7.so", "has the component 'com7.so', a Windows device name"},
+      {"README.", "has a component ending in '.'"},
+      {"kiln/evil.sh", "is inside the reserved folder 'kiln/'"},
+      {"KILN/evil.sh", "is inside the reserved folder 'kiln/'"},
+      {"kiln/kernels/add/x", "is inside the reserved folder 'kiln/'"},
+  };
+  for (const auto& [path, reason] : attacks) {
+    test::RawArchive raw = with_member(path);
+    std::vector<std::uint8_t> bytes = test::assemble(raw);
+    ReadOptions options;
+    options.policy = TrustPolicy{&trust, 1};
+    try {
+      Archive::open_memory(bytes.data(), bytes.size(), options);
+      ADD_FAILURE() << "opened an archive holding '" << path.substr(0, 40) << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::malformed) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Two names one on a case-insensitive file system, and a file where another member needs a
+// folder (which used to fail only midway through kiln extract): refused by a full decode,
+// through Archive::index() (verify, inspect, extract) and format::decode_index alike.
+TEST_F(Hostile, CaseTwinsAndAFileWhereAFolderMustBeAreRefusedByAFullDecode) {
+  const std::pair<std::string, std::string> attacks[] = {
+      {"K.ptx", "the member paths 'K.ptx' and 'k.ptx' differ only in ASCII case"},
+      {"Src/evil.cu", "the member paths 'Src/evil.cu' and 'src/add.cu' use the names 'Src' and 'src', which differ only"},
+      {"src/ADD.cu", "the member paths 'src/ADD.cu' and 'src/add.cu' differ only in ASCII case"},
+      {"KILN.toml", "the member paths 'KILN.toml' and 'kiln.toml' differ only in ASCII case"},
+      {"src", "the member path 'src' is a file, but 'src/add.cu' needs a folder of that name"},
+      {"tests", "the member path 'tests' is a file, but 'tests/vector.bin' needs a folder of that name"},
+      {"k.ptx/x", "the member path 'k.ptx' is a file, but 'k.ptx/x' needs a folder of that name"},
+  };
+  for (const auto& [path, reason] : attacks) {
+    test::RawArchive raw = with_member(path);
+    expect_refused(raw, Errc::malformed, "<memory>: index: " + reason);
+    std::vector<std::uint8_t> bytes = test::assemble(raw);
+    format::Header h = format::decode_header(ByteView(bytes));
+    try {
+      format::decode_index(ByteView(bytes).sub(h.index_offset, h.index_size), h.index_head_size, h.index_offset);
+      ADD_FAILURE() << "decode_index accepted '" << path << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::malformed) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The rules between paths hold across index pages: the twins here sit on different pages.
+TEST_F(Hostile, CaseTwinsOnDifferentIndexPagesAreRefused) {
+  std::vector<MemberInput> members = test::small_members(id);
+  for (int i = 0; i < 300; ++i) {
+    MemberInput m;
+    m.path = "data/" + std::to_string(1000 + i) + ".bin";
+    m.role = format::Role::testdata;
+    m.content = test::bytes_of(std::to_string(i));
+    members.push_back(m);
+  }
+  // Uppercase sorts before lowercase: "Zeta.bin" is the first entry, "zeta.bin" the last.
+  for (const char* name : {"Zeta.bin", "zeta.bin"}) {
+    MemberInput twin = members.back();
+    twin.path = name;
+    members.push_back(twin);
+  }
+  test::RawArchive raw = test::raw_from_members(id, members);
+  raw.signers = {Signer{&key, "hostile", 0}};
+  ASSERT_EQ(raw.index.entries.front().path, "Zeta.bin");
+  ASSERT_EQ(raw.index.entries.back().path, "zeta.bin");
+  ASSERT_GT(raw.index.entries.size(), 2 * format::kEntriesPerPage);
+  expect_refused(raw, Errc::malformed, "the member paths 'Zeta.bin' and 'zeta.bin' differ only in ASCII case");
 }
 
 TEST_F(Hostile, DuplicateAndUnsortedNamesAreRefused) {

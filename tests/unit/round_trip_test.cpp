@@ -172,6 +172,37 @@ TEST_F(RoundTrip, WriterRefusesBadMembers) {
   expect_refusal(members, "is itself a kiln archive");
 }
 
+// The packer's side of FORMAT.md §3.1: the writer refuses every path rule a reader applies, so
+// kiln never produces an archive it would then refuse to open or extract.
+TEST_F(RoundTrip, WriterRefusesPathsThatWouldExtractDifferentlyElsewhere) {
+  PackageIdentity id = test::default_identity();
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  const std::pair<std::string, std::string> cases[] = {
+      {"src/" + std::string(256, 'x'), "has a component of 256 bytes, over 255"},
+      {"src/aux.cu", "has the component 'aux.cu', a Windows device name"},
+      {"kiln/evil.sh", "is inside the reserved folder 'kiln/'"},
+      {"src.", "has a component ending in '.'"},
+      {"SRC/add.cu", "the member paths 'SRC/add.cu' and 'src/add.cu' use the names 'SRC' and 'src'"},
+      {"K.ptx", "the member paths 'K.ptx' and 'k.ptx' differ only in ASCII case"},
+      {"src", "the member path 'src' is a file, but 'src/add.cu' needs a folder of that name"},
+  };
+  for (const auto& [path, reason] : cases) {
+    std::vector<MemberInput> members = test::small_members(id);
+    MemberInput extra;
+    extra.path = path;
+    extra.role = format::Role::source;
+    extra.content = test::bytes_of("// hostile\n");
+    members.push_back(extra);
+    try {
+      build_archive(id, std::move(members), signers, {});
+      ADD_FAILURE() << "accepted " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
 
