@@ -1,5 +1,7 @@
 #include "bytes.hpp"
 
+#include "error.hpp"
+
 namespace kiln {
 
 ByteView ByteView::sub(std::uint64_t offset, std::uint64_t length) const {
@@ -91,6 +93,12 @@ void ByteWriter::bytes(const void* p, std::size_t n) {
   out_.insert(out_.end(), b, b + n);
 }
 void ByteWriter::string16(std::string_view s) {
+  // The last line of defence: a length that does not fit would be stored modulo 65,536 and the
+  // writer would seal what every reader refuses. Callers check their own, friendlier limits first.
+  if (s.size() > 0xffff) {
+    fail(Errc::limit, "a string of " + std::to_string(s.size()) + " bytes does not fit a 16-bit length (at most 65535): '" +
+                          std::string(s.substr(0, 40)) + "...'");
+  }
   u16(static_cast<std::uint16_t>(s.size()));
   bytes(s.data(), s.size());
 }

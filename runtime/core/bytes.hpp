@@ -55,7 +55,7 @@ class ByteWriter {
   void u32(std::uint32_t v);
   void u64(std::uint64_t v);
   void bytes(const void* p, std::size_t n);
-  void string16(std::string_view s);  // caller has checked the length fits
+  void string16(std::string_view s);  // throws Errc::limit over 65535 bytes
   std::vector<std::uint8_t>& buffer() { return out_; }
 
  private:

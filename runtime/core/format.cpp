@@ -472,6 +472,11 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
     r.fail_here("entry count " + std::to_string(head.entry_count) + " is outside 1.." + std::to_string(kMaxEntries));
   }
   head.sequence = r.u64();
+  // Every writer starts at 1 (MANIFEST.md); refusing 0 here, not only in kiln.toml, keeps the
+  // runtime's view (it never parses kiln.toml) and the release gate's the same.
+  if (head.sequence == 0 || head.sequence > static_cast<std::uint64_t>(INT64_MAX)) {
+    r.fail_here("sequence " + std::to_string(head.sequence) + " is outside 1..2^63-1");
+  }
   head.package = r.string16();
   if (auto p = package_name_problem(head.package); !p.empty()) r.fail_here(p);
   head.kernel_revision = r.string16();

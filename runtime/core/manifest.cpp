@@ -17,6 +17,10 @@
 namespace kiln {
 namespace {
 
+// [toolchain] keys and values: stored as 16-bit-length strings in the kernel table; a version
+// string is a few dozen bytes, so 1 KiB is generous and keeps every table record small.
+constexpr std::size_t kMaxToolchainText = 1024;
+
 constexpr ScalarType kAllScalarTypes[] = {ScalarType::i8,  ScalarType::i16, ScalarType::i32,  ScalarType::i64,
                                           ScalarType::u8,  ScalarType::u16, ScalarType::u32,  ScalarType::u64,
                                           ScalarType::f16, ScalarType::bf16, ScalarType::f32, ScalarType::f64};
@@ -470,7 +474,13 @@ Manifest parse_manifest(std::string_view text, const std::string& source_name) {
     TableReader tool(source_name, tt, "[toolchain]");
     for (auto&& [key, value] : tt) {
       std::string k(key.str());
-      m.toolchain.emplace_back(k, tool.as_string(value, k, "\"13.0\""));
+      std::string v = tool.as_string(value, k, "\"13.0\"");
+      // Stored in the kernel table as 16-bit-length strings; a version is a few dozen bytes.
+      if (k.size() > kMaxToolchainText || v.size() > kMaxToolchainText) {
+        tool.fail_at(value, "[toolchain] " + k.substr(0, 64) + ": keys and values are at most " +
+                                std::to_string(kMaxToolchainText) + " bytes");
+      }
+      m.toolchain.emplace_back(k, std::move(v));
     }
   }
 

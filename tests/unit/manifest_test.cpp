@@ -132,6 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"tolerance = { rtol = 1e-3, atol = 0 }", "tolerance = { rtol = -1.0 }", "'rtol' in kernel 'matmul_relu' tolerance must be a finite number >= 0"},
         BadCase{"entry = \"matmul_relu_f32\"", "entry = \"matmul-relu\"", "kiln.toml:17:9: 'entry' in kernel[0] must be an identifier"},
         BadCase{"cuda = \"13.0\"", "cuda = 13.0", "kiln.toml:10:8: 'cuda' in [toolchain] must be a string"},
+        // Stored with a 16-bit length in the kernel table: refused here, with its place, rather
+        // than sealed modulo 65,536 into an archive every reader refuses.
+        BadCase{"cuda = \"13.0\"", "cuda = \"" + std::string(70000, '9') + "\"",
+                "kiln.toml:10:8: [toolchain] cuda: keys and values are at most 1024 bytes"},
         BadCase{"extra = [\"LICENSE.txt\"]", "extra = \"LICENSE.txt\"", "kiln.toml:13:9: 'extra' in [files] must be an array of file paths, found a string"}));
 
 TEST(Manifest, OtherCharactersAreWrittenAsEscapes) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "archive_semantics.hpp"
+#include "bytes.hpp"
 #include "compress.hpp"
 #include "error.hpp"
 #include "kernel_table.hpp"
@@ -254,6 +255,33 @@ TEST_F(Semantic, AKilnTomlOverTheCapIsRefusedBeforeReadingEvenWithoutTrust) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::limit) << e.what();
     EXPECT_NE(std::string(e.what()).find("over the format's limit of 16777216 for kiln.toml"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Semantic, SequenceZeroIsRefusedByTheHeadDecoderAsTheRuntimeReadsIt) {
+  test::RawArchive raw = base();
+  raw.index.sequence = 0;
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  try {
+    Archive::open_memory(bytes.data(), bytes.size(), options);  // what kiln_archive_open does
+    ADD_FAILURE() << "an index head with sequence 0 was opened";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::malformed) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sequence 0 is outside 1..2^63-1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ByteWriter, AStringTooLongForItsSixteenBitLengthIsRefusedNotTruncated) {
+  ByteWriter w;
+  EXPECT_NO_THROW(w.string16(std::string(65535, 'a')));
+  try {
+    w.string16(std::string(65536 + 3, 'b'));
+    ADD_FAILURE() << "a 65,539-byte string was written with a 16-bit length";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::limit);
+    EXPECT_NE(std::string(e.what()).find("65539 bytes does not fit a 16-bit length"), std::string::npos) << e.what();
   }
 }
 
