@@ -26,7 +26,7 @@ std::string Package::active_digest() const {
 std::shared_ptr<const Package::Generation> Package::load(const std::string& digest) {
   kiln::store::Store store(store_dir_);
   auto g = std::make_shared<Generation>();
-  g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest));
+  g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest), false);
   if (g->archive->digest() != digest) {
     throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
   }

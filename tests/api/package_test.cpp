@@ -110,6 +110,32 @@ TEST(Package, FollowsTheStoreOnReloadAndRollsBack) {
   kiln_runtime_destroy(rt);
 }
 
+// libkiln follows no forged pointer: a state whose `highest` or `active` line was edited
+// disagrees with its hash-chained history, and kiln_package_open and _reload refuse it, saying so.
+TEST(Package, OpenAndReloadRefuseAStateThatDisagreesWithItsHistory) {
+  StoreWithTwoVersions s;
+  kiln::store::Store(s.store).activate(s.d2, "test", "v2");
+  std::string state = s.store + "/packages/scale.state";
+  std::string good = sh("cat " + state) + "\n";
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
+  char why[1024];
+  for (const std::string& edit : {"s/^highest\t.*/highest\t5/", "s/^active\t.*/active\t" + s.d1 + "/"}) {
+    sh("sed -i '" + edit + "' " + state);
+    kiln_package* forged = nullptr;
+    EXPECT_NE(kiln_package_open(rt, s.store.c_str(), "scale", 0, &forged), KILN_OK) << edit;
+    ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+    EXPECT_NE(std::string(why).find("disagrees with the history"), std::string::npos) << why;
+    int switched = -1;
+    EXPECT_NE(kiln_package_reload(p, &switched), KILN_OK) << edit;
+    EXPECT_EQ(digest_of(p), s.d2);  // the archive in use stays
+    std::ofstream(state, std::ios::binary) << good;
+  }
+  kiln_package_destroy(p);
+  kiln_runtime_destroy(rt);
+}
+
 TEST(Package, ManyThreadsLaunchWhileAnotherSwitchesBackAndForth) {
   StoreWithTwoVersions s;
   kiln_runtime* rt = make_runtime();
