@@ -121,7 +121,7 @@ TEST(Package, OpenAndReloadRefuseAStateThatDisagreesWithItsHistory) {
   kiln_package* p = nullptr;
   ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
   char why[1024];
-  for (const std::string& edit : {"s/^highest\t.*/highest\t5/", "s/^active\t.*/active\t" + s.d1 + "/"}) {
+  for (const std::string& edit : {std::string("s/^highest\t.*/highest\t5/"), "s/^active\t.*/active\t" + s.d1 + "/"}) {
     sh("sed -i '" + edit + "' " + state);
     kiln_package* forged = nullptr;
     EXPECT_NE(kiln_package_open(rt, s.store.c_str(), "scale", 0, &forged), KILN_OK) << edit;
