@@ -504,19 +504,26 @@ TEST(StoreOci, ExportNeverWritesThroughAPlantedLink) {
   }
 }
 
-// A format-1 store is refused with the way out, and `kiln store migrate` chains its history.
-TEST(StoreFormat, AFormatOneStoreIsRefusedWithHowToMigrateAndMigrateChainsIt) {
-  Fixture f;
-  store::Store::init(f.store, kKeys + "/test.pub");
-  store::Store(f.store).add(f.v1);
-  store::Store(f.store).add(f.v2);
-  spit(f.store + "/store.toml", "# kiln store, format 1. Do not edit: use `kiln store`.\nformat = 1\ntrust = \"trust\"\n");
+// Makes `store` a format-1 store as the previous kiln wrote it (v1 and v2 in it; v1 activated,
+// v2 activated, a refusal, a rollback to v1); returns the format-1 state file's text.
+std::string make_format1_store(const Fixture& f, const std::string& store) {
+  store::Store::init(store, kKeys + "/test.pub");
+  store::Store(store).add(f.v1);
+  store::Store(store).add(f.v2);
+  spit(store + "/store.toml", "# kiln store, format 1. Do not edit: use `kiln store`.\nformat = 1\ntrust = \"trust\"\n");
   std::string v1 = "kiln-store-state\t1\npackage\tscale\nactive\t" + f.d1 + "\nhighest\t2\n" +
                    "history\t1\t100\tactivate\t" + f.d1 + "\t1\tops\t-\n" +
                    "history\t2\t101\tactivate\t" + f.d2 + "\t2\tops\t-\n" +
                    "history\t3\t102\trefused\t" + f.d1 + "\t1\tbot\tactivate: no\n" +
                    "history\t4\t103\trollback\t" + f.d1 + "\t1\tops\tslow\n";
-  spit(f.store + "/packages/scale.state", v1);
+  spit(store + "/packages/scale.state", v1);
+  return v1;
+}
+
+// A format-1 store is refused with the way out, and `kiln store migrate` chains its history.
+TEST(StoreFormat, AFormatOneStoreIsRefusedWithHowToMigrateAndMigrateChainsIt) {
+  Fixture f;
+  std::string v1 = make_format1_store(f, f.store);
   std::string why = error_of([&] { store::Store s(f.store); }, Errc::unsupported);
   EXPECT_TRUE(contains(why, "a format-1 kiln store")) << why;
   EXPECT_TRUE(contains(why, "kiln store migrate --store " + f.store)) << why;
@@ -537,6 +544,25 @@ TEST(StoreFormat, AFormatOneStoreIsRefusedWithHowToMigrateAndMigrateChainsIt) {
   ASSERT_EQ(s.history.size(), 4u);
   EXPECT_EQ(s.history[3].reason, "slow");
   EXPECT_TRUE(store::Store(f.store).verify().empty());
+}
+
+TEST(StoreFormat, SigkillAtEveryStepOfMigrateLeavesAStoreASecondMigrateFinishes) {
+  Fixture f;
+  int kills = 0;
+  for (long at = 1;; ++at) {
+    std::string store = f.dir + "/migrate-" + std::to_string(at);
+    make_format1_store(f, store);
+    CliRun r = kiln("store migrate --store " + store, "KILN_STORE_CRASH_AT=" + std::to_string(at));
+    if (r.rc == 0) break;
+    ASSERT_EQ(r.rc, -SIGKILL) << "migrate failed without a kill at step " << at << ": " << r.output;
+    ++kills;
+    r = kiln("store migrate --store " + store);
+    ASSERT_EQ(r.rc, 0) << "second migrate after a kill at step " << at << ": " << r.output;
+    store::PackageState s = store::Store(store).state("scale");
+    EXPECT_EQ(s.active, f.d1);
+    EXPECT_EQ(s.history.size(), 4u);
+  }
+  EXPECT_GE(kills, 8);
 }
 
 }  // namespace
