@@ -107,6 +107,13 @@ ChainHead PackageState::head() const {
   return ChainHead{record_hash(history.back()), history.size()};
 }
 
+std::uint64_t PackageState::active_sequence() const {
+  for (auto it = history.rbegin(); it != history.rend(); ++it) {
+    if (it->action != "refused") return it->sequence;
+  }
+  return 0;
+}
+
 std::string genesis_hash(const std::string& package) { return hex_sha256("kiln-store-genesis\t" + package + "\n"); }
 
 std::string encode_record(const HistoryEntry& h) {

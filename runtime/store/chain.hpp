@@ -42,6 +42,8 @@ struct PackageState {
   std::uint64_t highest_sequence = 0;  // the highest sequence ever activated
   std::vector<HistoryEntry> history;
   ChainHead head() const;
+  // The sequence the history records for the active archive (its last accepted record); 0 if none.
+  std::uint64_t active_sequence() const;
 };
 
 // SHA-256 of "kiln-store-genesis\t<package>\n", in hex: the "previous" of record 1, so that a

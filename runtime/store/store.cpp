@@ -368,6 +368,21 @@ std::vector<std::string> Store::verify() const {
     try {
       PackageState s = state(p);
       if (!s.active.empty()) info(s.active);
+      // The history's claims against the signed archives: each digest it decided on, if still
+      // here, is of this package and of the sequence the history gives it.
+      std::vector<std::string> seen;
+      for (const HistoryEntry& h : s.history) {
+        if (h.action == "refused" || std::find(seen.begin(), seen.end(), h.digest) != seen.end()) continue;
+        seen.push_back(h.digest);
+        struct stat st {};
+        if (::lstat(archive_path(h.digest).c_str(), &st) != 0) continue;  // removed by gc
+        ArchiveInfo a = info(h.digest);
+        if (a.package != p || a.sequence != h.sequence) {
+          problems.push_back("package " + p + ": history record " + std::to_string(h.number) + " gives " + h.digest +
+                             " package " + p + " sequence " + std::to_string(h.sequence) + "; the archive is package " +
+                             a.package + " sequence " + std::to_string(a.sequence));
+        }
+      }
     } catch (const Error& e) {
       problems.push_back("package " + p + ": " + e.what());
     }

@@ -182,6 +182,25 @@ TEST(StoreChain, AConsistentChainThatBreaksTheRulesIsRefused) {
   expect_refused_everywhere(f, "history record 2 breaks the store's rules: it activates sequence 1, not above the highest 3");
 }
 
+// A forger who recomputes every hash and gives an older archive a higher sequence in the
+// history: the archive's signed sequence disagrees, and verify says so.
+TEST(StoreChain, AHistoryThatLiesAboutAnArchivesSequenceIsCaughtByVerify) {
+  Activated f;
+  store::PackageState s;
+  s.package = "scale";
+  store::HistoryEntry h;
+  h.time = 1, h.who = "eve", h.reason = "-";
+  h.action = "activate", h.digest = f.d3, h.sequence = 3;
+  store::append_record(s, h);
+  h.digest = f.d1, h.sequence = 10;  // v1 is sequence 1
+  store::append_record(s, h);
+  spit(f.state, store::encode_state(s));
+  std::vector<std::string> problems = store::Store(f.store).verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_TRUE(contains(problems[0], "history record 2 gives " + f.d1 + " package scale sequence 10; the archive is package scale sequence 1"))
+      << problems[0];
+}
+
 // What the chain cannot see: the whole file put back to an earlier, consistent state. Only a
 // head witnessed elsewhere catches it.
 TEST(StoreChain, AWholeStateRolledBackConsistentlyIsCaughtOnlyByAWitnessedHead) {
