@@ -192,11 +192,18 @@ ArchiveInfo Store::add(const std::string& file) {
   options.policy = TrustPolicy{&trust_, 1};
   options.follow_links = false;
   ArchiveInfo info;
-  {
+  try {
     std::unique_ptr<Archive> a = Archive::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
     a->verify_all(2, false, nullptr);
     info = ArchiveInfo{digest_string(a->digest()), a->index().package, a->index().kernel_revision, a->index().sequence,
                        a->file_size()};
+  } catch (const Error& e) {
+    // Name what the user gave, not the temporary copy (removed as this unwinds).
+    std::string what = e.what();
+    for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {
+      what.replace(at, out.temp_path().size(), file + " (as copied into the store)");
+    }
+    fail(e.code(), what);
   }
   out.set_target(archive_path(info.digest));
   Lock lock(dir_);

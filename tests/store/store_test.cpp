@@ -70,6 +70,9 @@ TEST(StoreRules, AnArchiveSignedByAKeyTheStoreDoesNotTrustIsRefusedAtAdd) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::signature);
+    // The refusal names the file given, not the temporary copy it verified.
+    EXPECT_NE(std::string(e.what()).find(f.v1 + " (as copied into the store)"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find(".tmp-"), std::string::npos) << e.what();
   }
 }
 
