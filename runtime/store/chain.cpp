@@ -107,6 +107,18 @@ ChainHead PackageState::head() const {
   return ChainHead{record_hash(history.back()), history.size()};
 }
 
+HistoryEntry decision(std::uint64_t time, const std::string& action, const std::string& digest, std::uint64_t sequence,
+                      const std::string& who, const std::string& reason) {
+  HistoryEntry h;
+  h.time = time;
+  h.action = action;
+  h.digest = digest;
+  h.sequence = sequence;
+  h.who = who;
+  h.reason = reason;
+  return h;
+}
+
 std::uint64_t PackageState::active_sequence() const {
   for (auto it = history.rbegin(); it != history.rend(); ++it) {
     if (it->action != "refused") return it->sequence;

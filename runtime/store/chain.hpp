@@ -31,6 +31,10 @@ struct HistoryEntry {
   std::uint64_t last_repeat_time = 0;
 };
 
+// A new decision, before append_record numbers and chains it.
+HistoryEntry decision(std::uint64_t time, const std::string& action, const std::string& digest, std::uint64_t sequence,
+                      const std::string& who, const std::string& reason);
+
 struct ChainHead {
   std::string hash;           // hex SHA-256 of the last record, or the genesis value
   std::uint64_t records = 0;  // how many records the chain holds

@@ -51,7 +51,9 @@ Format1 read_format1(const std::string& text, const std::string& where) {
     } else if (f[0] == "highest" && f.size() == 2) {
       s.highest = number(f[1], at);
     } else if (f[0] == "history" && f.size() == 8) {
-      s.history.push_back(HistoryEntry{number(f[1], at), number(f[2], at), f[3], f[4] == "-" ? "" : f[4], number(f[5], at), f[6], f[7]});
+      HistoryEntry h = decision(number(f[2], at), f[3], f[4] == "-" ? "" : f[4], number(f[5], at), f[6], f[7]);
+      h.number = number(f[1], at);
+      s.history.push_back(h);
     } else {
       fail(Errc::malformed, at + ": unexpected line");
     }

@@ -273,7 +273,7 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
   Lock lock(dir_);
   ArchiveInfo info = this->info(digest);
   PackageState s = state(info.package);
-  HistoryEntry h{0, static_cast<std::uint64_t>(std::time(nullptr)), "activate", digest, info.sequence, who, reason};
+  HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "activate", digest, info.sequence, who, reason);
   std::string refusal;
   if (s.active == digest) {
     refusal = digest + " is already the active archive of " + info.package;
@@ -329,7 +329,7 @@ HistoryEntry Store::rollback(const std::string& package, const std::string& to, 
     if (info.package != package) refusal = target + " belongs to package " + info.package;
     sequence = info.sequence;
   }
-  HistoryEntry h{0, static_cast<std::uint64_t>(std::time(nullptr)), "rollback", target, sequence, who, reason};
+  HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "rollback", target, sequence, who, reason);
   if (!refusal.empty()) refuse(s, h, refusal);
   append_record(s, h);
   write_state(s);
