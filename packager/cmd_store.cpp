@@ -16,7 +16,7 @@ namespace kiln::cli {
 namespace {
 
 struct StoreOptions {
-  std::string dir, trust, file, digest, package, to, who, reason;
+  std::string dir, trust, file, digest, package, to, who, reason, head;
   unsigned keep = 2;
   bool json = false;
   std::string resolve() const {
@@ -112,14 +112,41 @@ void add_store_command(CLI::App& app) {
                   when(h.time).c_str(), h.action.c_str(), h.digest.empty() ? "-" : h.digest.c_str(),
                   static_cast<unsigned long long>(h.sequence), h.who.c_str(), h.reason == "-" ? "" : ": ",
                   h.reason == "-" ? "" : h.reason.c_str());
+      if (h.repeats > 0) {
+        std::printf("      repeated %llu more time(s), the last at %s\n", static_cast<unsigned long long>(h.repeats),
+                    when(h.last_repeat_time).c_str());
+      }
     }
   });
 
-  CLI::App* verify = sub(store, "verify", "Re-verify every archive and every package's active pointer", o);
+  CLI::App* head = sub(store, "head", "Print the head of a package's hash-chained history: keep it elsewhere as a witness", o);
+  head->add_option("package", o->package, "The package")->required();
+  head->callback([o] {
+    store::ChainHead h = store::Store(o->resolve()).head(o->package);
+    std::cout << h.hash << " " << h.records << "\n";
+  });
+
+  CLI::App* migrate = sub(store, "migrate", "Convert a format-1 store to format 2 (hash-chained history)", o);
+  migrate->callback([o] {
+    std::vector<std::string> done = store::Store::migrate(o->resolve());
+    for (const std::string& p : done) std::cout << "migrated package " << p << "\n";
+    std::cout << "store " << o->resolve() << " is format 2\n";
+  });
+
+  CLI::App* verify = sub(store, "verify", "Re-verify every archive, every package's history and active pointer", o);
+  verify->add_option("--package", o->package, "With --head: the package whose witnessed head is checked");
+  verify->add_option("--head", o->head, "A head printed earlier by `kiln store head`: its history must still hold it");
   verify->callback([o] {
-    std::vector<std::string> problems = store::Store(o->resolve()).verify();
+    if (o->head.empty() != o->package.empty()) fail(Errc::invalid_argument, "--head and --package go together");
+    store::Store s(o->resolve());
+    std::vector<std::string> problems = s.verify();
     for (const std::string& p : problems) std::cerr << "problem: " << p << "\n";
     if (!problems.empty()) fail(Errc::integrity, std::to_string(problems.size()) + " problem(s) in the store");
+    if (!o->head.empty()) {
+      std::uint64_t at = s.check_witness(o->package, o->head);
+      std::cout << "package " << o->package << ": the witnessed head is record " << at << " of "
+                << s.head(o->package).records << "\n";
+    }
     std::cout << "store verified\n";
   });
 

@@ -24,7 +24,7 @@ Archive::~Archive() = default;
 std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadOptions& options) {
   std::unique_ptr<Archive> a(new Archive);
   a->name_ = path;
-  a->mapping_ = std::make_unique<MappedFile>(path);
+  a->mapping_ = std::make_unique<MappedFile>(path, options.follow_links);
   a->bytes_ = a->mapping_->bytes();
   a->parse(options);
   return a;

@@ -38,6 +38,9 @@ struct ReadOptions {
   // The largest member a reader will decompress; beyond it a member is refused before any
   // allocation, which bounds the memory a decompression bomb can claim.
   std::uint64_t max_member_size = kDefaultMaxMemberSize;
+  // false: open_file refuses a symbolic link and anything not a regular file (a store's
+  // archives: whoever can write the folder must not redirect a read or stall it on a FIFO).
+  bool follow_links = true;
 };
 
 using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "error.hpp"
 
@@ -80,6 +80,48 @@ std::string read_small_file(const std::string& path, std::uint64_t max_size) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+FileDescriptor open_regular_file(const std::string& path, bool follow_links) {
+  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW);
+  Fd fd(::open(path.c_str(), flags));
+  if (fd.get() < 0) {
+    int err = errno;
+    if (err == ELOOP) fail(Errc::invalid_argument, path + ": is a symbolic link; refused");
+    if (err == ENOENT) fail(Errc::not_found, path + ": cannot open: " + errno_text(err));
+    fail(Errc::io, path + ": cannot open: " + errno_text(err));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": is not a regular file; refused");
+  // Reads block from here on: O_NONBLOCK was only for the open.
+  int fl = ::fcntl(fd.get(), F_GETFL);
+  if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
+std::string read_regular_file_text_nofollow(const std::string& path, std::uint64_t max_size) {
+  Fd fd = open_regular_file(path, false);
+  auto bytes = read_opened(fd.get(), path, max_size);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  std::size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = ::getrandom(raw.data() + done, bytes - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, "getrandom failed: " + errno_text(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) {
@@ -89,9 +131,14 @@ std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, st
   return read_opened(fd.get(), path, max_size);
 }
 
-MappedFile::MappedFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+MappedFile::MappedFile(const std::string& path, bool follow_links) {
+  Fd fd;
+  if (follow_links) {
+    fd = Fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (fd.get() < 0) fail(Errc::io, path + ": cannot open: " + errno_text(errno));
+  } else {
+    fd = open_regular_file(path, false);
+  }
   map(fd.get(), path, true);
   if (copy_.empty() && size_ > 0) fd_ = ::dup(fd.get());  // for read_at(); -1 falls back to memory
 }
@@ -163,18 +210,24 @@ MappedFile::~MappedFile() {
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode) : path_(path) {
-  std::random_device rd;
-  for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-    temp_path_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd_ < 0 && errno != EEXIST) break;
+  // 128 random bits: a name nobody can plant a link or a FIFO at in advance. O_EXCL and
+  // O_NOFOLLOW refuse whatever is there anyway (a collision is retried, not opened).
+  int err = 0;
+  for (int attempt = 0; attempt < 4 && fd_ < 0; ++attempt) {
+    temp_path_ = path + ".tmp-" + random_hex(16);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    err = errno;
+    if (fd_ < 0 && err != EEXIST) break;
   }
-  if (fd_ < 0) fail(Errc::io, path + ": cannot create a temporary file beside it: " + errno_text(errno));
+  if (fd_ < 0) {
+    temp_path_.clear();  // nothing of ours to remove
+    fail(Errc::io, path + ": cannot create a temporary file beside it: " + errno_text(err));
+  }
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temp_path_.c_str());
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
 }
 
 void AtomicFileWriter::write(const void* data, std::size_t size) {
@@ -229,8 +282,15 @@ void replace_file_durably(const std::string& path, const std::string& content, u
   out.commit(step);
 }
 
-FileLock::FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-  if (fd_.get() < 0) fail(Errc::io, path + ": cannot open the lock: " + errno_text(errno));
+FileLock::FileLock(const std::string& path)
+    : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644)) {
+  if (fd_.get() < 0) {
+    if (errno == ELOOP) fail(Errc::invalid_argument, path + ": the lock is a symbolic link; refused (remove it: kiln makes a plain file)");
+    fail(Errc::io, path + ": cannot open the lock: " + errno_text(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": the lock is not a regular file; refused");
   while (::flock(fd_.get(), LOCK_EX) != 0) {
     if (errno != EINTR) fail(Errc::io, path + ": flock failed: " + errno_text(errno));
   }

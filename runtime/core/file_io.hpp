@@ -34,6 +34,21 @@ void write_all(int fd, const void* data, std::size_t size, const std::string& wh
 // Reads a whole regular file of at most max_size bytes (keys, manifests, sources).
 std::string read_small_file(const std::string& path, std::uint64_t max_size);
 
+// Opens `path` for reading only if it is a regular file: O_NONBLOCK (a FIFO opens at once
+// instead of waiting for a writer) and, unless follow_links, O_NOFOLLOW; then fstat. A link is
+// refused with "<path>: is a symbolic link; refused", anything else that is not a regular file
+// (FIFO, device, folder, socket) with "<path>: is not a regular file; refused" (Errc::invalid_argument).
+// A missing file is Errc::not_found; other failures Errc::io. What a folder someone else can
+// write holds (the store) is opened only through this.
+FileDescriptor open_regular_file(const std::string& path, bool follow_links);
+
+// read_small_file for a path whose link must not be followed (open_regular_file's refusals).
+std::string read_regular_file_text_nofollow(const std::string& path, std::uint64_t max_size);
+
+// A random hex string of 2 * bytes characters from getrandom(2): names nobody can predict
+// (temporary files beside a target, a store being built).
+std::string random_hex(std::size_t bytes);
+
 // Reads a file that must be a regular file and not a symbolic link (what `kiln pack`
 // takes in: a link could smuggle /etc/shadow into an archive).
 std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size);
@@ -44,7 +59,8 @@ std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, st
 // applied to them: callers hash what they use.
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path);
+  // follow_links = false: open_regular_file's refusals (a store's archives).
+  explicit MappedFile(const std::string& path, bool follow_links = true);
   // For files kiln packs: refuses a symbolic link, a device or a FIFO, and a file over
   // max_size, then maps it (no copy, no zero-filled pages: packing 1 GiB maps 1 GiB).
   static std::shared_ptr<const MappedFile> open_regular_nofollow(const std::string& path, std::uint64_t max_size);
@@ -69,7 +85,11 @@ class MappedFile {
 };
 
 // Writes a new file next to `path` and renames it over `path` only on commit(): readers
-// see the old file or the whole new one, never a half-written one.
+// see the old file or the whole new one, never a half-written one. The temporary file is
+// "<path>.tmp-<32 random hex>", created O_CREAT|O_EXCL|O_NOFOLLOW: nobody can predict its name,
+// and a link or file planted there is never opened or truncated. The rename replaces whatever
+// name is at `path` (a planted link included) and never writes through it. Any way out other
+// than a finished commit() removes the temporary file.
 class AtomicFileWriter {
  public:
   AtomicFileWriter(const std::string& path, unsigned mode);
@@ -79,6 +99,10 @@ class AtomicFileWriter {
   void write(const void* data, std::size_t size);
   void pwrite_at(std::uint64_t offset, const void* data, std::size_t size);
   std::uint64_t position() const { return position_; }
+  const std::string& temp_path() const { return temp_path_; }
+  // Names another target in the same folder (`kiln store add` knows the name, the digest, only
+  // once it has verified what it wrote).
+  void set_target(const std::string& path) { path_ = path; }
   // fsync, rename, fsync the directory. `step` (may be empty) is called before each of those
   // and after the last with where it stands: the store's crash tests stop the process there.
   using Step = std::function<void(const char* where)>;
@@ -102,7 +126,8 @@ void replace_file_durably(const std::string& path, const std::string& content, u
 // effort: some filesystems refuse a folder's fsync.
 void sync_directory(const std::string& dir);
 
-// An exclusive flock on `path` (created if missing) for the object's life. The kernel drops it
+// An exclusive flock on `path` (created if missing, O_NOFOLLOW: a symbolic link planted there is
+// refused, never followed; it must be a regular file) for the object's life. The kernel drops it
 // when the descriptor closes, the holder being killed included: a dead holder blocks no one.
 class FileLock {
  public:

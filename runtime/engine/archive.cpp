@@ -19,8 +19,10 @@ kiln::ReadOptions Archive::read_options() const {
   return options;
 }
 
-Archive::Archive(Runtime& runtime, const std::string& path) : runtime_(runtime) {
-  reader_ = kiln::Archive::open_file(path, read_options());
+Archive::Archive(Runtime& runtime, const std::string& path, bool follow_links) : runtime_(runtime) {
+  kiln::ReadOptions options = read_options();
+  options.follow_links = follow_links;
+  reader_ = kiln::Archive::open_file(path, options);
   digest_ = kiln::digest_string(reader_->digest());
 }
 

@@ -23,8 +23,9 @@ struct Candidate;  // resolve.cpp's
 // The engine's archive; the C API's kiln_archive wraps it (runtime/api/handles.hpp).
 class Archive {
  public:
-  // Opens from a file (mapped) or from bytes this archive owns.
-  Archive(Runtime& runtime, const std::string& path);
+  // Opens from a file (mapped) or from bytes this archive owns. follow_links = false for a
+  // store's archives (ReadOptions::follow_links).
+  Archive(Runtime& runtime, const std::string& path, bool follow_links = true);
   Archive(Runtime& runtime, std::vector<std::uint8_t> bytes);
   ~Archive();
 

@@ -12,27 +12,37 @@ using kiln::Error;
 
 Package::Package(Runtime& runtime, std::string store_dir, std::string package, int device)
     : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device) {
-  std::atomic_store(&current_, load(active_digest()));
+  std::atomic_store(&current_, load(active()));
 }
 
-std::string Package::active_digest() const {
+// The state is read and verified (hash chain, replay, state bound to the head) by Store::state:
+// a forged pointer is refused here, before anything is opened.
+Package::Active Package::active() const {
   kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
   if (state.active.empty()) {
     throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
   }
-  return state.active;
+  return Active{state.active, state.active_sequence()};
 }
 
-std::shared_ptr<const Package::Generation> Package::load(const std::string& digest) {
+std::shared_ptr<const Package::Generation> Package::load(const Active& active) {
+  const std::string& digest = active.digest;
   kiln::store::Store store(store_dir_);
   auto g = std::make_shared<Generation>();
-  g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest));
+  g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest), false);
   if (g->archive->digest() != digest) {
     throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
   }
   if (g->archive->reader().package() != package_) {
     throw Error(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().package() +
                                             "', not '" + package_ + "'");
+  }
+  // A history rewritten to claim another sequence for an older archive disagrees with the
+  // sequence its signature covers.
+  if (g->archive->reader().sequence() != active.sequence) {
+    throw Error(Errc::integrity, store.archive_path(digest) + " is sequence " + std::to_string(g->archive->reader().sequence()) +
+                                     "; the history of package '" + package_ + "' records sequence " +
+                                     std::to_string(active.sequence) + " for it");
   }
   // Warm before the switch: no call on the new archive may pay for a load.
   g->archive->warm(device_);
@@ -42,9 +52,10 @@ std::shared_ptr<const Package::Generation> Package::load(const std::string& dige
 
 bool Package::reload() {
   std::lock_guard<std::mutex> lock(reload_mutex_);
-  std::string wanted = active_digest();
+  Active wanted_active = active();
+  const std::string& wanted = wanted_active.digest;
   if (std::atomic_load(&current_)->archive->digest() == wanted) return false;
-  std::shared_ptr<const Generation> next = load(wanted);
+  std::shared_ptr<const Generation> next = load(wanted_active);
   std::atomic_store(&current_, next);
   runtime_.log(KILN_LOG_INFO, "package '" + package_ + "' switched to " + wanted);
   return true;

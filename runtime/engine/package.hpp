@@ -28,8 +28,13 @@ class Package {
     std::unique_ptr<Archive> archive;
     std::unordered_map<std::string, Kernel*> kernels;  // resolved and warmed before use
   };
-  std::shared_ptr<const Generation> load(const std::string& digest);
-  std::string active_digest() const;
+  // The active digest and the sequence the store's history records for it.
+  struct Active {
+    std::string digest;
+    std::uint64_t sequence = 0;
+  };
+  std::shared_ptr<const Generation> load(const Active& active);
+  Active active() const;
 
   Runtime& runtime_;
   std::string store_dir_, package_;

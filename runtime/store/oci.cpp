@@ -2,7 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
+#include <algorithm>
+#include <cerrno>
 #include <memory>
 
 #include "error.hpp"
@@ -18,10 +19,71 @@ constexpr const char* kIndexType = "application/vnd.oci.image.index.v1+json";
 constexpr const char* kEmptyType = "application/vnd.oci.empty.v1+json";
 constexpr std::uint64_t kMaxManifest = 4u << 20;  // OCI's recommended manifest bound
 
-void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  if (!out) fail(Errc::io, path + ": write failed");
+// Every file of the layout is written beside its name and renamed onto it: a link planted at
+// the name is replaced, never written through.
+void write_file(const std::string& path, const std::string& content) { replace_file_durably(path, content, 0644); }
+
+// A folder of the layout: made if missing; a link or anything else planted there is refused,
+// so that no blob lands where the link points.
+void plain_folder(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) fail(Errc::invalid_argument, path + ": is a symbolic link; refused (kiln never writes through a link)");
+    if (!S_ISDIR(st.st_mode)) fail(Errc::invalid_argument, path + ": is not a folder; refused");
+    return;
+  }
+  if (errno != ENOENT) fail(Errc::io, path + ": " + errno_text(errno));
+  if (::mkdir(path.c_str(), 0755) != 0) fail(Errc::io, path + ": cannot create: " + errno_text(errno));
+}
+
+bool exists_nofollow(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// Copies a parsed JSON value into a writer (earlier index entries, kept on export).
+void write_value(json::Writer& w, const json::Value& v) {
+  switch (v.type) {
+    case json::Value::Type::null: w.null(); break;
+    case json::Value::Type::boolean: w.value(v.boolean); break;
+    case json::Value::Type::number: w.value(v.number); break;
+    case json::Value::Type::string: w.value(v.string); break;
+    case json::Value::Type::array:
+      w.begin_array();
+      for (const json::Value& e : v.array) write_value(w, e);
+      w.end_array();
+      break;
+    case json::Value::Type::object:
+      w.begin_object();
+      for (const auto& [k, e] : v.object) write_value(w.key(k), e);
+      w.end_object();
+      break;
+  }
+}
+
+// The manifests an existing layout's index.json lists: kept by an export into it. A layout
+// whose index kiln cannot read is refused, not overwritten.
+std::vector<json::Value> existing_manifests(const std::string& dir) {
+  std::string layout_path = dir + "/oci-layout";
+  json::Value layout = json::parse(read_regular_file_text_nofollow(layout_path, 4096), layout_path);
+  const std::string* version = layout.get_string("imageLayoutVersion");
+  if (version == nullptr || *version != "1.0.0") {
+    fail(Errc::unsupported, layout_path + ": not an OCI image layout 1.0.0; refusing to write into it");
+  }
+  std::string index_path = dir + "/index.json";
+  if (!exists_nofollow(index_path)) return {};
+  std::string text = read_regular_file_text_nofollow(index_path, kMaxManifest);  // a link is refused, not read
+  json::Value index;
+  try {
+    index = json::parse(text, index_path);
+  } catch (const Error& e) {
+    fail(Errc::malformed, std::string(e.what()) + "; refusing to export into this layout (its index would be lost)");
+  }
+  const json::Value* manifests = index.get("manifests");
+  if (manifests == nullptr || manifests->type != json::Value::Type::array) {
+    fail(Errc::malformed, index_path + ": no manifests array; refusing to export into this layout (its index would be lost)");
+  }
+  return manifests->array;
 }
 
 // Stores a blob under its digest and returns the descriptor fields.
@@ -63,11 +125,11 @@ std::string read_blob(const std::string& dir, const json::Value& d, std::uint64_
   }
   std::string path = dir + "/blobs/sha256/" + digest.substr(7);
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(Errc::io, path + ": missing blob");
+  if (::lstat(path.c_str(), &st) != 0) fail(Errc::io, path + ": missing blob");
   if (static_cast<std::int64_t>(st.st_size) != *size) {
     fail(Errc::integrity, path + ": " + std::to_string(st.st_size) + " bytes, the descriptor says " + std::to_string(*size));
   }
-  std::string bytes = read_small_file(path, max);
+  std::string bytes = read_regular_file_text_nofollow(path, max);
   if (digest_string(sha256(bytes.data(), bytes.size())) != digest) {
     fail(Errc::integrity, path + ": content does not hash to " + digest);
   }
@@ -77,18 +139,28 @@ std::string read_blob(const std::string& dir, const json::Value& d, std::uint64_
 }  // namespace
 
 std::vector<std::string> export_oci(const Store& store, const std::string& dir, const std::vector<std::string>& digests) {
-  ::mkdir(dir.c_str(), 0755);
-  for (const char* sub : {"/blobs", "/blobs/sha256"}) ::mkdir((dir + sub).c_str(), 0755);
-  write_file(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
-  std::string empty_digest = put_blob(dir, "{}");
-  std::vector<ArchiveInfo> chosen;
+  std::vector<ArchiveInfo> chosen;  // everything checked before the layout is touched
   if (digests.empty()) chosen = store.archives();
   else for (const std::string& d : digests) chosen.push_back(store.info(d));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail(Errc::io, dir + ": cannot create: " + errno_text(errno));
+  // Into an existing layout: its index entries are kept (an entry for a manifest written again
+  // is replaced). Into a folder holding something else: refused.
+  std::vector<json::Value> earlier;
+  if (exists_nofollow(dir + "/oci-layout")) {
+    earlier = existing_manifests(dir);
+  } else if (!list_directory(dir).empty()) {
+    fail(Errc::invalid_argument, dir + ": not empty and not an OCI image layout (no oci-layout); refusing to write into it");
+  } else {
+    write_file(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
+  }
+  for (const char* sub : {"/blobs", "/blobs/sha256"}) plain_folder(dir + sub);
+  std::string empty_digest = put_blob(dir, "{}");
+  std::vector<std::string> written;  // manifest digests of this export
   json::Writer index;
   index.begin_object().field("schemaVersion", 2).field("mediaType", kIndexType).key("manifests").begin_array();
   std::vector<std::string> exported;
   for (const ArchiveInfo& a : chosen) {
-    std::string bytes = read_small_file(store.archive_path(a.digest), 1ull << 40);
+    std::string bytes = read_regular_file_text_nofollow(store.archive_path(a.digest), 1ull << 40);
     std::string layer = put_blob(dir, bytes);
     const Annotations notes = {{"org.opencontainers.image.title", a.package + ".kiln"},
                                {"dev.kiln.digest", a.digest},
@@ -106,7 +178,13 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
     Annotations ref = {{"org.opencontainers.image.ref.name", a.package + "-" + a.kernel_revision}};
     ref.insert(ref.end(), notes.begin(), notes.end());
     write_descriptor(index, kManifestType, manifest_digest, manifest.str().size(), ref);
+    written.push_back(manifest_digest);
     exported.push_back(a.digest);
+  }
+  for (const json::Value& e : earlier) {
+    const std::string* d = e.get_string("digest");
+    if (d != nullptr && std::find(written.begin(), written.end(), *d) != written.end()) continue;
+    write_value(index, e);
   }
   index.end_array().end_object();
   write_file(dir + "/index.json", index.str());

@@ -9,19 +9,16 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
-#include <sstream>
 
 #include "archive_reader.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "format.hpp"
+#include "layout.hpp"
 #include "sha256.hpp"
 
 namespace kiln::store {
 namespace {
-
-constexpr const char* kStoreFile = "store.toml";
-constexpr const char* kStoreHeader = "# kiln store, format 1. Do not edit: use `kiln store`.\nformat = 1\ntrust = \"trust\"\n";
 
 // A store folder's entries; one not made yet (no package activated) has none.
 std::vector<std::string> list_dir(const std::string& dir) { return list_directory(dir, true); }
@@ -39,69 +36,6 @@ class Lock {
  private:
   FileLock lock_;
 };
-
-std::string clean_field(const std::string& s) {
-  std::string out = s.empty() ? "-" : s;
-  for (char& c : out) {
-    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-  }
-  return out;
-}
-
-std::uint64_t to_u64(const std::string& s, const std::string& where) {
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) {
-    fail(Errc::malformed, where + ": '" + s + "' is not a number");
-  }
-  return std::stoull(s);
-}
-
-std::string encode_state(const PackageState& s) {
-  std::ostringstream out;
-  out << "kiln-store-state\t1\npackage\t" << s.package << "\nactive\t" << (s.active.empty() ? "-" : s.active)
-      << "\nhighest\t" << s.highest_sequence << "\n";
-  for (const HistoryEntry& h : s.history) {
-    out << "history\t" << h.number << "\t" << h.time << "\t" << h.action << "\t" << (h.digest.empty() ? "-" : h.digest)
-        << "\t" << h.sequence << "\t" << clean_field(h.who) << "\t" << clean_field(h.reason) << "\n";
-  }
-  return out.str();
-}
-
-PackageState decode_state(const std::string& text, const std::string& where) {
-  PackageState s;
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    std::vector<std::string> f;
-    std::size_t pos = 0;
-    while (true) {
-      std::size_t tab = line.find('\t', pos);
-      f.push_back(line.substr(pos, tab == std::string::npos ? std::string::npos : tab - pos));
-      if (tab == std::string::npos) break;
-      pos = tab + 1;
-    }
-    std::string at = where + ":" + std::to_string(line_no);
-    if (line_no == 1) {
-      if (f.size() != 2 || f[0] != "kiln-store-state" || f[1] != "1") fail(Errc::malformed, at + ": not a kiln store state file");
-    } else if (f[0] == "package" && f.size() == 2) {
-      s.package = f[1];
-    } else if (f[0] == "active" && f.size() == 2) {
-      s.active = f[1] == "-" ? "" : f[1];
-    } else if (f[0] == "highest" && f.size() == 2) {
-      s.highest_sequence = to_u64(f[1], at);
-    } else if (f[0] == "history" && f.size() == 8) {
-      HistoryEntry h{to_u64(f[1], at), to_u64(f[2], at), f[3], f[4] == "-" ? "" : f[4], to_u64(f[5], at), f[6], f[7]};
-      s.history.push_back(h);
-    } else {
-      fail(Errc::malformed, at + ": unexpected line");
-    }
-  }
-  if (line_no == 0) fail(Errc::malformed, where + ": empty state file");
-  Sha256 check{};
-  if (!s.active.empty() && !parse_digest_string(s.active, &check)) fail(Errc::malformed, where + ": bad active digest");
-  return s;
-}
 
 std::string hex_of(const std::string& digest) {
   Sha256 d{};
@@ -121,14 +55,55 @@ void crash_point(const char* what) {
   if (at > 0 && ++count == at) ::raise(SIGKILL);
 }
 
+namespace {
+
+// Removes a store folder that init built and did not finish: only the names init makes.
+void remove_partial_store(const std::string& dir) {
+  for (const char* sub : {"/trust", "/archives", "/packages"}) {
+    for (const std::string& n : list_directory(dir + sub, true)) ::unlink((dir + sub + "/" + n).c_str());
+    ::rmdir((dir + sub).c_str());
+  }
+  for (const std::string& n : list_directory(dir, true)) ::unlink((dir + "/" + n).c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
 void Store::init(const std::string& dir, const std::string& trust_path) {
   TrustSet keys = TrustSet::load(trust_path);  // refuse unusable keys before creating anything
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail(Errc::io, dir + ": cannot create: " + errno_text(errno));
-  if (!list_dir(dir).empty()) fail(Errc::invalid_argument, dir + ": not empty; a store is made in a new or empty folder");
-  for (const char* sub : {"/trust", "/archives", "/packages"}) {
-    if (::mkdir((dir + sub).c_str(), 0755) != 0) fail(Errc::io, dir + sub + ": " + errno_text(errno));
-  }
+  std::string target = dir;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
   struct stat st {};
+  if (::lstat(target.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) fail(Errc::invalid_argument, target + ": is a symbolic link; a store is made in a new or empty folder");
+    if (!S_ISDIR(st.st_mode)) fail(Errc::invalid_argument, target + ": not a folder");
+    if (!list_dir(target).empty()) fail(Errc::invalid_argument, target + ": not empty; a store is made in a new or empty folder");
+  } else if (errno != ENOENT) {
+    fail(Errc::io, target + ": " + errno_text(errno));
+  }
+  // Built whole in a hidden folder beside the target, then renamed onto it (rename(2) replaces
+  // an empty folder): a crash leaves the target absent or empty, which a second init accepts,
+  // and at worst a hidden ".<name>.init-<random>" folder beside it that nothing reads.
+  std::size_t slash = target.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  std::string base = slash == std::string::npos ? target : target.substr(slash + 1);
+  std::string building = parent + "/." + base + ".init-" + random_hex(8);
+  if (::mkdir(building.c_str(), 0755) != 0) fail(Errc::io, building + ": cannot create: " + errno_text(errno));
+  struct Partial {
+    std::string path;
+    bool done = false;
+    ~Partial() {
+      if (done) return;
+      try {
+        remove_partial_store(path);
+      } catch (...) {  // a leftover hidden folder is harmless; the error that got us here matters
+      }
+    }
+  } partial{building};
+  crash_point("store folder made");
+  for (const char* sub : {"/trust", "/archives", "/packages"}) {
+    if (::mkdir((building + sub).c_str(), 0755) != 0) fail(Errc::io, building + sub + ": " + errno_text(errno));
+  }
   std::vector<std::string> sources;
   if (::stat(trust_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     for (const std::string& n : list_dir(trust_path)) {
@@ -141,29 +116,54 @@ void Store::init(const std::string& dir, const std::string& trust_path) {
   }
   for (const std::string& src : sources) {
     PublicKey key = PublicKey::from_pem(read_small_file(src, 64 * 1024), src);
-    durable_write(dir + "/trust/" + key.key_id() + ".pub", key.to_pem());
+    durable_write(building + "/trust/" + key.key_id() + ".pub", key.to_pem());
   }
-  durable_write(dir + "/" + kStoreFile, kStoreHeader);
+  durable_write(building + "/" + kStoreFile, kStoreHeader);
+  for (const char* sub : {"/archives", "/packages"}) sync_directory(building + sub);
+  crash_point("store built, not renamed");
+  if (::rename(building.c_str(), target.c_str()) != 0) {
+    fail(Errc::io, target + ": cannot move the new store into place: " + errno_text(errno));
+  }
+  partial.done = true;
+  sync_directory(parent);
+  crash_point("store renamed into place");
   (void)keys;
 }
 
 Store::Store(std::string dir) : dir_(std::move(dir)) {
+  std::string path = dir_ + "/" + kStoreFile;
   std::string header;
   try {
-    header = read_small_file(dir_ + "/" + kStoreFile, 4096);
-  } catch (const Error&) {
+    header = read_regular_file_text_nofollow(path, 4096);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
     fail(Errc::invalid_argument, dir_ + ": not a kiln store (no " + kStoreFile + "; make one with `kiln store init`)");
   }
-  if (header != kStoreHeader) fail(Errc::malformed, dir_ + "/" + kStoreFile + ": not a format-1 kiln store");
+  if (header == kFormat1Header) {
+    fail(Errc::unsupported, path + ": a format-1 kiln store (its history has no hash chain); this kiln reads format 2: "
+                                   "convert it with `kiln store migrate --store " + dir_ + "`");
+  }
+  if (header != kStoreHeader) fail(Errc::malformed, path + ": not a format-2 kiln store");
   trust_ = TrustSet::load(dir_ + "/trust");
 }
 
 std::string Store::archive_path(const std::string& digest) const { return dir_ + "/archives/" + hex_of(digest) + ".kiln"; }
 
+void Store::require_present(const std::string& digest) const {
+  std::string path = archive_path(digest);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) fail(Errc::not_found, digest + " is not in this store (no " + path + ")");
+    fail(Errc::io, path + ": " + errno_text(errno));
+  }
+}
+
 ArchiveInfo Store::info(const std::string& digest) const {
+  require_present(digest);
   std::string path = archive_path(digest);
   ReadOptions options;
   options.policy = TrustPolicy{&trust_, 1};
+  options.follow_links = false;
   std::unique_ptr<Archive> a = Archive::open_file(path, options);
   if (digest_string(a->digest()) != digest) {
     fail(Errc::integrity, path + ": holds " + digest_string(a->digest()) + ", not " + digest);
@@ -171,39 +171,101 @@ ArchiveInfo Store::info(const std::string& digest) const {
   return ArchiveInfo{digest, a->index().package, a->index().kernel_revision, a->index().sequence, a->file_size()};
 }
 
+// The bytes verified are the bytes stored: the source is copied into a temporary file in the
+// store first, and that copy, not the source, is verified (signatures, every member) and renamed
+// into place. A source that changes during the add can make it fail, never store bytes other
+// than those verified.
 ArchiveInfo Store::add(const std::string& file) {
+  FileDescriptor source = open_regular_file(file, true);
+  AtomicFileWriter out(dir_ + "/archives/incoming.kiln", 0644);
+  std::vector<char> piece(64 * 1024);  // each piece a point where a crash leaves a partial temporary file
+  for (std::uint64_t at = 0;;) {
+    ssize_t n = ::pread(source.get(), piece.data(), piece.size(), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, file + ": cannot read: " + errno_text(errno));
+    if (n == 0) break;
+    if (at > 0) crash_point("partial write");
+    out.write(piece.data(), static_cast<std::size_t>(n));
+    at += static_cast<std::uint64_t>(n);
+  }
   ReadOptions options;
   options.policy = TrustPolicy{&trust_, 1};
-  std::unique_ptr<Archive> a = Archive::open_file(file, options);  // refused here if signed by an unknown key
-  a->verify_all(2, false, nullptr);
-  ArchiveInfo info{digest_string(a->digest()), a->index().package, a->index().kernel_revision, a->index().sequence,
-                   a->file_size()};
-  ByteView bytes = a->unchecked_file_bytes();
-  std::string content(reinterpret_cast<const char*>(bytes.data), bytes.size);
+  options.follow_links = false;
+  ArchiveInfo info;
+  try {
+    std::unique_ptr<Archive> a = Archive::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
+    a->verify_all(2, false, nullptr);
+    info = ArchiveInfo{digest_string(a->digest()), a->index().package, a->index().kernel_revision, a->index().sequence,
+                       a->file_size()};
+  } catch (const Error& e) {
+    // Name what the user gave, not the temporary copy (removed as this unwinds).
+    std::string what = e.what();
+    for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {
+      what.replace(at, out.temp_path().size(), file + " (as copied into the store)");
+    }
+    fail(e.code(), what);
+  }
+  out.set_target(archive_path(info.digest));
   Lock lock(dir_);
-  durable_write(archive_path(info.digest), content);
+  out.commit(crash_point);
   return info;
 }
 
 PackageState Store::state(const std::string& package) const {
   if (auto p = format::package_name_problem(package); !p.empty()) fail(Errc::invalid_argument, p);
   std::string path = dir_ + "/packages/" + package + ".state";
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  std::string text;
+  try {
+    text = read_regular_file_text_nofollow(path, kMaxStateFile);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
     PackageState empty;
     empty.package = package;
     return empty;
   }
-  return decode_state(read_small_file(path, 64ull << 20), path);
+  return decode_state(text, package, path);
+}
+
+ChainHead Store::head(const std::string& package) const { return state(package).head(); }
+
+std::uint64_t Store::check_witness(const std::string& package, const std::string& head_hash) const {
+  PackageState s = state(package);
+  if (head_hash == genesis_hash(package)) return 0;
+  for (const HistoryEntry& h : s.history) {
+    if (record_hash(h) == head_hash) return h.number;
+  }
+  ChainHead now = s.head();
+  fail(Errc::integrity, "package " + package + ": the witnessed head " + head_hash + " is not in its history (" +
+                            std::to_string(now.records) + " record(s) ending at " + now.hash +
+                            "): the history was truncated, rolled back or rewritten since the witness recorded it");
 }
 
 void Store::write_state(const PackageState& s) { durable_write(dir_ + "/packages/" + s.package + ".state", encode_state(s)); }
 
 void Store::refuse(PackageState& s, HistoryEntry h, const std::string& refusal) {
-  h.reason = h.action + ": " + refusal;  // the attempted action, before it becomes "refused"
+  h.reason = clean_text(h.action + ": " + refusal);  // the attempted action, before it becomes "refused"
   h.action = "refused";
-  s.history.push_back(h);
-  write_state(s);
+  // The same refusal again since the last accepted decision is counted on its record: asking
+  // again and again cannot grow the history (STORE.md "Repeated refusals").
+  HistoryEntry* same = nullptr;
+  for (auto it = s.history.rbegin(); it != s.history.rend() && it->action == "refused"; ++it) {
+    if (it->digest == h.digest && it->reason == h.reason) {
+      same = &*it;
+      break;
+    }
+  }
+  try {
+    if (same != nullptr) {
+      ++same->repeats;
+      same->last_repeat_time = h.time;
+    } else {
+      append_record(s, h);
+    }
+    write_state(s);
+  } catch (const Error& e) {
+    // The refusal is the answer; failing to record it (a full disk) must not replace it.
+    fail(Errc::refused, refusal + " (and recording this refusal in the history failed: " + e.what() + ")");
+  }
   fail(Errc::refused, refusal);
 }
 
@@ -211,7 +273,7 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
   Lock lock(dir_);
   ArchiveInfo info = this->info(digest);
   PackageState s = state(info.package);
-  HistoryEntry h{s.history.size() + 1, static_cast<std::uint64_t>(std::time(nullptr)), "activate", digest, info.sequence, who, reason};
+  HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "activate", digest, info.sequence, who, reason);
   std::string refusal;
   if (s.active == digest) {
     refusal = digest + " is already the active archive of " + info.package;
@@ -230,11 +292,9 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
               " as another archive; a new release needs a higher sequence";
   }
   if (!refusal.empty()) refuse(s, h, refusal);
-  s.active = digest;
-  s.highest_sequence = info.sequence;
-  s.history.push_back(h);
+  append_record(s, h);  // checks the rules once more: a decision they forbid is never recorded
   write_state(s);
-  return h;
+  return s.history.back();
 }
 
 HistoryEntry Store::rollback(const std::string& package, const std::string& to, const std::string& who,
@@ -256,7 +316,9 @@ HistoryEntry Store::rollback(const std::string& package, const std::string& to, 
     }
     if (target.empty()) refusal = package + " has no earlier active archive to roll back to";
   } else if (std::find(activated.begin(), activated.end(), target) == activated.end()) {
-    hex_of(target);
+    // Only archives in the store are refused on the record: the set of distinct refusals, and
+    // so the history, stays bounded by what the store holds.
+    require_present(target);
     refusal = target + " was never active for " + package + "; rollback goes only to archives this package has run";
   } else if (target == s.active) {
     refusal = target + " is already the active archive of " + package;
@@ -267,12 +329,11 @@ HistoryEntry Store::rollback(const std::string& package, const std::string& to, 
     if (info.package != package) refusal = target + " belongs to package " + info.package;
     sequence = info.sequence;
   }
-  HistoryEntry h{s.history.size() + 1, static_cast<std::uint64_t>(std::time(nullptr)), "rollback", target, sequence, who, reason};
+  HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "rollback", target, sequence, who, reason);
   if (!refusal.empty()) refuse(s, h, refusal);
-  s.active = target;
-  s.history.push_back(h);
+  append_record(s, h);
   write_state(s);
-  return h;
+  return s.history.back();
 }
 
 std::vector<std::string> Store::packages() const {
@@ -302,6 +363,7 @@ std::vector<std::string> Store::verify() const {
     try {
       ReadOptions options;
       options.policy = TrustPolicy{&trust_, 1};
+      options.follow_links = false;
       std::unique_ptr<Archive> a = Archive::open_file(dir_ + "/archives/" + n, options);
       a->verify_all(2, false, nullptr);
       if (sha256_hex(a->digest()) != n.substr(0, 64)) problems.push_back("archives/" + n + ": holds another digest");
@@ -313,6 +375,21 @@ std::vector<std::string> Store::verify() const {
     try {
       PackageState s = state(p);
       if (!s.active.empty()) info(s.active);
+      // The history's claims against the signed archives: each digest it decided on, if still
+      // here, is of this package and of the sequence the history gives it.
+      std::vector<std::string> seen;
+      for (const HistoryEntry& h : s.history) {
+        if (h.action == "refused" || std::find(seen.begin(), seen.end(), h.digest) != seen.end()) continue;
+        seen.push_back(h.digest);
+        struct stat st {};
+        if (::lstat(archive_path(h.digest).c_str(), &st) != 0) continue;  // removed by gc
+        ArchiveInfo a = info(h.digest);
+        if (a.package != p || a.sequence != h.sequence) {
+          problems.push_back("package " + p + ": history record " + std::to_string(h.number) + " gives " + h.digest +
+                             " package " + p + " sequence " + std::to_string(h.sequence) + "; the archive is package " +
+                             a.package + " sequence " + std::to_string(a.sequence));
+        }
+      }
     } catch (const Error& e) {
       problems.push_back("package " + p + ": " + e.what());
     }

@@ -1,8 +1,10 @@
 // The content-addressed store: a folder where an operator keeps signed archives by digest,
-// one active archive per package, and an append-only history of every decision. Every change
-// is made crash-safe (write a temporary file, fsync, rename, fsync the folder) under an
-// exclusive flock that the kernel releases when its holder dies. schema/STORE.md documents the
-// layout and the rules (anti-rollback, gc).
+// one active archive per package, and a hash-chained history of every decision (chain.hpp).
+// Every change is made crash-safe (write a temporary file, fsync, rename, fsync the folder)
+// under an exclusive flock that the kernel releases when its holder dies. Nothing in the folder
+// is opened unless it is a regular file (no link followed, no FIFO waited on): whoever can write
+// the folder can break it, but not redirect a write or stall a reader. schema/STORE.md
+// documents the layout and the rules (anti-rollback, gc), schema/SECURITY.md what holds.
 #pragma once
 
 #include <cstdint>
@@ -10,26 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "chain.hpp"
 #include "trust.hpp"
 
 namespace kiln::store {
-
-struct HistoryEntry {
-  std::uint64_t number = 0;   // 1, 2, 3... per package
-  std::uint64_t time = 0;     // seconds since the epoch
-  std::string action;         // "activate", "rollback", "refused"
-  std::string digest;         // "sha256:..."
-  std::uint64_t sequence = 0; // the archive's sequence
-  std::string who;
-  std::string reason;
-};
-
-struct PackageState {
-  std::string package;
-  std::string active;                  // digest, or "" before the first activation
-  std::uint64_t highest_sequence = 0;  // the highest sequence ever activated
-  std::vector<HistoryEntry> history;
-};
 
 struct ArchiveInfo {
   std::string digest, package, kernel_revision;
@@ -39,8 +25,13 @@ struct ArchiveInfo {
 
 class Store {
  public:
-  // Creates a store at `dir`, copying the trust keys (a PEM file or a folder of them) in.
+  // Creates a store at `dir` (absent or an empty folder), copying the trust keys (a PEM file or a
+  // folder of them) in. Built in a hidden folder beside `dir` and renamed into place: a crash
+  // leaves no store or the whole store, never a folder a second init refuses.
   static void init(const std::string& dir, const std::string& trust_path);
+  // Converts a format-1 store (history without a hash chain) to format 2 in place; returns the
+  // packages converted. Resumable: a crash part-way leaves files a second migrate finishes.
+  static std::vector<std::string> migrate(const std::string& dir);
   explicit Store(std::string dir);  // opens; throws if `dir` is not a store
 
   const std::string& dir() const { return dir_; }
@@ -55,7 +46,13 @@ class Store {
   // the package's history of activations).
   HistoryEntry rollback(const std::string& package, const std::string& to, const std::string& who,
                         const std::string& reason);
+  // Reads and verifies the package's state file (chain.hpp: every record, the head, the state).
   PackageState state(const std::string& package) const;
+  // The head of the package's history: what a witness kept elsewhere records.
+  ChainHead head(const std::string& package) const;
+  // Checks that the package's history still holds the witnessed head (a record's hash, or the
+  // genesis value) and returns how many records it has at that point; Errc::integrity if not.
+  std::uint64_t check_witness(const std::string& package, const std::string& head_hash) const;
   std::vector<std::string> packages() const;
   std::vector<ArchiveInfo> archives() const;
   // Re-verifies every archive; returns one line per problem (empty when all hold).
@@ -63,12 +60,16 @@ class Store {
   // Removes what no rule keeps (see STORE.md); returns the removed digests.
   std::vector<std::string> gc(unsigned keep);
 
-  ArchiveInfo info(const std::string& digest) const;  // opens and authenticates it
+  // Opens and authenticates it; Errc::not_found "<digest> is not in this store" when absent.
+  ArchiveInfo info(const std::string& digest) const;
 
  private:
   void write_state(const PackageState& s);
-  // Records a refused activate/rollback in the package's history (durably), then throws it.
+  // Records a refused activate/rollback in the package's history (durably; a repeat of a
+  // refusal since the last accepted decision is counted, not appended), then throws it. If
+  // recording fails, the refusal is still what is thrown, with the recording's failure added.
   [[noreturn]] void refuse(PackageState& s, HistoryEntry h, const std::string& refusal);
+  void require_present(const std::string& digest) const;
   std::string dir_;
   TrustSet trust_;
 };

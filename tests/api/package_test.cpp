@@ -110,6 +110,54 @@ TEST(Package, FollowsTheStoreOnReloadAndRollsBack) {
   kiln_runtime_destroy(rt);
 }
 
+// libkiln follows no forged pointer: a state whose `highest` or `active` line was edited
+// disagrees with its hash-chained history, and kiln_package_open and _reload refuse it, saying so.
+TEST(Package, OpenAndReloadRefuseAStateThatDisagreesWithItsHistory) {
+  StoreWithTwoVersions s;
+  kiln::store::Store(s.store).activate(s.d2, "test", "v2");
+  std::string state = s.store + "/packages/scale.state";
+  std::string good = sh("cat " + state) + "\n";
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
+  char why[1024];
+  for (const std::string& edit : {std::string("s/^highest\t.*/highest\t5/"), "s/^active\t.*/active\t" + s.d1 + "/"}) {
+    sh("sed -i '" + edit + "' " + state);
+    kiln_package* forged = nullptr;
+    EXPECT_NE(kiln_package_open(rt, s.store.c_str(), "scale", 0, &forged), KILN_OK) << edit;
+    ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+    EXPECT_NE(std::string(why).find("disagrees with the history"), std::string::npos) << why;
+    int switched = -1;
+    EXPECT_NE(kiln_package_reload(p, &switched), KILN_OK) << edit;
+    EXPECT_EQ(digest_of(p), s.d2);  // the archive in use stays
+    std::ofstream(state, std::ios::binary) << good;
+  }
+  kiln_package_destroy(p);
+  kiln_runtime_destroy(rt);
+}
+
+// A history rewritten with every hash right, claiming an older archive is a newer sequence:
+// libkiln compares the sequence the archive's signature covers and refuses.
+TEST(Package, OpenRefusesAHistoryThatLiesAboutTheActiveArchivesSequence) {
+  StoreWithTwoVersions s;  // v1 is sequence 5, v2 sequence 6
+  kiln::store::PackageState forged;
+  forged.package = "scale";
+  kiln::store::HistoryEntry h;
+  h.time = 1, h.who = "eve", h.reason = "-", h.action = "activate";
+  h.digest = s.d2, h.sequence = 6;
+  kiln::store::append_record(forged, h);
+  h.digest = s.d1, h.sequence = 7;
+  kiln::store::append_record(forged, h);
+  std::ofstream(s.store + "/packages/scale.state", std::ios::binary) << kiln::store::encode_state(forged);
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  EXPECT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_ERR_INTEGRITY);
+  char why[1024];
+  ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+  EXPECT_NE(std::string(why).find("is sequence 5; the history of package 'scale' records sequence 7 for it"), std::string::npos) << why;
+  kiln_runtime_destroy(rt);
+}
+
 TEST(Package, ManyThreadsLaunchWhileAnotherSwitchesBackAndForth) {
   StoreWithTwoVersions s;
   kiln_runtime* rt = make_runtime();
