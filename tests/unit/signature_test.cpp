@@ -139,9 +139,9 @@ TEST(Signatures, AnyRecordNamingAnotherPackageIsRefusedEvenBesideAValidOne) {
   test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
   raw.signers = {Signer{&trusted, "release", 0}};
   const std::string other = id.package + "-other";
-  raw.extra_records.push_back(make_signature(digest_of(raw), other, id.sequence + 1, Signer{&stranger, "s", 0}));
+  raw.extra_records.push_back(make_signature(digest_of(raw), other, id.sequence, Signer{&stranger, "s", 0}));
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  const std::string expected = binding_refusal(stranger, other, id.sequence + 1, id);
+  const std::string expected = binding_refusal(stranger, other, id.sequence, id);
   try {
     test::open_and_verify(bytes, test::trust_of({&trusted}));
     FAIL() << "accepted";
