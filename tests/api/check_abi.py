@@ -16,6 +16,7 @@ The baseline holds what the public header declares (abidw --headers-dir --drop-p
 """
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -103,8 +104,35 @@ def update(tool, baseline, lib, headers):
     return 0
 
 
+def has_debug_info(lib):
+    """Whether the ELF file has a .debug_info section (little-endian ELF64, as libkiln is)."""
+    with open(lib, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return False
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    names_offset = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    for i in range(shnum):
+        name = struct.unpack_from("<I", data, shoff + i * shentsize)[0]
+        end = data.index(b"\0", names_offset + name)
+        if data[names_offset + name:end] == b".debug_info":
+            return True
+    return False
+
+
+# Without DWARF abidiff compares only the ELF symbols and reports a library whose structs or
+# function types changed as equal: such a run proves nothing, so it says so and exits 77
+# (ctest's SKIP_RETURN_CODE for these tests) instead of passing.
+NO_DEBUG_INFO = 77
+
 if __name__ == "__main__":
     modes = {"check": check, "self-test": self_test, "update": update, "compatible": compatible}
     if len(sys.argv) != 6 or sys.argv[1] not in modes:
         sys.exit(__doc__)
+    if not has_debug_info(sys.argv[4]):
+        print(f"{sys.argv[4]} has no DWARF (.debug_info): abidiff would compare symbols only and miss "
+              f"changed types, so the ABI is not checked (libkiln is built with -g in every build type: "
+              f"runtime/CMakeLists.txt)")
+        sys.exit(NO_DEBUG_INFO)
     sys.exit(modes[sys.argv[1]](*sys.argv[2:]))

@@ -3,6 +3,10 @@
 // machine, GPU or not).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -81,13 +85,42 @@ TEST(Options, NewerCallerWithNonZeroUnknownBytesIsRefused) {
 }
 
 TEST(Options, OlderShorterCallerGetsDefaults) {
+  // A caller compiled when the struct ended before log_level. Its memory past `size` is not
+  // its struct (here: garbage a library that ignored `size` would take as options): a log
+  // callback at the most verbose level, and a 1-byte member limit that no archive passes.
+  const std::size_t known = offsetof(kiln_runtime_options, log_level);
+  std::vector<std::string> lines;
   kiln_runtime_options o;
-  kiln_runtime_options_init(&o, sizeof o);
+  ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
   std::string trust = kKeys + "/test.pub";
   o.trust_path = trust.c_str();
-  o.size = offsetof(kiln_runtime_options, log_level);  // a caller that knew fewer fields
+  o.size = static_cast<uint32_t>(known);
+  o.log_level = KILN_LOG_DEBUG;
+  o.log_fn = [](kiln_log_level, const char* message, void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back(message);
+  };
+  o.log_user = &lines;
+  o.max_member_size = 1;
+  o.diag_dir = "/nonexistent-kiln-diag-dir";
+  ASSERT_NE(o.log_fn, nullptr);
   kiln_runtime* rt = nullptr;
-  EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  kiln_archive* a = nullptr;
+  // The default member limit (4 GiB), not the 1 byte past `size`.
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK) << last_error(rt);
+  // The default log (none), not the callback past `size`: choosing the route logs at INFO.
+  EXPECT_TRUE(lines.empty()) << lines.size() << " line(s), the first: " << lines.front();
+  kiln_archive_destroy(a);
+  kiln_runtime_destroy(rt);
+
+  // The same bytes with `size` covering them: now the callback and the limit are honoured,
+  // so the two checks above can tell the difference.
+  o.size = sizeof o;
+  ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
+  EXPECT_NE(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  EXPECT_FALSE(lines.empty());
   kiln_runtime_destroy(rt);
 }
 
@@ -345,27 +378,97 @@ TEST_F(RuntimeApi, AmdKernelsWithoutAnAmdGpuRouteToTheReferenceWithTheReason) {
   kiln_archive_destroy(a);
 }
 
+// Redirects file descriptors 1 and 2 into a temporary file until stop(), which restores them
+// and returns what was written there (by anyone in the process: printf, std::cerr, write(2)).
+class StdoutStderrCapture {
+ public:
+  StdoutStderrCapture() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    file_ = std::tmpfile();
+    saved_[0] = ::dup(1);
+    saved_[1] = ::dup(2);
+    ok_ = file_ != nullptr && saved_[0] >= 0 && saved_[1] >= 0 && ::dup2(fileno(file_), 1) >= 0 &&
+          ::dup2(fileno(file_), 2) >= 0;
+  }
+  ~StdoutStderrCapture() { stop(); }
+  bool ok() const { return ok_; }
+  std::string stop() {
+    std::string written;
+    if (saved_[0] < 0 && saved_[1] < 0) return written;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    for (int fd : {1, 2}) {
+      if (saved_[fd - 1] >= 0) {
+        ::dup2(saved_[fd - 1], fd);
+        ::close(saved_[fd - 1]);
+        saved_[fd - 1] = -1;
+      }
+    }
+    if (file_ != nullptr) {
+      std::rewind(file_);
+      char buf[4096];
+      std::size_t n = 0;
+      while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) written.append(buf, n);
+      std::fclose(file_);
+      file_ = nullptr;
+    }
+    return written;
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+  int saved_[2] = {-1, -1};
+  bool ok_ = false;
+};
+
+TEST(StdoutStderrCaptureSelfTest, SeesWhatIsWrittenToFd1And2) {
+  StdoutStderrCapture capture;
+  ASSERT_TRUE(capture.ok());
+  std::printf("to stdout;");
+  std::fprintf(stderr, "to stderr;");
+  ASSERT_EQ(::write(2, "raw fd 2", 8), 8);
+  std::string written = capture.stop();  // stdout is flushed by stop(), so it may come last
+  EXPECT_EQ(written.size(), std::string("to stdout;to stderr;raw fd 2").size()) << written;
+  for (const char* part : {"to stdout;", "to stderr;", "raw fd 2"}) EXPECT_NE(written.find(part), std::string::npos) << written;
+}
+
 TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
   std::vector<std::string> lines;
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
   o.trust_path = trust.c_str();
   o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";
-  o.log_level = KILN_LOG_INFO;
+  o.log_level = KILN_LOG_DEBUG;
   o.log_user = &lines;
   o.log_fn = [](kiln_log_level, const char* message, void* user) {
     static_cast<std::vector<std::string>*>(user)->push_back(message);
   };
+  // Every call that logs runs with fds 1 and 2 captured; the assertions come after they are
+  // restored (gtest itself prints to stdout).
+  StdoutStderrCapture capture;
+  ASSERT_TRUE(capture.ok());
   kiln_runtime* logged = nullptr;
-  ASSERT_EQ(kiln_runtime_create(&logged, &o), KILN_OK);
+  kiln_status created = kiln_runtime_create(&logged, &o);
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(logged, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  kiln_status opened = created == KILN_OK ? kiln_archive_open(logged, (kArchives + "/scale.kiln").c_str(), &a) : created;
   kiln_kernel* k = nullptr;
-  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
-  ASSERT_FALSE(lines.empty());
-  EXPECT_NE(lines.back().find("kernel 'scale' routes to reference"), std::string::npos) << lines.back();
+  kiln_status got = opened == KILN_OK ? kiln_archive_get_kernel(a, "scale", 0, &k) : opened;
+  kiln_archive* missing = nullptr;  // a failure, too, is told to the callback only
+  kiln_status refused = created == KILN_OK ? kiln_archive_open(logged, "/nonexistent/kiln-test.kiln", &missing) : created;
   kiln_archive_destroy(a);
   kiln_runtime_destroy(logged);
+  std::string written = capture.stop();
+
+  ASSERT_EQ(created, KILN_OK);
+  ASSERT_EQ(opened, KILN_OK);
+  ASSERT_EQ(got, KILN_OK);
+  EXPECT_EQ(refused, KILN_ERR_IO);
+  ASSERT_FALSE(lines.empty());
+  bool routed = false;
+  for (const std::string& line : lines) routed = routed || line.find("kernel 'scale' routes to reference") != std::string::npos;
+  EXPECT_TRUE(routed) << lines.back();
+  EXPECT_EQ(written, "") << "libkiln wrote to stdout/stderr while a log callback was set";
 }
 
 TEST(Strings, EveryStatusRouteAndReasonHasAName) {

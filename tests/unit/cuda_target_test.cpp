@@ -13,6 +13,7 @@ struct Case {
   int driver;
   const char* ptx_isa;
   Verdict expected;
+  const char* why = nullptr;  // where given, the exact reason judge() must give
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -28,6 +29,9 @@ TEST_P(Rules, Verdict) {
   Judgement j = judge(t, DeviceSpec{c.cc_major, c.cc_minor, c.driver}, c.ptx_isa);
   EXPECT_EQ(static_cast<int>(j.verdict), static_cast<int>(c.expected)) << j.why;
   EXPECT_FALSE(j.why.empty());
+  if (c.why != nullptr) {
+    EXPECT_EQ(j.why, c.why);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -60,6 +64,25 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"compute_90", 9, 0, 12040, "9.0", Verdict::driver_too_old},
         Case{"compute_90", 9, 0, 12040, "8.4", Verdict::fits},
         Case{"compute_90", 9, 0, 13000, "9.9", Verdict::driver_too_old}));
+
+// PTX with the 'a' suffix is JIT-compiled only on exactly its major.minor: a device of the same
+// major and a higher minor (the case a '>=' instead of '==' would let through) is refused, and
+// so is a lower minor; 'f' PTX runs on the higher minor of its family, not on another major.
+INSTANTIATE_TEST_SUITE_P(
+    ArchSpecificPtx, Rules,
+    ::testing::Values(
+        Case{"compute_90a", 9, 1, 13000, "9.0", Verdict::arch_mismatch, "PTX for cc 9.0a cannot be compiled for cc 9.1"},
+        Case{"compute_100a", 10, 3, 13000, "8.8", Verdict::arch_mismatch,
+             "PTX for cc 10.0a cannot be compiled for cc 10.3"},
+        Case{"compute_103a", 10, 0, 13000, "8.8", Verdict::arch_mismatch,
+             "PTX for cc 10.3a cannot be compiled for cc 10.0"},
+        Case{"compute_100a", 10, 0, 13000, "8.8", Verdict::fits, "PTX JIT-compiled for cc 10.0"},
+        Case{"compute_90a", 9, 0, 13000, "9.0", Verdict::fits, "PTX JIT-compiled for cc 9.0"},
+        Case{"compute_100f", 10, 3, 13000, "8.8", Verdict::fits, "PTX JIT-compiled for cc 10.3"},
+        Case{"compute_100f", 11, 0, 13000, "8.8", Verdict::arch_mismatch,
+             "PTX for cc 10.0f cannot be compiled for cc 11.0"},
+        // plain PTX, for contrast: any newer cc, minor or major
+        Case{"compute_90", 9, 1, 13000, "9.0", Verdict::fits, "PTX JIT-compiled for cc 9.1"}));
 
 TEST(Ranking, ExactBeforeCompatibleBeforePtxAndSpecificFirst) {
   DeviceSpec h200{9, 0, 13000};

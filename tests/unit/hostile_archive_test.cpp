@@ -234,9 +234,18 @@ TEST_F(Hostile, MalformedKernelTableIsRefusedAtOpen) {
 TEST_F(Hostile, MemberWhoseDeclaredSizeLiesIsRefused) {
   test::RawArchive raw = base();
   std::size_t i = position(raw, "tests/vector.bin");
+  ASSERT_EQ(i + 1, raw.index.entries.size()) << "the last member: the index follows it";
   raw.index.entries[i].stored_size += 1000;
   raw.index.entries[i].content_size += 1000;
-  expect_refused(raw, Errc::malformed, "");
+  // Where it starts, and where the index begins (assemble() packs members from offset 64, each
+  // 64-byte aligned, and the index right after the last).
+  std::uint64_t offset = format::kHeaderSize;
+  for (std::size_t j = 0; j < i; ++j) offset = format::align_up(offset + raw.stored[j].size());
+  const std::uint64_t index_offset = format::align_up(offset + raw.stored[i].size());
+  expect_refused(raw, Errc::malformed,
+                 "index entry " + std::to_string(i) + " ('tests/vector.bin'): its bytes run to " +
+                     std::to_string(offset + raw.stored[i].size() + 1000) + ", past " + std::to_string(index_offset) +
+                     " where the next page's members (or the index) begin");
 }
 
 TEST_F(Hostile, ZstdFrameWhoseContentSizeLiesIsRefused) {

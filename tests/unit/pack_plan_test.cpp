@@ -1,7 +1,12 @@
 // kiln pack's planning step: files read relative to the manifest, code objects checked
 // against the arch the manifest claims, links and reserved names refused.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fstream>
 
@@ -101,6 +106,51 @@ TEST_F(PackPlanTest, DeviceFileIsRefused) {
   ASSERT_EQ(::mkfifo((dir + "/k.ptx").c_str(), 0644), 0);
   std::string why = expect_error(Errc::manifest);
   EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
+}
+
+// The two functions kiln pack reads its inputs with (the manifest: read_regular_file_nofollow;
+// every file it names: MappedFile::open_regular_nofollow), given real character devices.
+TEST(PackInputFiles, CharacterDevicesAreRefusedAsNotRegularFiles) {
+  for (const std::string device : {"/dev/null", "/dev/zero"}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(device.c_str(), &st), 0) << device;
+    ASSERT_TRUE(S_ISCHR(st.st_mode)) << device << " is not a character device here";
+    try {
+      read_regular_file_nofollow(device, 1 << 20);
+      ADD_FAILURE() << "read_regular_file_nofollow read " << device;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+      EXPECT_EQ(std::string(e.what()), device + ": not a regular file");
+    }
+    try {
+      MappedFile::open_regular_nofollow(device, 1 << 20);
+      ADD_FAILURE() << "MappedFile::open_regular_nofollow mapped " << device;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+      EXPECT_EQ(std::string(e.what()), device + ": not a regular file");
+    }
+  }
+}
+
+// The same through kiln pack's planning step: a device node (the same as /dev/null) where the
+// manifest names its code, and as the manifest itself. Making one needs CAP_MKNOD.
+TEST_F(PackPlanTest, DeviceNodeInThePackFolderIsRefused) {
+  if (::mknod((dir + "/k.ptx").c_str(), S_IFCHR | 0644, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "cannot make a device node here (" << std::strerror(errno) << "); "
+                 << "PackInputFiles.CharacterDevicesAreRefusedAsNotRegularFiles covers the reads";
+  }
+  write("kiln.toml", kernel_only_manifest("k.ptx"));
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find(dir + "/k.ptx: not a regular file"), std::string::npos) << why;
+
+  ::unlink((dir + "/kiln.toml").c_str());
+  ASSERT_EQ(::mknod((dir + "/kiln.toml").c_str(), S_IFCHR | 0644, makedev(1, 3)), 0) << std::strerror(errno);
+  try {
+    cli::plan_pack(dir + "/kiln.toml");
+    ADD_FAILURE() << "plan_pack read a device as its manifest";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/kiln.toml: not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(PackPlanTest, ReservedNamesAreRefused) {

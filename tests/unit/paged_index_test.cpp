@@ -150,26 +150,49 @@ TEST_F(PagedHead, RoundTripsAndRefusesHeadsThatDisagreeWithTheirPages) {
   EXPECT_EQ(format::decode_index(ByteView(encoded.bytes), encoded.head_size, index_offset).entries.size(),
             static_cast<std::size_t>(kDataMembers));
 
+  // Each case breaks one rule of FORMAT.md §3 and must be refused by that rule's message.
   std::vector<std::uint8_t> counts = encoded.bytes;  // page 0 claims one entry more
   counts[page_ref(0)] += 1;
-  EXPECT_NE(refusal(counts, encoded.head_size), "");
+  EXPECT_EQ(refusal(counts, encoded.head_size), "index head: its pages hold 301 entries, not the 300 it declares");
 
   std::vector<std::uint8_t> digest = encoded.bytes;  // page 1's digest changed
   digest[page_ref(1) + 16] ^= 1;
-  EXPECT_NE(refusal(digest, encoded.head_size).find("index page 1"), std::string::npos);
+  EXPECT_EQ(refusal(digest, encoded.head_size), "index page 1: its bytes do not match the SHA-256 in the index head");
 
-  std::vector<std::uint8_t> first = encoded.bytes;  // page 1's first path no longer its first entry's
-  first[page_ref(1) + 4 + 4 + 8 + 32 + 2 + 8] ^= 1;  // a digit of "data/0NNN.bin"
-  EXPECT_NE(refusal(first, encoded.head_size), "");
+  const std::size_t first_path_digit = page_ref(1) + 4 + 4 + 8 + 32 + 2 + 8;  // the '9' of "data/0129.bin"
+  ASSERT_EQ(encoded.bytes[first_path_digit], '9');
+  std::vector<std::uint8_t> first = encoded.bytes;  // page 1's first path after its first entry's
+  first[first_path_digit] = ':';  // "data/012:.bin": still after every path of page 0
+  EXPECT_EQ(refusal(first, encoded.head_size),
+            "index page 1 at offset 117: index entry 128 ('data/0129.bin'): is not the page's first path in the "
+            "index head");
+  std::vector<std::uint8_t> before = encoded.bytes;  // page 1's first path is page 0's last entry
+  before[first_path_digit] = '8';  // "data/0128.bin"
+  EXPECT_EQ(refusal(before, encoded.head_size),
+            "index page 0 at offset 13960: index entry 127 ('data/0128.bin'): must sort before the next page's first "
+            "path 'data/0128.bin'");
 
-  std::vector<std::uint8_t> offset = encoded.bytes;  // page 1 starts its members elsewhere
+  std::vector<std::uint8_t> offset = encoded.bytes;  // page 1 starts its members 64 bytes early
   offset[page_ref(1) + 8] ^= 64;
-  EXPECT_NE(refusal(offset, encoded.head_size), "");
+  EXPECT_EQ(refusal(offset, encoded.head_size),
+            "index page 0 at offset 13960: index entry 127 ('data/0128.bin'): its bytes run to 8202, past 8192 where "
+            "the next page's members (or the index) begin");
 
-  // A head size that cuts a page reference, or leaves bytes the pages do not cover.
-  EXPECT_NE(refusal(encoded.bytes, encoded.head_size - 1), "");
-  EXPECT_NE(refusal(encoded.bytes, encoded.head_size + 1), "");
-  EXPECT_NE(refusal(encoded.bytes, 0), "");
+  // A head size that cuts a page reference, or that moves the pages past the end of the index.
+  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size - 1), "index head at offset 206: needs 13 more bytes but only 12 remain");
+  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size + 1),
+            "index head at offset 219: index page 2: 4800 bytes cannot hold 44 entries within the index");
+  EXPECT_EQ(refusal(encoded.bytes, 0), "header: index head size 0 is outside 1..32939 (the index size)");
+  // A byte after the last page reference (the pages moved along with it, so that only the
+  // head is wrong), and a byte after the last page that no page covers.
+  std::vector<std::uint8_t> trailing = encoded.bytes;
+  trailing.insert(trailing.begin() + static_cast<std::ptrdiff_t>(encoded.head_size), 0);
+  EXPECT_EQ(refusal(trailing, encoded.head_size + 1), "index head at offset 219: 1 trailing bytes after the last page reference");
+  std::vector<std::uint8_t> uncovered = encoded.bytes;
+  uncovered.push_back(0);
+  EXPECT_EQ(refusal(uncovered, encoded.head_size),
+            "index head: its pages cover " + std::to_string(encoded.bytes.size() - encoded.head_size) + " bytes but " +
+                std::to_string(encoded.bytes.size() + 1 - encoded.head_size) + " follow the head");
 }
 
 }  // namespace

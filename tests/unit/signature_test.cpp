@@ -70,27 +70,91 @@ TEST(Signatures, OneKeySigningTwiceCountsOnce) {
   EXPECT_EQ(refusal(test::assemble(raw), trust, 2), "");
 }
 
+// The archive digest (SHA-256 of the index head) `raw` will have once assembled: what a
+// signer signs. The index offsets are those assemble() computes.
+Sha256 digest_of(const test::RawArchive& raw) {
+  format::Index index = raw.index;
+  std::uint64_t offset = format::kHeaderSize;
+  for (std::size_t i = 0; i < index.entries.size(); ++i) {
+    index.entries[i].offset = offset;
+    offset = format::align_up(offset + raw.stored[i].size());
+  }
+  format::EncodedIndex encoded = format::encode_index(index);
+  return sha256(encoded.bytes.data(), static_cast<std::size_t>(encoded.head_size));
+}
+
+// What the reader says of a record that names another release (FORMAT.md §5.2, last rule).
+std::string binding_refusal(const PrivateKey& k, const std::string& package, std::uint64_t sequence,
+                            const PackageIdentity& archive) {
+  return "a signature by key " + k.public_key().key_id() + " names package '" + package + "' sequence " +
+         std::to_string(sequence) + " but the archive is '" + archive.package + "' sequence " +
+         std::to_string(archive.sequence);
+}
+
+// Real Ed25519 signatures over this archive's own digest whose signed attributes name another
+// package or sequence (FORMAT.md §5): each must be refused, with the message naming the
+// binding, not accepted as approval of this release.
 TEST(Signatures, SignatureNamingAnotherSequenceIsRefused) {
   PrivateKey k = PrivateKey::generate();
   PackageIdentity id = test::default_identity();
   test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
-  format::EncodedIndex index = format::encode_index([&] {
-    auto copy = raw;
-    std::uint64_t offset = format::kHeaderSize;
-    for (std::size_t i = 0; i < copy.index.entries.size(); ++i) {
-      copy.index.entries[i].offset = offset;
-      offset = format::align_up(offset + copy.stored[i].size());
-    }
-    return copy.index;
-  }());
-  // Signed over the right digest but claiming sequence 99: replaying approval of one
-  // release as approval of another must fail.
-  raw.extra_records.push_back(make_signature(sha256(index.bytes.data(), static_cast<std::size_t>(index.head_size)), id.package, 99, Signer{&k, "s", 0}));
+  ASSERT_NE(id.sequence, 99u);
+  raw.extra_records.push_back(make_signature(digest_of(raw), id.package, 99, Signer{&k, "s", 0}));
   try {
     test::open_and_verify(test::assemble(raw), test::trust_of({&k}));
     FAIL() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sequence 99"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), Errc::signature) << e.what();
+    EXPECT_NE(std::string(e.what()).find(binding_refusal(k, id.package, 99, id)), std::string::npos) << e.what();
+  }
+}
+
+TEST(Signatures, SignatureNamingAnotherPackageIsRefused) {
+  PrivateKey k = PrivateKey::generate();
+  PackageIdentity id = test::default_identity();
+  test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+  const std::string other = id.package + "-other";
+  raw.extra_records.push_back(make_signature(digest_of(raw), other, id.sequence, Signer{&k, "s", 0}));
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  try {
+    test::open_and_verify(bytes, test::trust_of({&k}));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::signature) << e.what();
+    EXPECT_NE(std::string(e.what()).find(binding_refusal(k, other, id.sequence, id)), std::string::npos) << e.what();
+  }
+  // The same archive with the record naming its own package is accepted: what was refused
+  // above is the package alone (the signature itself is good).
+  test::RawArchive honest = test::raw_from_members(id, test::small_members(id));
+  honest.extra_records.push_back(make_signature(digest_of(honest), id.package, id.sequence, Signer{&k, "s", 0}));
+  EXPECT_NO_THROW(test::open_and_verify(test::assemble(honest), test::trust_of({&k})));
+}
+
+// The binding is checked for every record, whether or not its key is trusted or the archive
+// is authenticated at all (§5.2): a trusted signer's valid record does not excuse another
+// record that names another package.
+TEST(Signatures, AnyRecordNamingAnotherPackageIsRefusedEvenBesideAValidOne) {
+  PrivateKey trusted = PrivateKey::generate(), stranger = PrivateKey::generate();
+  PackageIdentity id = test::default_identity();
+  test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
+  raw.signers = {Signer{&trusted, "release", 0}};
+  const std::string other = id.package + "-other";
+  raw.extra_records.push_back(make_signature(digest_of(raw), other, id.sequence, Signer{&stranger, "s", 0}));
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  const std::string expected = binding_refusal(stranger, other, id.sequence, id);
+  try {
+    test::open_and_verify(bytes, test::trust_of({&trusted}));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::signature) << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  try {
+    Archive::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // no trust set: not authenticated
+    FAIL() << "accepted without a trust set";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::signature) << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
 }
 

@@ -107,6 +107,7 @@ except ImportError:  # the CPU machines have no PyTorch; the GPU machine has 2.1
     torch = None
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs PyTorch and a CUDA GPU")
 def test_native_route_matches_pytorch():
     rt = kiln.Runtime(TRUST)
