@@ -180,6 +180,15 @@ TEST(StoreChain, AConsistentChainThatBreaksTheRulesIsRefused) {
   add("activate", f.d1, 1, 1);  // hashes all correct, the rule broken
   spit(f.state, store::encode_state(s));
   expect_refused_everywhere(f, "history record 2 breaks the store's rules: it activates sequence 1, not above the highest 3");
+
+  // At the boundary: activating the highest sequence again is not "above" it either (the rule
+  // is strict, so a replay that allowed equality would let a release be re-activated forever).
+  s.history.clear();
+  s.active.clear(), s.highest_sequence = 0;
+  add("activate", f.d3, 3, 3);
+  add("activate", f.d3, 3, 3);
+  spit(f.state, store::encode_state(s));
+  expect_refused_everywhere(f, "history record 2 breaks the store's rules: it activates sequence 3, not above the highest 3");
 }
 
 // A forger who recomputes every hash and gives an older archive a higher sequence in the

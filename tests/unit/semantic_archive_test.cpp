@@ -57,6 +57,18 @@ class Semantic : public ::testing::Test {
     }
     raw.stored[i] = std::move(stored);
   }
+  // Member i stored as `frame`, the index declaring `content` (size and digest) as what it holds.
+  void replace_with_frame(test::RawArchive& raw, std::size_t i, std::vector<std::uint8_t> frame,
+                          const std::vector<std::uint8_t>& content) {
+    replace_stored(raw, i, std::move(frame), true);
+    raw.index.entries[i].content_size = content.size();
+    raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  }
+  std::unique_ptr<Archive> open_trusted(const std::vector<std::uint8_t>& bytes) {
+    ReadOptions options;
+    options.policy = TrustPolicy{&trust, 1};
+    return Archive::open_memory(bytes.data(), bytes.size(), options);
+  }
   // Refused by verification without --deep (and so with it), with `code` and `reason`.
   void expect_refused(const test::RawArchive& raw, Errc code, const std::string& reason) {
     std::vector<std::uint8_t> bytes = test::assemble(raw);
@@ -83,9 +95,7 @@ class Semantic : public ::testing::Test {
 
 TEST_F(Semantic, TheConsistentArchiveIsAccepted) {
   std::vector<std::uint8_t> bytes = test::assemble(base());
-  ReadOptions options;
-  options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::unique_ptr<Archive> a = open_trusted(bytes);
   EXPECT_NO_THROW(a->verify_all(1, false, nullptr));
   EXPECT_NO_THROW(a->verify_all(1, true, nullptr));
 }
@@ -149,13 +159,9 @@ TEST_F(Semantic, ABrokenZstdFrameInACodeMemberIsRefusedWithoutDeep) {
   std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
   frame[frame.size() - 4] ^= 0xff;  // the last bytes of the last block's payload
   ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Error) << "the change must break the frame";
-  replace_stored(raw, i, frame, true);
-  raw.index.entries[i].content_size = content.size();
-  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  replace_with_frame(raw, i, frame, content);
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  ReadOptions options;
-  options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::unique_ptr<Archive> a = open_trusted(bytes);
   try {
     a->verify_all(1, false, nullptr);
     ADD_FAILURE() << "a broken code member passed verification without --deep";
@@ -188,9 +194,7 @@ TEST_F(Semantic, AZstdWindowOverTwoToThe27IsRefusedWithoutDeep) {
   std::vector<std::uint8_t> content = raw.stored[i];
   std::vector<std::uint8_t> real = zstd_compress(ByteView(content), 3);
   // Not single-segment, 8-byte content size, window 2^(10+18) = 2^28.
-  replace_stored(raw, i, frame_with_header(0xC0, 18, content.size(), real), true);
-  raw.index.entries[i].content_size = content.size();
-  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  replace_with_frame(raw, i, frame_with_header(0xC0, 18, content.size(), real), content);
   expect_refused(raw, Errc::limit, "member 'src/add.cu': the zstd frame needs a 268435456-byte window, over the format's limit of 2^27");
 }
 
@@ -208,14 +212,11 @@ TEST_F(Semantic, ContentThatDoesNotHashToTheIndexIsRefusedByDeepVerificationAndB
   test::RawArchive raw = base();
   std::size_t i = position(raw, "src/add.cu");
   std::vector<std::uint8_t> content = raw.stored[i];
-  replace_stored(raw, i, zstd_compress(ByteView(content), 3), true);
-  raw.index.entries[i].content_size = content.size();
-  content[0] ^= 1;  // the index's content digest is of other bytes
-  raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
+  std::vector<std::uint8_t> other = content;
+  other[0] ^= 1;  // the index's content digest is of other bytes
+  replace_with_frame(raw, i, zstd_compress(ByteView(content), 3), other);
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  ReadOptions options;
-  options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::unique_ptr<Archive> a = open_trusted(bytes);
   EXPECT_NO_THROW(a->verify_all(1, false, nullptr));  // the frame itself is sound: only decompressing tells
   try {
     a->verify_all(1, true, nullptr);
@@ -262,10 +263,8 @@ TEST_F(Semantic, SequenceZeroIsRefusedByTheHeadDecoderAsTheRuntimeReadsIt) {
   test::RawArchive raw = base();
   raw.index.sequence = 0;
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  ReadOptions options;
-  options.policy = TrustPolicy{&trust, 1};
   try {
-    Archive::open_memory(bytes.data(), bytes.size(), options);  // what kiln_archive_open does
+    open_trusted(bytes);  // what kiln_archive_open does
     ADD_FAILURE() << "an index head with sequence 0 was opened";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::malformed) << e.what();
