@@ -181,12 +181,12 @@ TEST(StoreChain, AConsistentChainThatBreaksTheRulesIsRefused) {
   spit(f.state, store::encode_state(s));
   expect_refused_everywhere(f, "history record 2 breaks the store's rules: it activates sequence 1, not above the highest 3");
 
-  // At the boundary: activating the highest sequence again is not "above" it either (the rule
-  // is strict, so a replay that allowed equality would let a release be re-activated forever).
+  // At the boundary: another activation at the highest sequence is not "above" it either (the
+  // rule is strict; a replay that allowed equality would accept any number of "latest" releases).
   s.history.clear();
   s.active.clear(), s.highest_sequence = 0;
   add("activate", f.d3, 3, 3);
-  add("activate", f.d3, 3, 3);
+  add("activate", f.d2, 3, 3);  // another release given the highest sequence (a lie verify also names)
   spit(f.state, store::encode_state(s));
   expect_refused_everywhere(f, "history record 2 breaks the store's rules: it activates sequence 3, not above the highest 3");
 }
