@@ -52,20 +52,20 @@ std::string shape_text(const ShapeSpec& s, const KernelSpec& k) {
 void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.begin_object().field("name", s.name).field("range", s.dynamic);
   w.key("values").begin_object();
-  for (const auto& [name, v] : s.values) w.key(name).integer(v);
+  for (const auto& [name, v] : s.values) w.key(name).value(v);
   w.end_object();
   if (!s.dynamic) {
     w.key("grid").begin_array();
-    for (auto v : s.grid) w.unsigned_integer(v);
+    for (auto v : s.grid) w.value(v);
     w.end_array().key("block").begin_array();
-    for (auto v : s.block) w.unsigned_integer(v);
-    w.end_array().key("shared_mem").unsigned_integer(s.shared_mem);
-    w.key("max_shared_mem").unsigned_integer(s.shared_mem);
+    for (auto v : s.block) w.value(v);
+    w.end_array().key("shared_mem").value(s.shared_mem);
+    w.key("max_shared_mem").value(s.shared_mem);
     w.end_object();
     return;
   }
   w.key("ranges").begin_object();
-  for (const ShapeRange& r : s.ranges) w.key(r.name).begin_array().integer(r.min).integer(r.max).end_array();
+  for (const ShapeRange& r : s.ranges) w.key(r.name).begin_array().value(r.min).value(r.max).end_array();
   w.end_object().key("where").begin_array();
   for (const ExprCode& c : s.where) w.value(expr_text(c, k.params));
   w.end_array().key("grid").begin_array();
@@ -73,7 +73,7 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.end_array().key("block").begin_array();
   for (const ExprCode& c : s.block_code) w.value(launch_element(c, k));
   w.end_array().key("shared_mem").value(launch_element(s.shared_mem_code, k));
-  w.key("max_shared_mem").unsigned_integer(ShapeProgram(s, k.params).max_shared_mem());
+  w.key("max_shared_mem").value(ShapeProgram(s, k.params).max_shared_mem());
   w.end_object();
 }
 

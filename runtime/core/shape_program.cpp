@@ -8,7 +8,7 @@ const char* const kLaunchNames[7] = {"grid[0]", "grid[1]", "grid[2]", "block[0]"
 }  // namespace
 
 ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam>& params)
-    : name_(shape.name), dynamic_(shape.dynamic), params_(params) {
+    : name_(shape.name), dynamic_(shape.dynamic) {
   auto index_of = [&](const std::string& name) {
     for (std::size_t i = 0; i < params.size(); ++i) {
       if (params[i].name == name) return i;
@@ -17,7 +17,7 @@ ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam
   };
   for (const auto& [name, value] : shape.values) {
     std::size_t i = index_of(name);
-    if (i < params.size()) fixed_.push_back({i, params[i].type, value});
+    if (i < params.size()) fixed_.push_back({i, params[i].type, value, name});
   }
   if (!dynamic_) {
     for (int d = 0; d < 3; ++d) {
@@ -30,8 +30,9 @@ ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam
   }
   for (const ShapeRange& r : shape.ranges) {
     std::size_t i = index_of(r.name);
-    if (i < params.size()) ranges_.push_back({i, params[i].type, r.min, r.max});
+    if (i < params.size()) ranges_.push_back({i, params[i].type, r.min, r.max, r.name});
   }
+  params_ = params;
   where_ = shape.where;
   for (int d = 0; d < 3; ++d) {
     launch_[d] = shape.grid_code[static_cast<std::size_t>(d)];
@@ -45,11 +46,11 @@ ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam
 }
 
 bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why) const {
-  auto value_text = [&](std::size_t param, std::int64_t v) { return params_[param].name + "=" + std::to_string(v); };
+  auto value_text = [](const std::string& name, std::int64_t v) { return name + "=" + std::to_string(v); };
   for (const Fixed& f : fixed_) {
     std::int64_t v = read_scalar_integer(args.args[f.param], f.type);
     if (v != f.value) {
-      if (why) *why = value_text(f.param, v) + " is not " + std::to_string(f.value);
+      if (why) *why = value_text(f.name, v) + " is not " + std::to_string(f.value);
       return false;
     }
   }
@@ -61,7 +62,7 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
     std::int64_t v = read_scalar_integer(args.args[r.param], r.type);
     if (v < r.min || v > r.max) {
       if (why) {
-        *why = value_text(r.param, v) + " is outside its range [" + std::to_string(r.min) + ", " +
+        *why = value_text(r.name, v) + " is outside its range [" + std::to_string(r.min) + ", " +
                std::to_string(r.max) + "]";
       }
       return false;

@@ -44,11 +44,13 @@ class ShapeProgram {
     std::size_t param;
     ScalarType type;
     std::int64_t value;
+    std::string name;  // for mismatch()
   };
   struct Range {
     std::size_t param;
     ScalarType type;
     std::int64_t min, max;
+    std::string name;
   };
   // True and `out` set when the call matches; otherwise false and, when `why` is given, the
   // first reason. With `why` null it builds no text (the launch path).
@@ -62,7 +64,9 @@ class ShapeProgram {
   ExprCode launch_[7];  // grid x y z, block x y z, shared_mem
   LaunchConfig config_;  // a fixed shape's launch
   std::uint32_t max_shared_mem_ = 0;
-  std::vector<KernelParam> params_;  // for the names in mismatch() texts
+  // A range shape's copy of the parameters, for the expressions' text in mismatch(); empty for
+  // a fixed shape (a kernel may declare thousands of those).
+  std::vector<KernelParam> params_;
 };
 
 }  // namespace kiln
