@@ -49,6 +49,15 @@ std::string shape_text(const ShapeSpec& s, const KernelSpec& k) {
   return out.str();
 }
 
+// In JSON, a launch element that is a plain integer is a number, as kiln.toml wrote it.
+void launch_json(json::Writer& w, const ExprCode& code, const KernelSpec& k) {
+  if (code.size() == 9 && code[0] == op::konst) {
+    w.value(static_cast<std::int64_t>(std::stoll(expr_text(code, k.params))));
+  } else {
+    w.value(expr_text(code, k.params));
+  }
+}
+
 void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.begin_object().field("name", s.name).field("range", s.dynamic);
   w.key("values").begin_object();
@@ -69,10 +78,11 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.end_object().key("where").begin_array();
   for (const ExprCode& c : s.where) w.value(expr_text(c, k.params));
   w.end_array().key("grid").begin_array();
-  for (const ExprCode& c : s.grid_code) w.value(launch_element(c, k));
+  for (const ExprCode& c : s.grid_code) launch_json(w, c, k);
   w.end_array().key("block").begin_array();
-  for (const ExprCode& c : s.block_code) w.value(launch_element(c, k));
-  w.end_array().key("shared_mem").value(launch_element(s.shared_mem_code, k));
+  for (const ExprCode& c : s.block_code) launch_json(w, c, k);
+  w.end_array().key("shared_mem");
+  launch_json(w, s.shared_mem_code, k);
   w.key("max_shared_mem").value(ShapeProgram(s, k.params).max_shared_mem());
   w.end_object();
 }

@@ -445,36 +445,72 @@ std::int64_t read_scalar_integer(const void* p, ScalarType type) {
   }
 }
 
-ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& args, std::int64_t* result) {
+std::vector<ExprInstr> decode_expr(const ExprCode& code, const std::vector<KernelParam>& params) {
+  std::vector<ExprInstr> out;
+  for (std::size_t i = 0; i < code.size();) {
+    ExprInstr in;
+    in.op = code[i];
+    if (in.op == op::konst) {
+      in.imm = get_i64(&code[i + 1]);
+      i += 9;
+    } else if (in.op == op::param) {
+      in.param = get_u16(&code[i + 1]);
+      in.type = params[in.param].type;
+      i += 3;
+    } else {
+      ++i;
+    }
+    out.push_back(in);
+  }
+  return out;
+}
+
+ExprFault eval_instrs(const ExprInstr* code, std::size_t size, void* const* args, std::int64_t* result) {
   std::int64_t stack[kMaxExprStack];
   int depth = 0;
   ExprFault fault = ExprFault::none;
-  for (std::size_t i = 0; i < size;) {
-    std::uint8_t o = code[i];
-    if (o == op::konst) {
-      stack[depth++] = get_i64(code + i + 1);
-      i += 9;
-    } else if (o == op::param) {
-      std::uint16_t index = get_u16(code + i + 1);
-      stack[depth++] = read_scalar_integer(args.args[index], args.types[index]);
-      i += 3;
-    } else if (o == op::neg) {
-      ExprFault f = apply(o, stack[depth - 1], 0, &stack[depth - 1]);
+  for (std::size_t i = 0; i < size; ++i) {
+    const ExprInstr& in = code[i];
+    if (in.op == op::konst) {
+      stack[depth++] = in.imm;
+    } else if (in.op == op::param) {
+      stack[depth++] = read_scalar_integer(args[in.param], in.type);
+    } else if (in.op == op::neg) {
+      ExprFault f = apply(in.op, stack[depth - 1], 0, &stack[depth - 1]);
       if (fault == ExprFault::none) fault = f;
-      ++i;
     } else {
       std::int64_t r = 0;
-      ExprFault f = apply(o, stack[depth - 2], stack[depth - 1], &r);
+      ExprFault f = apply(in.op, stack[depth - 2], stack[depth - 1], &r);
       // The first fault is the one reported; evaluation goes on (with 0) so that the result
       // does not depend on where a fault happened.
       if (fault == ExprFault::none) fault = f;
       stack[depth - 2] = f == ExprFault::none ? r : 0;
       --depth;
-      ++i;
     }
   }
   *result = stack[0];
   return fault;
+}
+
+ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& args, std::int64_t* result) {
+  // Decoding needs the types, which ExprArgs carries one per parameter.
+  std::vector<ExprInstr> instrs;
+  for (std::size_t i = 0; i < size;) {
+    ExprInstr in;
+    in.op = code[i];
+    if (in.op == op::konst) {
+      in.imm = get_i64(code + i + 1);
+      i += 9;
+    } else if (in.op == op::param) {
+      in.param = get_u16(code + i + 1);
+      in.type = args.types[in.param];
+      i += 3;
+    } else {
+      ++i;
+    }
+    instrs.push_back(in);
+  }
+  return eval_instrs(instrs.data(), instrs.size(), args.args, result);
 }
 
 std::string expr_text(const ExprCode& code, const std::vector<KernelParam>& params) {

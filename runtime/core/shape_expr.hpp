@@ -66,9 +66,22 @@ std::int64_t read_scalar_integer(const void* p, ScalarType type);
 // The values read_scalar_integer can give for a type (u64: every int64).
 void scalar_type_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi);
 
-// Evaluates valid bytecode (expr_code_problem empty). Conditions give 0 or 1. Every operand is
+// Valid bytecode decoded once into fixed-width instructions, so that evaluation at each launch
+// reads no variable-length operands and looks up no parameter types.
+struct ExprInstr {
+  std::int64_t imm = 0;      // op::konst: the value
+  std::uint16_t param = 0;   // op::param: the parameter's index
+  std::uint8_t op = 0;
+  ScalarType type = ScalarType::i64;  // op::param: the parameter's type
+};
+std::vector<ExprInstr> decode_expr(const ExprCode& code, const std::vector<KernelParam>& params);
+
+// Evaluates decoded instructions (from valid bytecode). Conditions give 0 or 1. Every operand is
 // evaluated (no short-circuit), so a fault anywhere is a fault of the whole expression.
-// Allocates nothing.
+// Allocates nothing: the launch path.
+ExprFault eval_instrs(const ExprInstr* code, std::size_t size, void* const* args, std::int64_t* result);
+
+// The same on valid bytecode, decoding it first (allocates: for kiln pack and tests).
 ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& args, std::int64_t* result);
 
 // The expression as readable text for `kiln inspect`, with the parentheses precedence needs.

@@ -39,6 +39,8 @@ ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam
     launch_[3 + d] = shape.block_code[static_cast<std::size_t>(d)];
   }
   launch_[6] = shape.shared_mem_code;
+  for (const ExprCode& c : where_) where_run_.push_back(decode_expr(c, params));
+  for (int i = 0; i < 7; ++i) launch_run_[i] = decode_expr(launch_[i], params);
   std::int64_t hi = 0;
   if (expr_upper_bound(shape.shared_mem_code, params, shape, &hi)) {
     max_shared_mem_ = static_cast<std::uint32_t>(hi < 0 ? 0 : (hi > kMaxSharedMem ? kMaxSharedMem : hi));
@@ -70,7 +72,7 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
   }
   for (std::size_t i = 0; i < where_.size(); ++i) {
     std::int64_t v = 0;
-    ExprFault f = eval_expr(where_[i].data(), where_[i].size(), args, &v);
+    ExprFault f = eval_instrs(where_run_[i].data(), where_run_[i].size(), args.args, &v);
     if (f != ExprFault::none || v == 0) {
       if (why) {
         *why = "where[" + std::to_string(i) + "] '" + expr_text(where_[i], params_) + "' " +
@@ -81,7 +83,7 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
   }
   std::int64_t v[7];
   for (int i = 0; i < 7; ++i) {
-    ExprFault f = eval_expr(launch_[i].data(), launch_[i].size(), args, &v[i]);
+    ExprFault f = eval_instrs(launch_run_[i].data(), launch_run_[i].size(), args.args, &v[i]);
     if (f != ExprFault::none) {
       if (why) *why = std::string(kLaunchNames[i]) + " '" + expr_text(launch_[i], params_) + "' faults: " + expr_fault_text(f);
       return false;

@@ -60,8 +60,12 @@ class ShapeProgram {
   bool dynamic_ = false;
   std::vector<Fixed> fixed_;
   std::vector<Range> ranges_;
+  // Decoded expressions: where_ conditions, then launch_ (grid x y z, block x y z, shared_mem);
+  // the bytecode is kept for mismatch() texts.
+  std::vector<std::vector<ExprInstr>> where_run_;
+  std::vector<ExprInstr> launch_run_[7];
   std::vector<ExprCode> where_;
-  ExprCode launch_[7];  // grid x y z, block x y z, shared_mem
+  ExprCode launch_[7];
   LaunchConfig config_;  // a fixed shape's launch
   std::uint32_t max_shared_mem_ = 0;
   // A range shape's copy of the parameters, for the expressions' text in mismatch(); empty for
