@@ -83,7 +83,14 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
   }
   std::int64_t v[7];
   for (int i = 0; i < 7; ++i) {
-    ExprFault f = eval_instrs(launch_run_[i].data(), launch_run_[i].size(), args.args, &v[i]);
+    // Integer elements (block = [256, 1, 1]) are single constants: no evaluation needed.
+    const std::vector<ExprInstr>& code = launch_run_[i];
+    ExprFault f = ExprFault::none;
+    if (code.size() == 1 && code[0].op == op::konst) {
+      v[i] = code[0].imm;
+    } else {
+      f = eval_instrs(code.data(), code.size(), args.args, &v[i]);
+    }
     if (f != ExprFault::none) {
       if (why) *why = std::string(kLaunchNames[i]) + " '" + expr_text(launch_[i], params_) + "' faults: " + expr_fault_text(f);
       return false;
