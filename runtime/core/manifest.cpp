@@ -358,7 +358,7 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
   // value any call can compute (FORMAT.md §4.1): that needs a finite bound.
   std::int64_t hi = 0;
   if (!expr_upper_bound(s.shared_mem_code, k.params, s, &hi)) {
-    t.fail_at(sn ? *sn : n, "shared_mem in " + where + " can never be computed (it always divides by zero)");
+    t.fail_at(sn ? *sn : n, "shared_mem in " + where + " can never be computed (it faults for every call: overflow or division by zero)");
   }
   if (hi > 0x7fffffff) {
     t.fail_at(*sn, "shared_mem in " + where + " has no bound within 2147483647 bytes over the shape's values and ranges "

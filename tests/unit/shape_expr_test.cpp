@@ -255,6 +255,11 @@ TEST(ShapeExpr, UpperBoundIsSoundOverRanges) {
   ASSERT_TRUE(expr_upper_bound(compile("n * 2"), p, s, &hi));  // i32 unconstrained
   EXPECT_EQ(hi, 2LL * INT32_MAX);
   EXPECT_FALSE(expr_upper_bound(compile("m / 0"), p, s, &hi));
+  ShapeSpec huge;
+  huge.values = {{"k", 1LL << 40}};
+  EXPECT_FALSE(expr_upper_bound(compile("k * k"), p, huge, &hi));  // 2^80 for every call: no value
+  ASSERT_TRUE(expr_upper_bound(compile("k * m"), p, huge, &hi));   // m over i32: partly overflows
+  EXPECT_EQ(hi, LLONG_MAX);
   // Brute force: the bound is never below a value some call in the range computes.
   for (const char* text : {"cdiv(1000, m)", "m * m - 3 * m", "(m % 7) * -m", "max(m, 3) / min(m, -1)"}) {
     ExprCode c = compile(text);
