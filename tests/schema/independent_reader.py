@@ -1027,6 +1027,38 @@ def tamper_checks(data, a, keys):
     must_refuse(data + b"\0", keys, "a byte appended")
 
 
+def expression_checks(a):
+    """A range shape's bytecode: each way FORMAT.md §4.1 says to refuse it is refused."""
+    for name, rec in a["records"].items():
+        for i, s in enumerate(rec["shapes"]):
+            if not s.get("range"):
+                continue
+            scalar = next(j for j, p in enumerate(rec["params"]) if integer_scalar(p))
+            pointer = [j for j, p in enumerate(rec["params"]) if p[1] == 1]
+            bad_codes = {
+                "an unknown opcode": [(0x01, 1), (0x09, None)],
+                "two values left": [(0x01, 1), (0x01, 2)],
+                "an operator without operands": [(0x10, None)],
+                "a condition where an integer belongs": [(0x01, 1), (0x01, 2), (0x20, None)],
+                "a parameter index past the end": [(0x02, len(rec["params"]))],
+            }
+            if pointer:
+                bad_codes["a pointer parameter"] = [(0x02, pointer[0])]
+            for what, ops in bad_codes.items():
+                bad = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
+                bad["shapes"][i]["grid"] = [ops] + list(s["grid"][1:])
+                try:
+                    decode_record(encode_record(bad), name)
+                except Refused:
+                    continue
+                raise Refused(f"self-check: the reader accepted kernel {name!r} shape {i} with {what}")
+            ok = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
+            ok["shapes"][i]["grid"] = [[(0x02, scalar)]] + list(s["grid"][1:])
+            decode_record(encode_record(ok), name)  # the same change, valid: accepted
+            return True
+    return False
+
+
 def pack_paged_archive(kiln, ptx, key, folder):
     """Packs, with kiln, a package of 300 extra files: more than two index pages (§3), members
     stored raw (incompressible, empty) and compressed, empty ones across a page boundary (but
@@ -1106,6 +1138,8 @@ def main():
                 need(a["valid_keys"], "no signature by the trusted key verifies")
             compare_with_kiln(args.kiln, path, a)
             tamper_checks(data, a, keys)
+            if n == "table-edges.kiln":
+                need(expression_checks(a), "table-edges.kiln has no range shape to check")
         except Refused as e:
             print(f"FAIL {n}: {e}", file=sys.stderr)
             failures += 1
