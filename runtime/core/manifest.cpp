@@ -247,6 +247,8 @@ ExprCode expression(TableReader& t, const toml::node& n, const std::string& what
 }
 
 // A launch dimension of a range shape: 1 to 3 elements, each an integer or an expression.
+// `constants` gets each element's value when it is an integer (1 for a left-out one) and -1
+// for an expression, so that a block of three integers is checked for 1024 threads at pack.
 void dim3_exprs(TableReader& t, std::string_view key_view, const KernelSpec& k, std::array<ExprCode, 3>* out,
                 std::array<std::int64_t, 3>* constants) {
   const std::string key(key_view);
