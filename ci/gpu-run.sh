@@ -32,6 +32,9 @@ run verify_on_gpu_host "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kil
 # Release checks on the target GPU: every test vector of the nvcc archive must pass, and the
 # deliberately wrong kernel must fail with its error figures.
 run verify_run_nvcc "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" --trust "$stage/keys/test.pub" --run
+# The same vectors through one range shape (m = 1..8192, the test gives m = 256): the launch is
+# computed from the call.
+run verify_run_m_range "$stage/bin/kiln" verify "$stage/archives/matmul-relu-m-range.kiln" --trust "$stage/keys/test.pub" --run
 # Passes only for the failure it is about: exit 1 (refused) because the kernel ran and its
 # results were outside tolerance, not because there was no GPU, no archive or a crash.
 expect_out_of_tolerance() {
@@ -70,7 +73,7 @@ if [ -n "${OUT:-}" ]; then
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"

@@ -10,6 +10,8 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "json.hpp"
+#include "shape_expr.hpp"
+#include "shape_program.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -26,11 +28,63 @@ std::string created_text(std::uint64_t seconds) {
   return std::string("created ") + text;
 }
 
-std::string shape_text(const ShapeSpec& s) {
+// A range shape's launch element: the expression as text, or its number when it is one.
+std::string launch_element(const ExprCode& code, const KernelSpec& k) { return expr_text(code, k.params); }
+
+std::string shape_text(const ShapeSpec& s, const KernelSpec& k) {
   std::ostringstream out;
-  out << s.name << " grid(" << s.grid[0] << "," << s.grid[1] << "," << s.grid[2] << ") block(" << s.block[0] << ","
-      << s.block[1] << "," << s.block[2] << ") smem " << s.shared_mem;
+  if (!s.dynamic) {
+    out << s.name << " grid(" << s.grid[0] << "," << s.grid[1] << "," << s.grid[2] << ") block(" << s.block[0] << ","
+        << s.block[1] << "," << s.block[2] << ") smem " << s.shared_mem;
+    return out.str();
+  }
+  out << s.name << "  (range shape)";
+  for (const auto& [name, v] : s.values) out << " " << name << "=" << v;
+  for (const ShapeRange& r : s.ranges) out << " " << r.name << " in [" << r.min << ", " << r.max << "]";
+  for (const ExprCode& c : s.where) out << " where " << expr_text(c, k.params);
+  out << "\n               grid(" << launch_element(s.grid_code[0], k) << ", " << launch_element(s.grid_code[1], k) << ", "
+      << launch_element(s.grid_code[2], k) << ") block(" << launch_element(s.block_code[0], k) << ", "
+      << launch_element(s.block_code[1], k) << ", " << launch_element(s.block_code[2], k) << ") smem "
+      << launch_element(s.shared_mem_code, k) << " (at most " << ShapeProgram(s, k.params).max_shared_mem() << ")";
   return out.str();
+}
+
+// In JSON, a launch element that is a plain integer is a number, as kiln.toml wrote it.
+void launch_json(json::Writer& w, const ExprCode& code, const KernelSpec& k) {
+  if (code.size() == 9 && code[0] == op::konst) {
+    w.value(static_cast<std::int64_t>(std::stoll(expr_text(code, k.params))));
+  } else {
+    w.value(expr_text(code, k.params));
+  }
+}
+
+void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
+  w.begin_object().field("name", s.name).field("range", s.dynamic);
+  w.key("values").begin_object();
+  for (const auto& [name, v] : s.values) w.key(name).value(v);
+  w.end_object();
+  if (!s.dynamic) {
+    w.key("grid").begin_array();
+    for (auto v : s.grid) w.value(v);
+    w.end_array().key("block").begin_array();
+    for (auto v : s.block) w.value(v);
+    w.end_array().key("shared_mem").value(s.shared_mem);
+    w.key("max_shared_mem").value(s.shared_mem);
+    w.end_object();
+    return;
+  }
+  w.key("ranges").begin_object();
+  for (const ShapeRange& r : s.ranges) w.key(r.name).begin_array().value(r.min).value(r.max).end_array();
+  w.end_object().key("where").begin_array();
+  for (const ExprCode& c : s.where) w.value(expr_text(c, k.params));
+  w.end_array().key("grid").begin_array();
+  for (const ExprCode& c : s.grid_code) launch_json(w, c, k);
+  w.end_array().key("block").begin_array();
+  for (const ExprCode& c : s.block_code) launch_json(w, c, k);
+  w.end_array().key("shared_mem");
+  launch_json(w, s.shared_mem_code, k);
+  w.key("max_shared_mem").value(ShapeProgram(s, k.params).max_shared_mem());
+  w.end_object();
 }
 
 void print_json(const Archive& a, bool checked) {
@@ -79,6 +133,9 @@ void print_json(const Archive& a, bool checked) {
     for (const auto& c : k.code) w.begin_object().field("arch", c.arch).field("file", c.file.path).end_object();
     w.end_array().key("shapes").begin_array();
     for (const ShapeSpec& s : k.shapes) w.value(s.name);
+    // The shapes in full (0.3): "shapes" stays a list of names for existing readers.
+    w.end_array().key("shape_specs").begin_array();
+    for (const ShapeSpec& s : k.shapes) shape_json(w, s, k);
     w.end_array().end_object();
   }
   w.end_array().key("toolchain").begin_object();
@@ -112,7 +169,7 @@ void print_human(const Archive& a, bool checked) {
     std::cout << "    " << k.name << "  entry " << k.entry << "  backend " << k.backend << "  fallback "
               << (k.fallback == FallbackPolicy::reference ? "reference" : "refuse") << "\n";
     for (const CodeObjectRef& c : k.code) std::cout << "      code   " << std::left << std::setw(24) << c.arch << " " << c.file.path << "\n";
-    for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s) << "\n";
+    for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s, k) << "\n";
   }
   std::cout << "  members\n";
   for (const format::Entry& e : index.entries) {

@@ -64,7 +64,8 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   for (const ShapeSpec& s : spec.shapes) {
     if (s.name == test.shape) shape = &s;
   }
-  // Arguments: device buffers for pointers, the shape's values for scalars.
+  // Arguments: device buffers for pointers, the shape's values (and, for a range shape, the
+  // test's own values, checked against the shape by the manifest parser) for scalars.
   Buffers buffers;
   buffers.api = &cu;
   buffers.ptrs.assign(spec.params.size(), 0);
@@ -82,7 +83,10 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
       for (const auto& [name, v] : shape->values) {
         if (name == p.name) value = v, found = true;
       }
-      if (!found) fail(Errc::manifest, "test '" + test.shape + "': shape gives no value for scalar '" + p.name + "'");
+      for (const auto& [name, v] : test.values) {
+        if (name == p.name) value = v, found = true;
+      }
+      if (!found) fail(Errc::manifest, "test '" + test.shape + "': neither the shape nor the test gives a value for scalar '" + p.name + "'");
       std::memcpy(&scalars[i], &value, scalar_type_size(p.type));  // little-endian: the low bytes
       args[i] = &scalars[i];
       continue;

@@ -7,6 +7,7 @@
 #include "bytes.hpp"
 #include "error.hpp"
 #include "format.hpp"
+#include "shape_expr.hpp"
 
 namespace kiln {
 namespace {
@@ -23,6 +24,26 @@ double bits_double(std::uint64_t u) {
   double d;
   std::memcpy(&d, &u, 8);
   return d;
+}
+
+// Bit 31 of a shape's value_count marks a range shape (FORMAT.md §4.1). kiln 0.2 readers see a
+// count above 2^20 there and refuse the record, so they never misread one; fixed shapes keep
+// their 0.2 bytes.
+constexpr std::uint32_t kRangeShapeFlag = 0x80000000u;
+
+void put_expr(ByteWriter& w, const ExprCode& code) {
+  w.u16(static_cast<std::uint16_t>(code.size()));
+  w.bytes(code.data(), code.size());
+}
+
+ExprCode get_expr(ByteReader& r, const std::vector<KernelParam>& params, ExprKind kind, const std::string& what) {
+  std::uint16_t size = r.u16();
+  if (size == 0 || size > kMaxExprCode) r.fail_here("bad expression size " + std::to_string(size) + " in " + what);
+  ByteView bytes = r.take(size);
+  ExprCode code(bytes.data, bytes.data + bytes.size);
+  std::string problem = expr_code_problem(code, params, kind);
+  if (!problem.empty()) r.fail_here(what + ": " + problem);
+  return code;
 }
 
 void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
@@ -52,27 +73,42 @@ std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
   w.u32(static_cast<std::uint32_t>(k.shapes.size()));
   for (const ShapeSpec& s : k.shapes) {
     w.string16(s.name);
-    w.u32(static_cast<std::uint32_t>(s.values.size()));
+    w.u32(static_cast<std::uint32_t>(s.values.size()) | (s.dynamic ? kRangeShapeFlag : 0));
     for (const auto& [name, value] : s.values) {
       w.string16(name);
       w.u64(static_cast<std::uint64_t>(value));
     }
-    for (std::uint32_t v : s.grid) w.u32(v);
-    for (std::uint32_t v : s.block) w.u32(v);
-    w.u32(s.shared_mem);
+    if (!s.dynamic) {
+      for (std::uint32_t v : s.grid) w.u32(v);
+      for (std::uint32_t v : s.block) w.u32(v);
+      w.u32(s.shared_mem);
+      continue;
+    }
+    w.u32(static_cast<std::uint32_t>(s.ranges.size()));
+    for (const ShapeRange& r : s.ranges) {
+      w.string16(r.name);
+      w.u64(static_cast<std::uint64_t>(r.min));
+      w.u64(static_cast<std::uint64_t>(r.max));
+    }
+    w.u32(static_cast<std::uint32_t>(s.where.size()));
+    for (const ExprCode& c : s.where) put_expr(w, c);
+    for (const ExprCode& c : s.grid_code) put_expr(w, c);
+    for (const ExprCode& c : s.block_code) put_expr(w, c);
+    put_expr(w, s.shared_mem_code);
   }
   w.u64(double_bits(k.tolerance.rtol));
   w.u64(double_bits(k.tolerance.atol));
   return std::move(w.buffer());
 }
 
-std::uint32_t count(ByteReader& r, const char* what) {
-  std::uint32_t n = r.u32();
+std::uint32_t checked_count(ByteReader& r, std::uint32_t n, const char* what) {
   // Every listed item takes at least two bytes, so a count the bytes cannot hold is refused
   // before anything is reserved for it.
   if (n > kMaxCount || static_cast<std::uint64_t>(n) * 2 > r.remaining()) r.fail_here(std::string("bad ") + what + " count");
   return n;
 }
+
+std::uint32_t count(ByteReader& r, const char* what) { return checked_count(r, r.u32(), what); }
 
 std::vector<FileRef> get_list(ByteReader& r, const char* what) {
   std::vector<FileRef> out(count(r, what));
@@ -162,14 +198,36 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
   k.shapes.resize(count(r, "shape"));
   for (ShapeSpec& s : k.shapes) {
     s.name = r.string16();
-    std::uint32_t values = count(r, "value");
+    std::uint32_t word = r.u32();
+    s.dynamic = (word & kRangeShapeFlag) != 0;
+    std::uint32_t values = checked_count(r, word & ~kRangeShapeFlag, "value");
     for (std::uint32_t v = 0; v < values; ++v) {
       std::string value_name = r.string16();
       s.values.emplace_back(value_name, static_cast<std::int64_t>(r.u64()));
     }
-    for (std::uint32_t& v : s.grid) v = r.u32();
-    for (std::uint32_t& v : s.block) v = r.u32();
-    s.shared_mem = r.u32();
+    if (!s.dynamic) {
+      for (std::uint32_t& v : s.grid) v = r.u32();
+      for (std::uint32_t& v : s.block) v = r.u32();
+      s.shared_mem = r.u32();
+      continue;
+    }
+    std::string where = "shape '" + s.name + "'";
+    s.ranges.resize(count(r, "range"));
+    for (ShapeRange& range : s.ranges) {
+      range.name = r.string16();
+      range.min = static_cast<std::int64_t>(r.u64());
+      range.max = static_cast<std::int64_t>(r.u64());
+      bool known = false;
+      for (const KernelParam& p : k.params) {
+        known = known || (p.name == range.name && !p.is_pointer && static_cast<int>(p.type) <= static_cast<int>(ScalarType::u64));
+      }
+      if (!known || range.min > range.max) r.fail_here("bad range '" + range.name + "' in " + where);
+    }
+    s.where.resize(count(r, "where"));
+    for (ExprCode& c : s.where) c = get_expr(r, k.params, ExprKind::condition, where + " where");
+    for (ExprCode& c : s.grid_code) c = get_expr(r, k.params, ExprKind::integer, where + " grid");
+    for (ExprCode& c : s.block_code) c = get_expr(r, k.params, ExprKind::integer, where + " block");
+    s.shared_mem_code = get_expr(r, k.params, ExprKind::integer, where + " shared_mem");
   }
   k.tolerance.rtol = bits_double(r.u64());
   k.tolerance.atol = bits_double(r.u64());

@@ -13,6 +13,8 @@
 
 #include "error.hpp"
 #include "format.hpp"
+#include "shape_expr.hpp"
+#include "shape_program.hpp"
 
 namespace kiln {
 namespace {
@@ -209,6 +211,64 @@ std::array<std::uint32_t, 3> dim3(TableReader& t, std::string_view key_view) {
   return out;
 }
 
+const KernelParam* integer_scalar(TableReader& t, const toml::node& at, const std::string& name, const KernelSpec& k,
+                                  const char* what) {
+  const KernelParam* param = nullptr;
+  for (const KernelParam& p : k.params) {
+    if (p.name == name && !p.is_pointer) param = &p;
+  }
+  if (param == nullptr) t.fail_at(at, std::string(what) + " '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
+  bool integral = param->type != ScalarType::f16 && param->type != ScalarType::bf16 && param->type != ScalarType::f32 &&
+                  param->type != ScalarType::f64;
+  if (!integral) {
+    t.fail_at(at, std::string(what) + " '" + name + "' names a " + scalar_type_name(param->type) +
+                      " parameter; only integer parameters can fix a shape");
+  }
+  return param;
+}
+
+// Where in kiln.toml character `offset` of a string's text is: the string node begins at its
+// opening quote, and launch expressions hold no escapes worth counting.
+SourcePos expr_pos(const toml::node& n, std::size_t offset) {
+  SourcePos p = pos_of(n);
+  p.column += static_cast<std::uint32_t>(1 + offset);
+  return p;
+}
+
+ExprCode expression(TableReader& t, const toml::node& n, const std::string& what, ExprKind kind, const KernelSpec& k) {
+  std::string text(*n.value<std::string_view>());
+  ExprCode code;
+  ExprProblem problem;
+  if (!compile_expr(text, k.params, kind, &code, &problem)) {
+    t.fail_at_pos(expr_pos(n, problem.offset), what + " in " + t.where() + " \"" + text.substr(0, 64) +
+                                                   (text.size() > 64 ? "..." : "") + "\": " + problem.message);
+  }
+  return code;
+}
+
+// A launch dimension of a range shape: 1 to 3 elements, each an integer or an expression.
+// `constants` gets each element's value when it is an integer (1 for a left-out one) and -1
+// for an expression, so that a block of three integers is checked for 1024 threads at pack.
+void dim3_exprs(TableReader& t, std::string_view key_view, const KernelSpec& k, std::array<ExprCode, 3>* out,
+                std::array<std::int64_t, 3>* constants) {
+  const std::string key(key_view);
+  const toml::node& n = t.require(key_view, "an array of 1 to 3 positive integers or expressions such as [\"cdiv(m, 128)\", 1]");
+  const toml::array& a = t.array(n, key, "1 to 3 positive integers or expression strings");
+  if (a.empty() || a.size() > 3) t.fail_at(n, "'" + key + "' in " + t.where() + " must have 1 to 3 elements, found " + std::to_string(a.size()));
+  for (std::size_t i = 0; i < 3; ++i) {
+    (*constants)[i] = i < a.size() ? -1 : 1;
+    if (i >= a.size()) {
+      (*out)[i] = constant_expr(1);
+    } else if (a[i].is_string()) {
+      (*out)[i] = expression(t, a[i], key + "[" + std::to_string(i) + "]", ExprKind::integer, k);
+    } else {
+      std::int64_t v = t.integer(a[i], key, 1, 0x7fffffff);
+      (*constants)[i] = v;
+      (*out)[i] = constant_expr(v);
+    }
+  }
+}
+
 ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const KernelSpec& k) {
   std::string where = kt.where() + " shape[" + std::to_string(i) + "]";
   if (!n.is_table()) kt.fail_at(n, where + " must be a table");
@@ -220,29 +280,93 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
     t.fail_at(t.require("name", ""), "shape name '" + s.name + "' must use only [A-Za-z0-9._+@=-]" + (p.empty() ? "" : ": " + p));
   }
   if (const toml::node* vn = t.get("values")) {
-    const toml::table& vt = t.table(*vn, "values");
-    for (auto&& [key, value] : vt) {
+    for (auto&& [key, value] : t.table(*vn, "values")) {
       std::string name(key.str());
-      const KernelParam* param = nullptr;
-      for (const KernelParam& p : k.params) {
-        if (p.name == name && !p.is_pointer) param = &p;
-      }
-      if (param == nullptr) t.fail_at(value, "shape value '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
-      bool integral = param->type != ScalarType::f16 && param->type != ScalarType::bf16 && param->type != ScalarType::f32 &&
-                      param->type != ScalarType::f64;
-      if (!integral) {
-        t.fail_at(value, "shape value '" + name + "' names a " + scalar_type_name(param->type) +
-                             " parameter; only integer parameters can fix a shape");
-      }
+      integer_scalar(t, value, name, k, "shape value");
       s.values.emplace_back(name, t.integer(value, name, INT64_MIN, INT64_MAX));
     }
   }
-  s.grid = dim3(t, "grid");
-  s.block = dim3(t, "block");
-  if (const toml::node* sm = t.get("shared_mem")) s.shared_mem = static_cast<std::uint32_t>(t.integer(*sm, "shared_mem", 0, 0x7fffffff));
-  std::uint64_t threads = static_cast<std::uint64_t>(s.block[0]) * s.block[1] * s.block[2];
-  if (threads > 1024) t.fail_at(n, where + ": block has " + std::to_string(threads) + " threads; at most 1024 are allowed");
-  t.no_unknown_keys("name, values, grid, block, shared_mem");
+  // A shape is a range shape when anything in it is more than a fixed point; a fixed shape
+  // keeps the encoding of kiln 0.2 byte for byte.
+  const toml::node* rn = t.get("ranges");
+  const toml::node* wn = t.get("where");
+  const toml::node* gn = t.get("grid");
+  const toml::node* bn = t.get("block");
+  const toml::node* sn = t.get("shared_mem");
+  auto has_string = [](const toml::node* d) {
+    if (d == nullptr || !d->is_array()) return false;
+    for (const toml::node& e : *d->as_array()) {
+      if (e.is_string()) return true;
+    }
+    return false;
+  };
+  s.dynamic = (rn && !(rn->is_table() && rn->as_table()->empty())) || (wn && !(wn->is_array() && wn->as_array()->empty())) ||
+              has_string(gn) || has_string(bn) || (sn && sn->is_string());
+  if (!s.dynamic) {
+    s.grid = dim3(t, "grid");
+    s.block = dim3(t, "block");
+    if (sn) s.shared_mem = static_cast<std::uint32_t>(t.integer(*sn, "shared_mem", 0, 0x7fffffff));
+    std::uint64_t threads = static_cast<std::uint64_t>(s.block[0]) * s.block[1] * s.block[2];
+    if (threads > 1024) t.fail_at(n, where + ": block has " + std::to_string(threads) + " threads; at most 1024 are allowed");
+    t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem");
+    return s;
+  }
+  if (rn) {
+    for (auto&& [key, value] : t.table(*rn, "ranges")) {
+      std::string name(key.str());
+      const KernelParam* param = integer_scalar(t, value, name, k, "shape range");
+      for (const auto& v : s.values) {
+        if (v.first == name) t.fail_at(value, "'" + name + "' is in both values and ranges of " + where);
+      }
+      const toml::array& a = t.array(value, name, "two integers [min, max]");
+      if (a.size() != 2) t.fail_at(value, "range of '" + name + "' in " + where + " must be [min, max], found " + std::to_string(a.size()) + " elements");
+      ShapeRange r{name, t.integer(a[0], name, INT64_MIN, INT64_MAX), t.integer(a[1], name, INT64_MIN, INT64_MAX)};
+      if (r.min > r.max) t.fail_at(value, "range of '" + name + "' in " + where + " is empty: " + std::to_string(r.min) + " > " + std::to_string(r.max));
+      // A range reaching outside the parameter's type promises calls that cannot be made.
+      std::int64_t type_lo = 0, type_hi = 0;
+      scalar_type_bounds(param->type, &type_lo, &type_hi);
+      if (r.min < type_lo || r.max > type_hi) {
+        t.fail_at(value, "range of '" + name + "' in " + where + " [" + std::to_string(r.min) + ", " + std::to_string(r.max) +
+                             "] reaches outside its type " + scalar_type_name(param->type) + " (" + std::to_string(type_lo) +
+                             ".." + std::to_string(type_hi) + ")");
+      }
+      s.ranges.push_back(r);
+    }
+    std::sort(s.ranges.begin(), s.ranges.end(), [](const ShapeRange& a, const ShapeRange& b) { return a.name < b.name; });
+  }
+  if (wn) {
+    const toml::array& a = t.array(*wn, "where", "condition strings such as \"m % 16 == 0\"");
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      if (!a[j].is_string()) t.fail_at(a[j], "'where' in " + where + " must hold condition strings, found " + toml_type_name(a[j]));
+      s.where.push_back(expression(t, a[j], "where[" + std::to_string(j) + "]", ExprKind::condition, k));
+    }
+  }
+  std::array<std::int64_t, 3> grid_constants{}, block_constants{};
+  dim3_exprs(t, "grid", k, &s.grid_code, &grid_constants);
+  dim3_exprs(t, "block", k, &s.block_code, &block_constants);
+  if (block_constants[0] > 0 && block_constants[1] > 0 && block_constants[2] > 0 &&
+      block_constants[0] * block_constants[1] * block_constants[2] > 1024) {
+    t.fail_at(n, where + ": block has " + std::to_string(block_constants[0] * block_constants[1] * block_constants[2]) +
+                     " threads; at most 1024 are allowed");
+  }
+  if (sn == nullptr) {
+    s.shared_mem_code = constant_expr(0);
+  } else if (sn->is_string()) {
+    s.shared_mem_code = expression(t, *sn, "shared_mem", ExprKind::integer, k);
+  } else {
+    s.shared_mem_code = constant_expr(t.integer(*sn, "shared_mem", 0, 0x7fffffff));
+  }
+  // The runtime sets the kernel's dynamic shared memory limit once, at load, to the largest
+  // value any call can compute (FORMAT.md §4.1): that needs a finite bound.
+  std::int64_t hi = 0;
+  if (!expr_upper_bound(s.shared_mem_code, k.params, s, &hi)) {
+    t.fail_at(sn ? *sn : n, "shared_mem in " + where + " can never be computed (it faults for every call: overflow or division by zero)");
+  }
+  if (hi > 0x7fffffff) {
+    t.fail_at(*sn, "shared_mem in " + where + " has no bound within 2147483647 bytes over the shape's values and ranges "
+                   "(interval bound " + std::to_string(hi) + "); give the parameters it uses a range, or cap it with min(...)");
+  }
+  t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem");
   return s;
 }
 
@@ -262,6 +386,29 @@ CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i) {
   return c;
 }
 
+// A test of a range shape runs one call: every integer scalar needs a value, and the call must
+// belong to the shape (kiln verify --run launches exactly what the shape computes for it).
+void check_test_values(TableReader& t, const toml::node& n, const std::string& where, const KernelSpec& k,
+                       const ShapeSpec& shape, const TestSpec& test) {
+  std::vector<std::int64_t> storage(k.params.size(), 0);
+  std::vector<void*> args(k.params.size(), nullptr);
+  std::vector<ScalarType> types(k.params.size(), ScalarType::i64);
+  for (std::size_t i = 0; i < k.params.size(); ++i) {
+    const KernelParam& p = k.params[i];
+    args[i] = &storage[i];
+    bool integral = !p.is_pointer && p.type != ScalarType::f16 && p.type != ScalarType::bf16 &&
+                    p.type != ScalarType::f32 && p.type != ScalarType::f64;
+    if (!integral) continue;
+    bool given = false;
+    for (const auto& v : shape.values) given = given || (v.first == p.name && (storage[i] = v.second, true));
+    for (const auto& v : test.values) given = given || (v.first == p.name && (storage[i] = v.second, true));
+    if (!given) t.fail_at(n, where + " gives no value for '" + p.name + "' (range shape '" + shape.name + "' fixes none; add values = { " + p.name + " = ... })");
+  }
+  ShapeProgram program(shape, k.params);
+  std::string why = program.mismatch(ExprArgs{args.data(), types.data()});
+  if (!why.empty()) t.fail_at(n, where + ": its values do not belong to shape '" + shape.name + "': " + why);
+}
+
 TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const KernelSpec& k) {
   std::string where = kt.where() + " test[" + std::to_string(i) + "]";
   if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { shape = \"m256\", inputs = { a = \"a.npy\" }, outputs = { c = \"c.npy\" } }");
@@ -270,9 +417,24 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
   test.pos = pos_of(n);
   const toml::node& sn = t.require("shape", "the name of a declared [[kernel.shape]]");
   test.shape = t.as_string(sn, "shape", "\"m256n256k256\"");
-  bool declared = false;
-  for (const ShapeSpec& s : k.shapes) declared = declared || s.name == test.shape;
-  if (!declared) t.fail_at(sn, "test shape '" + test.shape + "' is not a declared shape of kernel '" + k.name + "'");
+  const ShapeSpec* shape = nullptr;
+  for (const ShapeSpec& s : k.shapes) {
+    if (s.name == test.shape) shape = &s;
+  }
+  if (shape == nullptr) t.fail_at(sn, "test shape '" + test.shape + "' is not a declared shape of kernel '" + k.name + "'");
+  if (const toml::node* vn = t.get("values")) {
+    for (auto&& [key, value] : t.table(*vn, "values")) {
+      std::string name(key.str());
+      const KernelParam* param = integer_scalar(t, value, name, k, "test value");
+      for (const auto& v : shape->values) {
+        if (v.first == name) t.fail_at(value, "'" + name + "' is fixed by shape '" + shape->name + "'; the test cannot set it");
+      }
+      std::int64_t lo = 0, hi = 0;
+      scalar_type_bounds(param->type, &lo, &hi);
+      test.values.emplace_back(name, t.integer(value, name, lo, hi));
+    }
+  }
+  if (shape->dynamic) check_test_values(t, n, where, k, *shape, test);
   auto files = [&](const char* key, std::vector<std::pair<std::string, FileRef>>& out) {
     const toml::node* fn = t.get(key);
     if (fn == nullptr) return;
@@ -309,7 +471,7 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
     if (const toml::node* a = tt.get("atol")) test.tolerance.atol = tt.number(*a, "atol");
     tt.no_unknown_keys("rtol, atol");
   }
-  t.no_unknown_keys("shape, inputs, outputs, tolerance");
+  t.no_unknown_keys("shape, values, inputs, outputs, tolerance");
   return test;
 }
 

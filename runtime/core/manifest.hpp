@@ -44,12 +44,31 @@ struct CodeObjectRef {
   SourcePos pos;
 };
 
+// A compiled launch expression (runtime/core/shape_expr.hpp; FORMAT.md §4.1 "Expressions").
+using ExprCode = std::vector<std::uint8_t>;
+
+// An inclusive range of a scalar parameter in a range shape.
+struct ShapeRange {
+  std::string name;
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+};
+
 struct ShapeSpec {
   std::string name;
   std::vector<std::pair<std::string, std::int64_t>> values;  // scalar parameters that fix the shape
+  // A fixed shape (dynamic false) launches with grid, block and shared_mem. A range shape
+  // (kiln.toml gives `ranges`, `where` or an expression string) matches any call whose values,
+  // ranges and where conditions hold, and computes its launch from the *_code expressions.
+  bool dynamic = false;
   std::array<std::uint32_t, 3> grid{1, 1, 1};
   std::array<std::uint32_t, 3> block{1, 1, 1};
   std::uint32_t shared_mem = 0;
+  std::vector<ShapeRange> ranges;  // sorted by name, bytewise
+  std::vector<ExprCode> where;     // conditions, all must hold
+  std::array<ExprCode, 3> grid_code;
+  std::array<ExprCode, 3> block_code;
+  ExprCode shared_mem_code;
   SourcePos pos;
 };
 
@@ -63,6 +82,8 @@ struct Tolerance {
 // A test vector: run the kernel at a declared shape on these inputs and compare the outputs.
 struct TestSpec {
   std::string shape;  // a declared shape's name: its values give the scalar arguments
+  // Scalar arguments the shape does not fix (a range shape's), checked against it at parse.
+  std::vector<std::pair<std::string, std::int64_t>> values;
   std::vector<std::pair<std::string, FileRef>> inputs;   // pointer parameter -> .npy
   std::vector<std::pair<std::string, FileRef>> outputs;  // pointer parameter -> expected .npy
   bool has_tolerance = false;

@@ -58,26 +58,36 @@ void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std
   }
 }
 
+namespace {
+
+std::string launch_text(const kiln::LaunchConfig& c) {
+  return "grid(" + std::to_string(c.grid[0]) + "," + std::to_string(c.grid[1]) + "," + std::to_string(c.grid[2]) +
+         ") block(" + std::to_string(c.block[0]) + "," + std::to_string(c.block[1]) + "," + std::to_string(c.block[2]) +
+         ") smem " + std::to_string(c.shared_mem);
+}
+
+}  // namespace
+
 std::string Kernel::undeclared_shape_text(void* const* args) const {
   std::string declared;
   for (const kiln::ShapeSpec& s : spec_.shapes) declared += (declared.empty() ? "" : ", ") + s.name;
+  std::string ranges = shapes_.range_mismatches(args);
   return "the call (" + shapes_.describe_call(args) + ") matches no declared shape of kernel '" + spec_.name +
-         "' (declared: " + (declared.empty() ? "none" : declared) + ")";
+         "' (declared: " + (declared.empty() ? "none" : declared) + ")" + (ranges.empty() ? "" : " [" + ranges + "]");
 }
 
 kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes) {
   check_arguments(args, arg_count, arg_sizes);
   Runtime& rt = archive_->runtime();
   if (runs_on_device()) {
-    if (const kiln::LaunchConfig* config = shapes_.match(args)) {
+    kiln::LaunchConfig launch_config;
+    if (shapes_.match(args, &launch_config) != nullptr) {
+      const kiln::LaunchConfig* config = &launch_config;
       int r = code_->launch(*config, stream, const_cast<void**>(args));
       if (r != 0) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);
         std::string error = backend_->describe_error(r);
-        std::string call = shapes_.describe_call(args) + " grid(" + std::to_string(config->grid[0]) + "," +
-                           std::to_string(config->grid[1]) + "," + std::to_string(config->grid[2]) + ") block(" +
-                           std::to_string(config->block[0]) + "," + std::to_string(config->block[1]) + "," +
-                           std::to_string(config->block[2]) + ") smem " + std::to_string(config->shared_mem);
+        std::string call = shapes_.describe_call(args) + " " + launch_text(*config);
         archive_->diagnose(*this, "launch", target_, "", r, error, call);
         throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + ") on " + device_info_->describe + ": " +
                                       backend_->launch_call() + " failed: " + error);
@@ -90,10 +100,18 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
   }
   // The reference route checks the call against the declared shapes as the native route does:
   // a call no shape declares is counted and says so, whatever the device.
-  if (!spec_.shapes.empty() && shapes_.match(args) == nullptr) {
+  kiln::LaunchConfig computed;
+  const kiln::ShapeProgram* shape = spec_.shapes.empty() ? nullptr : shapes_.match(args, &computed);
+  if (!spec_.shapes.empty() && shape == nullptr) {
     kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
     return run_reference(KILN_REASON_UNDECLARED_SHAPE, undeclared_shape_text(args) + "; and on this device: " + reason_text_,
                          args, arg_count, stream);
+  }
+  if (shape != nullptr && shape->dynamic()) {
+    // A range shape's launch depends on the call; the reference is told what the kernel would
+    // have launched, so that a reference (or a test without a GPU) can check it.
+    return run_reference(reason_, reason_text_ + "; shape '" + shape->name() + "' computes " + launch_text(computed), args,
+                         arg_count, stream);
   }
   return run_reference(reason_, reason_text_, args, arg_count, stream);
 }

@@ -1,55 +1,27 @@
 #include "shape_match.hpp"
 
-#include <cstring>
+#include "shape_expr.hpp"
 
 namespace kiln::engine {
 
-std::int64_t read_integer(const void* p, ScalarType type) {
-  switch (type) {
-    case ScalarType::i8: { std::int8_t v; std::memcpy(&v, p, 1); return v; }
-    case ScalarType::i16: { std::int16_t v; std::memcpy(&v, p, 2); return v; }
-    case ScalarType::i32: { std::int32_t v; std::memcpy(&v, p, 4); return v; }
-    case ScalarType::i64: { std::int64_t v; std::memcpy(&v, p, 8); return v; }
-    case ScalarType::u8: { std::uint8_t v; std::memcpy(&v, p, 1); return v; }
-    case ScalarType::u16: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case ScalarType::u32: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case ScalarType::u64: { std::uint64_t v; std::memcpy(&v, p, 8); return static_cast<std::int64_t>(v); }
-    default: return 0;  // float parameters cannot fix a shape (the manifest parser refuses it)
-  }
-}
+std::int64_t read_integer(const void* p, ScalarType type) { return read_scalar_integer(p, type); }
 
 ShapeTable::ShapeTable(const KernelSpec& kernel) {
   for (std::size_t i = 0; i < kernel.params.size(); ++i) {
     const KernelParam& p = kernel.params[i];
+    types_.push_back(p.type);
     if (!p.is_pointer) scalars_.push_back({i, {p.name, p.type}});
   }
-  for (const ShapeSpec& s : kernel.shapes) {
-    Shape shape;
-    shape.name = s.name;
-    for (int d = 0; d < 3; ++d) {
-      shape.config.grid[d] = s.grid[static_cast<std::size_t>(d)];
-      shape.config.block[d] = s.block[static_cast<std::size_t>(d)];
-    }
-    shape.config.shared_mem = s.shared_mem;
-    for (const auto& [name, value] : s.values) {
-      for (std::size_t i = 0; i < kernel.params.size(); ++i) {
-        if (kernel.params[i].name == name) shape.conditions.push_back({i, kernel.params[i].type, value});
-      }
-    }
-    shapes_.push_back(std::move(shape));
-  }
+  // Everything a shape needs at launch is prepared here, when the kernel is resolved (warm-up
+  // resolves every kernel): the first launch of a shape does no more work than the next.
+  shapes_.reserve(kernel.shapes.size());
+  for (const ShapeSpec& s : kernel.shapes) shapes_.emplace_back(s, kernel.params);
 }
 
-const LaunchConfig* ShapeTable::match(void* const* args) const {
-  for (const Shape& s : shapes_) {
-    bool all = true;
-    for (const Condition& c : s.conditions) {
-      if (read_integer(args[c.param], c.type) != c.value) {
-        all = false;
-        break;
-      }
-    }
-    if (all) return &s.config;
+const ShapeProgram* ShapeTable::match(void* const* args, LaunchConfig* out) const {
+  ExprArgs a{args, types_.data()};
+  for (const ShapeProgram& s : shapes_) {
+    if (s.match(a, out)) return &s;
   }
   return nullptr;
 }
@@ -66,9 +38,25 @@ std::string ShapeTable::describe_call(void* const* args) const {
   return out;
 }
 
+std::string ShapeTable::range_mismatches(void* const* args) const {
+  ExprArgs a{args, types_.data()};
+  std::string out;
+  int listed = 0;
+  for (const ShapeProgram& s : shapes_) {
+    if (!s.dynamic()) continue;
+    // A kernel may declare many range shapes; the first few say enough.
+    if (++listed > 8) {
+      out += "; ...";
+      break;
+    }
+    out += (out.empty() ? "" : "; ") + s.name() + ": " + s.mismatch(a);
+  }
+  return out;
+}
+
 unsigned ShapeTable::max_shared_mem() const {
   unsigned m = 0;
-  for (const Shape& s : shapes_) m = s.config.shared_mem > m ? s.config.shared_mem : m;
+  for (const ShapeProgram& s : shapes_) m = s.max_shared_mem() > m ? s.max_shared_mem() : m;
   return m;
 }
 

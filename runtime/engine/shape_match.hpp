@@ -1,5 +1,7 @@
-// Finds the declared shape a call's arguments belong to, by the values of the scalar
-// parameters the shape fixes. Runs on every launch, so it reads arguments in place.
+// Finds the declared shape a call's arguments belong to: fixed shapes by the values of the
+// scalar parameters they fix, range shapes by their values, ranges and where conditions, with
+// the launch computed from the call (runtime/core/shape_program.hpp). Runs on every launch, so
+// it reads arguments in place and allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 
 #include "launch_config.hpp"
 #include "manifest.hpp"
+#include "shape_program.hpp"
 
 namespace kiln::engine {
 
@@ -16,25 +19,21 @@ class ShapeTable {
   ShapeTable() = default;
   explicit ShapeTable(const KernelSpec& kernel);
 
-  // The launch configuration of the first declared shape the arguments match, or null.
+  // The first declared shape the arguments match, with its launch in `out`; null when none.
   // `args` holds one pointer per parameter, each at a value of the parameter's type.
-  const LaunchConfig* match(void* const* args) const;
+  const ShapeProgram* match(void* const* args, LaunchConfig* out) const;
   // "m=300 n=256 k=256": the scalar values a call had, for the undeclared-shape reason.
   std::string describe_call(void* const* args) const;
+  // Why each range shape refused the call ("any_m: m=9000 is outside its range [1, 8192]"),
+  // joined by "; "; empty when the kernel has none. Allocates: the undeclared path only.
+  std::string range_mismatches(void* const* args) const;
+  // The largest dynamic shared memory any declared shape can launch with: a fixed shape's
+  // value, a range shape's interval bound (FORMAT.md §4.1). Set once at load.
   unsigned max_shared_mem() const;
 
  private:
-  struct Condition {
-    std::size_t param = 0;
-    ScalarType type = ScalarType::i32;
-    std::int64_t value = 0;
-  };
-  struct Shape {
-    std::string name;
-    std::vector<Condition> conditions;
-    LaunchConfig config;
-  };
-  std::vector<Shape> shapes_;
+  std::vector<ShapeProgram> shapes_;
+  std::vector<ScalarType> types_;  // one per parameter, for ExprArgs
   std::vector<std::pair<std::size_t, std::pair<std::string, ScalarType>>> scalars_;  // for describe_call
 };
 

@@ -7,6 +7,10 @@
 //   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
 //   verify/threads:T               `kiln verify -j T` against `openssl dgst -sha256`, same file
 //   pack/threads:T                 `kiln pack -l L -j T` against `zstd -L -T T` on the same bytes
+//   shape-match/range/...          the per-launch match of a range shape (ranges, where, seven
+//                                  launch expressions) against the fixed-point match it replaces
+//                                  (shape-match/fixed/shapes:N, the call matching the last of N);
+//                                  needs no BENCH_DIR files
 // usage: kiln_bench BENCH_DIR [google benchmark flags]
 // BENCH_DIR is what tests/bench/run.sh prepares: scale/{small,big}-N.kiln (N kernels x 4 code
 // objects), verify.kiln, pack/ (a kiln.toml and its files) and pack.concat (the same bytes as one
@@ -30,6 +34,8 @@
 #include <vector>
 
 #include "archive_reader.hpp"
+#include "manifest.hpp"
+#include "shape_match.hpp"
 #include "trust.hpp"
 
 extern char** environ;
@@ -198,6 +204,61 @@ void register_commands() {
     }
   }
 }
+
+}  // namespace
+
+// ---- shape matching: what every launch pays to find its shape ------------------------------
+namespace {
+
+// A matmul-like kernel: a, m, n, k. `shapes` is its [[kernel.shape]] text.
+kiln::KernelSpec shape_kernel(const std::string& shapes) {
+  std::string text = "[package]\nname = \"bench\"\nkernel_revision = \"1\"\nsequence = 1\n[[kernel]]\nname = \"mm\"\n"
+                     "entry = \"mm\"\nbackend = \"cuda\"\nparams = [{ name = \"a\", type = \"ptr\", dtype = \"f32\" }, "
+                     "{ name = \"m\", type = \"i32\" }, { name = \"n\", type = \"i32\" }, { name = \"k\", type = \"i32\" }]\n"
+                     "code = [{ arch = \"compute_90\", file = \"k.ptx\" }]\n" + shapes;
+  return kiln::parse_manifest(text, "bench.toml").kernels[0];
+}
+
+void run_match(benchmark::State& state, const kiln::KernelSpec& kernel, std::int32_t m) {
+  kiln::engine::ShapeTable table(kernel);
+  float a = 0;
+  std::int32_t mv = m, n = 4096, k = 4096;
+  void* args[] = {&a, &mv, &n, &k};
+  kiln::LaunchConfig config;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(args);
+    const kiln::ShapeProgram* hit = table.match(args, &config);
+    if (hit == nullptr) state.SkipWithError("no shape matched");
+    benchmark::DoNotOptimize(config);
+  }
+}
+
+void BM_shape_match_fixed(benchmark::State& state) {
+  std::string shapes;
+  auto count = static_cast<int>(state.range(0));
+  for (int i = 1; i <= count; ++i) {
+    shapes += "[[kernel.shape]]\nname = \"m" + std::to_string(16 * i) + "\"\nvalues = { m = " + std::to_string(16 * i) +
+              ", n = 4096, k = 4096 }\ngrid = [32, " + std::to_string(i) + ", 1]\nblock = [256]\nshared_mem = 65536\n";
+  }
+  run_match(state, shape_kernel(shapes), 16 * count);  // the last declared shape
+}
+BENCHMARK(BM_shape_match_fixed)->Name("shape-match/fixed/shapes")->Arg(1)->Arg(64)->Arg(512);
+
+const char* kAnyM =
+    "[[kernel.shape]]\nname = \"any_m\"\nranges = { m = [1, 8192] }\nvalues = { n = 4096, k = 4096 }\n"
+    "where = [\"m % 16 == 0\"]\ngrid = [\"cdiv(n, 128)\", \"cdiv(m, 128)\", 1]\nblock = [256, 1, 1]\n"
+    "shared_mem = \"min(65536, 1024 * cdiv(k, 64))\"\n";
+
+void BM_shape_match_range(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096); }
+BENCHMARK(BM_shape_match_range)->Name("shape-match/range/one-shape");
+
+// A small-M specialisation declared first, which the call (m = 4096) falls through.
+void BM_shape_match_range_second(benchmark::State& state) {
+  std::string small = "[[kernel.shape]]\nname = \"small_m\"\nranges = { m = [1, 64] }\nvalues = { n = 4096, k = 4096 }\n"
+                      "grid = [\"cdiv(n, 128)\", 1]\nblock = [128]\n";
+  run_match(state, shape_kernel(small + kAnyM), 4096);
+}
+BENCHMARK(BM_shape_match_range_second)->Name("shape-match/range/second-of-two");
 
 }  // namespace
 

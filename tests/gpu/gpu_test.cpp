@@ -187,6 +187,31 @@ TEST(Gpu, NativeCubinComputesMatmulReluCorrectly) {
   }
 }
 
+// One range shape, m = 1..8192 (n = k = 256), grid y = cdiv(m, 16) computed per call: every m of
+// the sweep runs natively and writes exactly its m rows; m outside the range goes to the
+// reference with the range in the reason.
+TEST(Gpu, OneRangeShapeServesEveryM) {
+  REQUIRE_GPU();
+  Runtime r;
+  ASSERT_EQ(r.status, KILN_OK);
+  kiln_kernel* k = r.open_kernel("matmul-relu-m-range.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+  for (int m : {1, 2, 15, 16, 17, 100, 255, 256, 257, 1000, 4095, 4096, 8191, 8192}) {
+    MatmulRun run = run_matmul(cu, k, m, 256, 256, 99u + static_cast<unsigned>(m));
+    ASSERT_EQ(run.status, KILN_OK) << "m=" << m << ": " << r.error();
+    EXPECT_EQ(run.route, KILN_ROUTE_NATIVE) << "m=" << m;
+    EXPECT_EQ(run.unwritten, 0u) << "m=" << m;
+    EXPECT_LT(run.max_abs_error, 1e-4) << "m=" << m;
+  }
+  std::vector<std::string> calls;
+  ASSERT_EQ(kiln_runtime_register_reference(r.rt, "matmul_relu", host_reference, &calls), KILN_OK);
+  MatmulRun outside = run_matmul(cu, k, 8193, 256, 256, 7u);
+  EXPECT_EQ(outside.route, KILN_ROUTE_REFERENCE);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0].find("any_m: m=8193 is outside its range [1, 8192]"), std::string::npos) << calls[0];
+}
+
 TEST(Gpu, PtxOnlyArchiveTakesTheJitRouteAndComputesCorrectly) {
   REQUIRE_GPU();
   Runtime r;

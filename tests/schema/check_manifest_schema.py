@@ -39,8 +39,20 @@ broken("ptr without dtype", lambda d: d["kernel"][0]["params"][0].pop("dtype"))
 broken("grid of zero", lambda d: d["kernel"][0]["shape"][0].__setitem__("grid", [0]))
 broken("no code", lambda d: d["kernel"][0].__setitem__("code", []))
 broken("uppercase package", lambda d: d["package"].__setitem__("name", "Matmul"))
+broken("range of one bound", lambda d: d["kernel"][0]["shape"][0].__setitem__("ranges", {"m": [1]}))
+broken("where not a string", lambda d: d["kernel"][0]["shape"][0].__setitem__("where", [1]))
+broken("expression too long", lambda d: d["kernel"][0]["shape"][0].__setitem__("grid", ["m" * 257]))
+
+# A range shape, as MANIFEST.md shows it, must validate.
+ranged = json.loads(json.dumps(base))
+ranged["kernel"][0]["shape"].append({"name": "any_m", "ranges": {"m": [1, 8192]}, "values": {"n": 4096},
+                                     "where": ["m % 16 == 0"], "grid": ["cdiv(n, 128)", "cdiv(m, 128)", 1],
+                                     "block": [256, 1, 1], "shared_mem": "min(65536, 1024 * cdiv(n, 64))"})
+ranged["kernel"][0].setdefault("test", []).append({"shape": "any_m", "values": {"m": 32}, "outputs": {"c": "c.npy"}})
+for e in validator.iter_errors(ranged):
+    failures.append(f"range shape refused by the schema: {e.message}")
 
 for f in failures:
     print("FAIL:", f)
-print(f"{len(examples)} example manifest(s) checked, {9 - sum('broken' in f for f in failures)}/9 broken variants refused")
+print(f"{len(examples)} example manifest(s) checked, {12 - sum('broken' in f for f in failures)}/12 broken variants refused")
 sys.exit(1 if failures else 0)

@@ -410,6 +410,143 @@ def count(r, what):
     return n
 
 
+# Range shapes (§4.1 "Expressions"): postfix bytecode, checked as FORMAT.md says.
+RANGE_FLAG = 1 << 31
+INT_OPS = {0x10: "+", 0x11: "-", 0x12: "*", 0x13: "/", 0x14: "%", 0x16: "cdiv", 0x17: "min", 0x18: "max"}
+CMP_OPS = {0x20: "==", 0x21: "!=", 0x22: "<", 0x23: "<=", 0x24: ">", 0x25: ">="}
+LOGIC_OPS = {0x26: "&&", 0x27: "||"}
+
+
+def integer_scalar(param):
+    return param[1] == 0 and param[2] <= 7
+
+
+def decode_expr(r, params, condition, what):
+    size = r.u16()
+    need(1 <= size <= 4096, f"{what}: bad expression size {size}")
+    code = r.take(size)
+    ops, i, kinds = [], 0, []  # kinds: the stack, True for a condition
+    while i < size:
+        op = code[i]
+        if op in (0x01, 0x02):
+            n = 8 if op == 0x01 else 2
+            need(size - i - 1 >= n, f"{what}: truncated operand")
+            arg = int.from_bytes(code[i + 1:i + 1 + n], "little", signed=(op == 0x01))
+            if op == 0x02:
+                need(arg < len(params) and integer_scalar(params[arg]), f"{what}: parameter {arg} is not an integer scalar")
+            kinds.append(False)
+            need(len(kinds) <= 64, f"{what}: stack deeper than 64")
+            ops.append((op, arg))
+            i += 1 + n
+            continue
+        if op == 0x15:
+            need(kinds and kinds[-1] is False, f"{what}: bad operand of neg")
+        elif op in INT_OPS or op in CMP_OPS or op in LOGIC_OPS:
+            takes = op in LOGIC_OPS
+            need(len(kinds) >= 2 and kinds[-1] is takes and kinds[-2] is takes, f"{what}: bad operands of opcode {op}")
+            kinds.pop()
+            kinds[-1] = op in CMP_OPS or op in LOGIC_OPS
+        else:
+            need(False, f"{what}: unknown opcode {op}")
+        ops.append((op, None))
+        i += 1
+    need(kinds == [condition], f"{what}: the code does not leave one {'condition' if condition else 'integer'}")
+    return ops
+
+
+def encode_expr(w, ops):
+    code = bytearray()
+    for op, arg in ops:
+        code.append(op)
+        if op == 0x01:
+            code += struct.pack("<q", arg)
+        elif op == 0x02:
+            code += struct.pack("<H", arg)
+    w.u16(len(code))
+    w.raw(bytes(code))
+
+
+def compile_expr(text, params, condition):
+    """kiln.toml's expression text -> ops, the canonical postfix of FORMAT.md §4.1."""
+    tokens, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c in " \t":
+            i += 1
+        elif c.isdigit():
+            j = i
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            tokens.append(("num", int(text[i:j])))
+            i = j
+        elif c.isalpha() or c == "_":
+            j = i
+            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            tokens.append(("name", text[i:j]))
+            i = j
+        else:
+            two = text[i:i + 2]
+            if two in ("==", "!=", "<=", ">=", "&&", "||"):
+                tokens.append(("op", two))
+                i += 2
+            else:
+                tokens.append(("op", c))
+                i += 1
+    pos = [0]
+    out = []
+    peek = lambda: tokens[pos[0]] if pos[0] < len(tokens) else (None, None)
+
+    def binary(levels, level):
+        if level == len(levels):
+            return unary()
+        binary(levels, level + 1)
+        while peek()[0] == "op" and peek()[1] in levels[level]:
+            op = levels[level][peek()[1]]
+            pos[0] += 1
+            binary(levels, level + 1)
+            out.append((op, None))
+
+    def unary():
+        if peek() == ("op", "-"):
+            pos[0] += 1
+            unary()
+            out.append((0x15, None))
+            return
+        kind, v = peek()
+        pos[0] += 1
+        if kind == "num":
+            out.append((0x01, v))
+        elif kind == "name" and peek() == ("op", "("):
+            pos[0] += 1
+            top()
+            need(peek() == ("op", ","), f"expression {text!r}: expected ','")
+            pos[0] += 1
+            top()
+            need(peek() == ("op", ")"), f"expression {text!r}: expected ')'")
+            pos[0] += 1
+            out.append(({"cdiv": 0x16, "min": 0x17, "max": 0x18}[v], None))
+        elif kind == "name":
+            index = [p[0] for p in params].index(v.encode())
+            out.append((0x02, index))
+        else:
+            need((kind, v) == ("op", "("), f"expression {text!r}: unexpected {v!r}")
+            top()
+            need(peek() == ("op", ")"), f"expression {text!r}: expected ')'")
+            pos[0] += 1
+
+    levels = [{"||": 0x27}, {"&&": 0x26}, {"==": 0x20, "!=": 0x21}, {"<": 0x22, "<=": 0x23, ">": 0x24, ">=": 0x25},
+              {"+": 0x10, "-": 0x11}, {"*": 0x12, "/": 0x13, "%": 0x14}]
+    top = lambda: binary(levels, 0)
+    top()
+    need(pos[0] == len(tokens), f"expression {text!r}: trailing tokens")
+    return out
+
+
+def launch_ops(value, params):
+    return compile_expr(value, params, False) if isinstance(value, str) else [(0x01, value)]
+
+
 def decode_kernels_bin(data):
     r = Reader(data, "kiln/kernels.bin")
     need(r.take(8) == b"KILNKTB2", "kiln/kernels.bin: bad magic")
@@ -451,10 +588,26 @@ def decode_record(data, name):
     k["shapes"] = []
     for _ in range(count(r, "shape")):
         s = {"name": r.str16()}
-        s["values"] = [(r.str16(), r.i64()) for _ in range(count(r, "value"))]
-        s["grid"] = [r.u32() for _ in range(3)]
-        s["block"] = [r.u32() for _ in range(3)]
-        s["shared_mem"] = r.u32()
+        word = r.u32()
+        s["range"] = bool(word & RANGE_FLAG)
+        n = word & ~RANGE_FLAG
+        need(n <= 1 << 20 and 2 * n <= r.remaining(), f"{r.what}: bad value count {n}")
+        s["values"] = [(r.str16(), r.i64()) for _ in range(n)]
+        if not s["range"]:
+            s["grid"] = [r.u32() for _ in range(3)]
+            s["block"] = [r.u32() for _ in range(3)]
+            s["shared_mem"] = r.u32()
+        else:
+            what = f"{r.what} shape {s['name'].decode()}"
+            s["ranges"] = []
+            for _ in range(count(r, "range")):
+                name, lo, hi = r.str16(), r.i64(), r.i64()
+                need(any(p[0] == name and integer_scalar(p) for p in k["params"]) and lo <= hi, f"{what}: bad range {name!r}")
+                s["ranges"].append((name, lo, hi))
+            s["where"] = [decode_expr(r, k["params"], True, what + " where") for _ in range(count(r, "where"))]
+            s["grid"] = [decode_expr(r, k["params"], False, what + " grid") for _ in range(3)]
+            s["block"] = [decode_expr(r, k["params"], False, what + " block") for _ in range(3)]
+            s["shared_mem"] = decode_expr(r, k["params"], False, what + " shared_mem")
         k["shapes"].append(s)
     k["rtol"], k["atol"] = r.u64(), r.u64()
     r.end()
@@ -483,13 +636,23 @@ def encode_record(k):
     w.u32(len(k["shapes"]))
     for s in k["shapes"]:
         w.str16(s["name"])
-        w.u32(len(s["values"]))
+        w.u32(len(s["values"]) | (RANGE_FLAG if s["range"] else 0))
         for name, value in s["values"]:
             w.str16(name)
             w.i64(value)
-        for v in s["grid"] + s["block"]:
-            w.u32(v)
-        w.u32(s["shared_mem"])
+        if not s["range"]:
+            for v in s["grid"] + s["block"]:
+                w.u32(v)
+            w.u32(s["shared_mem"])
+            continue
+        w.u32(len(s["ranges"]))
+        for name, lo, hi in s["ranges"]:
+            w.str16(name)
+            w.i64(lo)
+            w.i64(hi)
+        w.u32(len(s["where"]))
+        for ops in s["where"] + s["grid"] + s["block"] + [s["shared_mem"]]:
+            encode_expr(w, ops)
     w.u64(k["rtol"])
     w.u64(k["atol"])
     return bytes(w.out)
@@ -517,9 +680,18 @@ def table_from_manifest(m):
         shapes = []
         for s in k.get("shape", []):
             pad = lambda dims: list(dims) + [1] * (3 - len(dims))
-            shapes.append({"name": enc(s["name"]),
-                           "values": sorted((enc(n), v) for n, v in s.get("values", {}).items()),
-                           "grid": pad(s["grid"]), "block": pad(s["block"]), "shared_mem": s.get("shared_mem", 0)})
+            values = sorted((enc(n), v) for n, v in s.get("values", {}).items())
+            strings = any(isinstance(v, str) for v in list(s["grid"]) + list(s["block"]) + [s.get("shared_mem", 0)])
+            if not (s.get("ranges") or s.get("where") or strings):
+                shapes.append({"name": enc(s["name"]), "range": False, "values": values,
+                               "grid": pad(s["grid"]), "block": pad(s["block"]), "shared_mem": s.get("shared_mem", 0)})
+                continue
+            shapes.append({"name": enc(s["name"]), "range": True, "values": values,
+                           "ranges": sorted((enc(n), lo, hi) for n, (lo, hi) in s.get("ranges", {}).items()),
+                           "where": [compile_expr(c, params, True) for c in s.get("where", [])],
+                           "grid": [launch_ops(v, params) for v in pad(s["grid"])],
+                           "block": [launch_ops(v, params) for v in pad(s["block"])],
+                           "shared_mem": launch_ops(s.get("shared_mem", 0), params)})
         tol = k.get("tolerance", {})
         records[enc(k["name"])] = {
             "entry": enc(k["entry"]), "backend": enc(k["backend"]),
@@ -855,6 +1027,38 @@ def tamper_checks(data, a, keys):
     must_refuse(data + b"\0", keys, "a byte appended")
 
 
+def expression_checks(a):
+    """A range shape's bytecode: each way FORMAT.md §4.1 says to refuse it is refused."""
+    for name, rec in a["records"].items():
+        for i, s in enumerate(rec["shapes"]):
+            if not s.get("range"):
+                continue
+            scalar = next(j for j, p in enumerate(rec["params"]) if integer_scalar(p))
+            pointer = [j for j, p in enumerate(rec["params"]) if p[1] == 1]
+            bad_codes = {
+                "an unknown opcode": [(0x01, 1), (0x09, None)],
+                "two values left": [(0x01, 1), (0x01, 2)],
+                "an operator without operands": [(0x10, None)],
+                "a condition where an integer belongs": [(0x01, 1), (0x01, 2), (0x20, None)],
+                "a parameter index past the end": [(0x02, len(rec["params"]))],
+            }
+            if pointer:
+                bad_codes["a pointer parameter"] = [(0x02, pointer[0])]
+            for what, ops in bad_codes.items():
+                bad = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
+                bad["shapes"][i]["grid"] = [ops] + list(s["grid"][1:])
+                try:
+                    decode_record(encode_record(bad), name)
+                except Refused:
+                    continue
+                raise Refused(f"self-check: the reader accepted kernel {name!r} shape {i} with {what}")
+            ok = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
+            ok["shapes"][i]["grid"] = [[(0x02, scalar)]] + list(s["grid"][1:])
+            decode_record(encode_record(ok), name)  # the same change, valid: accepted
+            return True
+    return False
+
+
 def pack_paged_archive(kiln, ptx, key, folder):
     """Packs, with kiln, a package of 300 extra files: more than two index pages (§3), members
     stored raw (incompressible, empty) and compressed, empty ones across a page boundary (but
@@ -934,6 +1138,8 @@ def main():
                 need(a["valid_keys"], "no signature by the trusted key verifies")
             compare_with_kiln(args.kiln, path, a)
             tamper_checks(data, a, keys)
+            if n == "table-edges.kiln":
+                need(expression_checks(a), "table-edges.kiln has no range shape to check")
         except Refused as e:
             print(f"FAIL {n}: {e}", file=sys.stderr)
             failures += 1

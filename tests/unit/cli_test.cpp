@@ -113,6 +113,41 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
 }
 
+// A range shape packs, verifies (the kernel table re-derived from kiln.toml) and reads back in
+// inspect as text and as JSON; an unbounded shared_mem is refused at pack with its place.
+TEST_F(Cli, RangeShapesPackVerifyAndInspect) {
+  std::string manifest = std::string(kManifest);
+  manifest.replace(manifest.find("params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }]"),
+                   std::string("params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }]").size(),
+                   "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }, { name = \"m\", type = \"i32\" }]");
+  std::string shape = "\n[[kernel.shape]]\nname = \"any_m\"\nranges = { m = [1, 8192] }\nwhere = [\"m % 16 == 0\"]\n"
+                      "grid = [\"cdiv(m, 128)\", 1]\nblock = [256]\nshared_mem = \"min(65536, 8 * m)\"\n";
+  write_file(dir + "/kiln.toml", manifest + shape);
+  std::string ranged = dir + "/ranged.kiln";
+  Result packed = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + ranged);
+  ASSERT_EQ(packed.code, 0) << packed.out;
+  Result verify = run("verify " + ranged + " --trust " + dir + "/ci.pub");
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  Result human = run("inspect " + ranged);
+  EXPECT_NE(human.out.find("shape  any_m  (range shape) m in [1, 8192] where m % 16 == 0"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("grid(cdiv(m, 128), 1, 1) block(256, 1, 1) smem min(65536, 8 * m) (at most 65536)"),
+            std::string::npos) << human.out;
+  Result json = run("inspect " + ranged + " --json");
+  EXPECT_NE(json.out.find("\"shapes\":[\"any_m\"],\"shape_specs\":[{\"name\":\"any_m\",\"range\":true,\"values\":{},"
+                          "\"ranges\":{\"m\":[1,8192]},\"where\":[\"m % 16 == 0\"],\"grid\":[\"cdiv(m, 128)\",1,1],"
+                          "\"block\":[256,1,1],\"shared_mem\":\"min(65536, 8 * m)\",\"max_shared_mem\":65536}]"),
+            std::string::npos) << json.out;
+
+  std::string unbounded = shape;
+  unbounded.replace(unbounded.find("\"min(65536, 8 * m)\""), std::string("\"min(65536, 8 * m)\"").size(), "\"8 * m * m * m\"");
+  write_file(dir + "/kiln.toml", manifest + unbounded);
+  Result refused = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/no.kiln");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.out.find("kiln.toml:"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("shared_mem in kernel 'add' shape[0] has no bound within 2147483647 bytes"), std::string::npos)
+      << refused.out;
+}
+
 // Every --json report is one document a strict reader accepts, whatever the file is called: a
 // name with a quote, a newline and a byte that is not UTF-8 comes back escaped (U+FFFD).
 TEST_F(Cli, JsonReportsParseEvenForAStrangeFileName) {

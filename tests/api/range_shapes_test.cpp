@@ -1,0 +1,87 @@
+// Range shapes through the C API, without a GPU: the reference route checks each call against
+// the declared shapes as the native route does, and tells the reference the launch a matching
+// range shape computed from that call (tests/data/scale/kiln.ranges.toml).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api_test_env.hpp"
+#include "kiln/kiln.h"
+
+namespace {
+
+using kiln_test::archives;
+using kiln_test::thread_last_error;
+
+struct Seen {
+  std::vector<unsigned> reasons;
+  std::vector<std::string> texts;
+};
+int remember(kiln_call_info* info, void**, size_t, void*, void* user) {
+  auto* s = static_cast<Seen*>(user);
+  s->reasons.push_back(info->reason);
+  s->texts.push_back(info->reason_text);
+  return 0;
+}
+
+class RangeShapes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rt = kiln_test::runtime_without_driver();
+    ASSERT_NE(rt, nullptr);
+    std::string path = archives() + "/scale-ranges.kiln";
+    ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &archive), KILN_OK) << thread_last_error();
+    ASSERT_EQ(kiln_archive_get_kernel(archive, "scale", 0, &kernel), KILN_OK) << thread_last_error();
+    ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", remember, &seen, nullptr), KILN_OK);
+  }
+  void TearDown() override {
+    kiln_archive_destroy(archive);
+    kiln_runtime_destroy(rt);
+  }
+  // Launches scale with n and returns the reason text the reference was given.
+  std::string launch(unsigned n) {
+    float y = 0, x = 0, a = 1;
+    float *yp = &y, *xp = &x;
+    void* args[] = {&yp, &xp, &a, &n};
+    EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_OK) << thread_last_error();
+    return seen.texts.empty() ? "" : seen.texts.back();
+  }
+  kiln_runtime* rt = nullptr;
+  kiln_archive* archive = nullptr;
+  kiln_kernel* kernel = nullptr;
+  Seen seen;
+};
+
+TEST_F(RangeShapes, EachCallGetsTheLaunchItsShapeComputes) {
+  std::string t = launch(100);
+  EXPECT_NE(t.find("shape 'small_n' computes grid(1,1,1) block(100,1,1) smem 0"), std::string::npos) << t;
+  t = launch(256);  // small_n's upper bound, inclusive; any_n would match too but comes second
+  EXPECT_NE(t.find("shape 'small_n' computes grid(1,1,1) block(256,1,1) smem 0"), std::string::npos) << t;
+  t = launch(1000);
+  EXPECT_NE(t.find("shape 'any_n' computes grid(4,1,1) block(256,1,1) smem 4000"), std::string::npos) << t;
+  t = launch(16777216);  // any_n's upper bound: shared memory capped by min()
+  EXPECT_NE(t.find("shape 'any_n' computes grid(65536,1,1) block(256,1,1) smem 49152"), std::string::npos) << t;
+  ASSERT_EQ(seen.reasons.size(), 4u);
+  for (unsigned r : seen.reasons) EXPECT_EQ(r, static_cast<unsigned>(KILN_REASON_NO_DRIVER));
+}
+
+TEST_F(RangeShapes, AnUndeclaredCallNamesItsValuesAndWhyEachRangeShapeRefusedIt) {
+  std::string t = launch(1001);
+  ASSERT_EQ(seen.reasons.size(), 1u);
+  EXPECT_EQ(seen.reasons[0], static_cast<unsigned>(KILN_REASON_UNDECLARED_SHAPE));
+  EXPECT_NE(t.find("the call (n=1001) matches no declared shape of kernel 'scale' (declared: small_n, any_n)"),
+            std::string::npos) << t;
+  EXPECT_NE(t.find("small_n: n=1001 is outside its range [1, 256]"), std::string::npos) << t;
+  EXPECT_NE(t.find("any_n: where[0] 'n % 4 == 0' does not hold"), std::string::npos) << t;
+  t = launch(0);
+  EXPECT_NE(t.find("any_n: n=0 is outside its range [1, 16777216]"), std::string::npos) << t;
+  t = launch(16777220);
+  EXPECT_NE(t.find("any_n: n=16777220 is outside its range [1, 16777216]"), std::string::npos) << t;
+  kiln_stats stats;
+  kiln_stats_init(&stats, sizeof stats);
+  ASSERT_EQ(kiln_runtime_stats(rt, &stats), KILN_OK);
+  EXPECT_EQ(stats.undeclared_shape_calls, 3u);
+}
+
+}  // namespace
