@@ -31,5 +31,8 @@ if [ -n "${KILN_TILELANG_ARCHIVE:-}" ]; then
   cp "$KILN_TILELANG_ARCHIVE" "$stage/archives/matmul-relu-tilelang.kiln"
   "$build/bin/kiln" sign "$stage/archives/matmul-relu-tilelang.kiln" --key "$build/tests/keys/test.key" --signer gpu-run
 fi
+# libkiln is built with -g in every build type (the ABI check reads its DWARF); the GPU run needs
+# none of it, and the device tool carries at most 64 MiB.
+find "$stage/bin" "$stage/lib" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
 echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
