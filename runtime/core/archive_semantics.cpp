@@ -27,18 +27,18 @@ struct Expected {
 };
 
 void expect(std::map<std::string, Expected>& out, const FileRef& f, format::Role role, const std::string& named_by) {
-  auto [it, inserted] = out.emplace(f.path, Expected{role, named_by});
-  if (inserted || it->second.role == role) return;
+  auto emplaced = out.emplace(f.path, Expected{role, named_by});
+  Expected& earlier = emplaced.first->second;
+  if (emplaced.second || earlier.role == role) return;
   // PTX is IR and code at once: named both ways, in either order, it is stored as code.
-  auto either = [&](format::Role a, format::Role b) { return (it->second.role == a && role == b) || (it->second.role == b && role == a); };
-  if (either(format::Role::code, format::Role::ir)) {
-    it->second = Expected{format::Role::code, role == format::Role::code ? named_by : it->second.named_by};
+  bool code_and_ir = (earlier.role == format::Role::code && role == format::Role::ir) ||
+                     (earlier.role == format::Role::ir && role == format::Role::code);
+  if (code_and_ir) {
+    if (role == format::Role::code) earlier = Expected{format::Role::code, named_by};
     return;
   }
-  {
-    fail(Errc::integrity, "kiln.toml names '" + f.path + "' as " + format::role_name(role) + " (" + named_by + ") and as " +
-                              format::role_name(it->second.role) + " (" + it->second.named_by + ")");
-  }
+  fail(Errc::integrity, "kiln.toml names '" + f.path + "' as " + format::role_name(role) + " (" + named_by + ") and as " +
+                            format::role_name(earlier.role) + " (" + earlier.named_by + ")");
 }
 
 std::map<std::string, Expected> expected_members(const Manifest& m) {
