@@ -22,15 +22,7 @@
 namespace kiln {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-void spit(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The message of the kiln::Error `f` throws, and that it has `code`; "" if it throws nothing.
 template <typename F>

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,16 @@ namespace kiln {
 const std::string kKeys = KILN_TEST_KEYS;
 
 // Packs a one-kernel archive of package `scale` at `sequence`, signed with the test key.
+// A file's bytes, and writing them back: the store tests edit state files as an attacker would.
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+inline void spit(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 inline std::string make_archive(const std::string& dir, std::uint64_t sequence) {
   std::string manifest = "[package]\nname = \"scale\"\nkernel_revision = \"v" + std::to_string(sequence) +
                          "\"\nsequence = " + std::to_string(sequence) +

@@ -146,13 +146,6 @@ TEST(StoreCrashSafety, SigkillAtEveryDurableStepLeavesTheOldOrTheNewState) {
 namespace kiln {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-void spit(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
 
 TEST(StoreOci, ExportThenImportMovesArchivesByDigest) {
   Fixture f;
