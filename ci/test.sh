@@ -69,7 +69,7 @@ ctest_stage "tests" "$build"
 
 # ---- 2. The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
 # build: every reader of attacker bytes (archives, manifests, code objects, .npy) runs
-# instrumented. Two tests are left to the plain run above: they load libkiln into Python and link
+# instrumented. Three tests are left to the plain run above: they load libkiln into Python and link
 # it from Go and Rust, hosts that would need the ASan runtime preloaded before their own start-up.
 asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 build_asan() {
@@ -79,7 +79,7 @@ build_asan() {
 }
 build_or_stop "build (ASan+UBSan)" build_asan
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|install_and_embed_from_c_go_and_rust)$'
+  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|python_bindings_gpu|install_and_embed_from_c_go_and_rust)$'
 
 # ---- 3. Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) from seeds
 # made by the plain build, after replaying tests/fuzz/regressions. A target counts as passed
