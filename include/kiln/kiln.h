@@ -95,7 +95,9 @@ typedef enum kiln_reason {
   KILN_REASON_DRIVER_TOO_OLD = 4,     /* the driver is older than the manifest or the PTX needs */
   KILN_REASON_LOAD_FAILED = 5,        /* every fitting code object failed to load (JIT log kept) */
   KILN_REASON_UNDECLARED_SHAPE = 6,   /* the arguments match no shape the manifest declares */
-  KILN_REASON_BACKEND_UNAVAILABLE = 7 /* the kernel's backend (e.g. hip) is not built or present */
+  KILN_REASON_BACKEND_UNAVAILABLE = 7, /* the kernel's backend (e.g. hip) is not built or present */
+  KILN_REASON_DEVICE_FEATURE = 8       /* the device or driver lacks what the launch needs: tensor
+                                          maps, clusters (compute capability 9.0), scratch memory */
 } kiln_reason;
 
 KILN_API const char* kiln_route_string(kiln_route route);

@@ -51,6 +51,141 @@ void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
   for (const FileRef& f : files) w.string16(f.path);
 }
 
+// The launch extension (FORMAT.md §4.1): kernel_args and shape clusters, after the tolerance.
+// Written only when the kernel has either, so every other record keeps its 0.2 bytes; a reader
+// without it refuses the record ("trailing bytes") rather than launching it without them.
+void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
+  std::uint32_t clusters = 0;
+  for (const ShapeSpec& s : k.shapes) clusters += s.has_cluster ? 1 : 0;
+  if (k.kernel_args.empty() && clusters == 0) return;
+  w.u32(static_cast<std::uint32_t>(k.kernel_args.size()));
+  for (const KernelArg& a : k.kernel_args) {
+    w.u8(static_cast<std::uint8_t>(a.kind));
+    w.string16(a.name);
+    switch (a.kind) {
+      case KernelArgKind::param: w.u16(a.param); break;
+      case KernelArgKind::value:
+        w.u8(static_cast<std::uint8_t>(a.type));
+        put_expr(w, a.value);
+        break;
+      case KernelArgKind::tensor_map: {
+        const TensorMapRecipe& r = a.tensor_map;
+        w.u16(r.pointer);
+        w.u8(r.dtype);
+        w.u8(static_cast<std::uint8_t>(r.dims.size()));
+        for (const ExprCode& c : r.dims) put_expr(w, c);
+        for (const ExprCode& c : r.strides) put_expr(w, c);
+        for (std::uint32_t v : r.box) w.u32(v);
+        for (std::uint32_t v : r.element_strides) w.u32(v);
+        w.u8(r.interleave);
+        w.u8(r.swizzle);
+        w.u8(r.l2_promotion);
+        w.u8(r.oob_fill);
+        break;
+      }
+      case KernelArgKind::scratch:
+        put_expr(w, a.scratch.bytes);
+        w.u32(a.scratch.align);
+        w.u8(a.scratch.per_program ? 0 : 1);
+        break;
+    }
+  }
+  w.u32(clusters);
+  for (std::size_t i = 0; i < k.shapes.size(); ++i) {
+    const ShapeSpec& s = k.shapes[i];
+    if (!s.has_cluster) continue;
+    w.u32(static_cast<std::uint32_t>(i));
+    for (std::uint32_t v : s.cluster) w.u32(v);
+  }
+}
+
+void get_tensor_map(ByteReader& r, KernelArg& a, const std::vector<KernelParam>& params, const std::string& what) {
+  TensorMapRecipe& m = a.tensor_map;
+  m.pointer = r.u16();
+  if (m.pointer >= params.size() || !params[m.pointer].is_pointer) r.fail_here(what + ": 'pointer' is not a pointer parameter");
+  m.dtype = r.u8();
+  if (tensor_map_dtype_size(m.dtype) != scalar_type_size(params[m.pointer].type)) {
+    r.fail_here(what + ": dtype " + std::to_string(m.dtype) + " does not describe the pointer's elements");
+  }
+  std::uint8_t rank = r.u8();
+  if (rank < 1 || rank > 5) r.fail_here(what + ": bad rank " + std::to_string(rank));
+  for (std::uint8_t d = 0; d < rank; ++d) m.dims.push_back(get_expr(r, params, ExprKind::integer, what + " dims"));
+  for (std::uint8_t d = 1; d < rank; ++d) m.strides.push_back(get_expr(r, params, ExprKind::integer, what + " strides"));
+  for (std::uint8_t d = 0; d < rank; ++d) {
+    m.box.push_back(r.u32());
+    if (m.box.back() < 1 || m.box.back() > 256) r.fail_here(what + ": bad box dimension");
+  }
+  for (std::uint8_t d = 0; d < rank; ++d) {
+    m.element_strides.push_back(r.u32());
+    if (m.element_strides.back() < 1 || m.element_strides.back() > 8) r.fail_here(what + ": bad element stride");
+  }
+  m.interleave = r.u8();
+  m.swizzle = r.u8();
+  m.l2_promotion = r.u8();
+  m.oob_fill = r.u8();
+  if (m.interleave > 2 || m.swizzle > 3 || m.l2_promotion > 3 || m.oob_fill > 1) r.fail_here(what + ": bad encode option");
+}
+
+void get_launch_extension(ByteReader& r, KernelSpec& k) {
+  std::uint32_t args = r.u32();
+  if (args > kMaxKernelArgs) r.fail_here("bad kernel_args count");
+  std::size_t maps = 0, scratch = 0;
+  for (std::uint32_t i = 0; i < args; ++i) {
+    KernelArg a;
+    std::uint8_t kind = r.u8();
+    if (kind > static_cast<std::uint8_t>(KernelArgKind::scratch)) r.fail_here("bad kernel_args kind " + std::to_string(kind));
+    a.kind = static_cast<KernelArgKind>(kind);
+    a.name = r.string16();
+    std::string what = "kernel_args entry '" + a.name + "'";
+    switch (a.kind) {
+      case KernelArgKind::param:
+        a.param = r.u16();
+        if (a.param >= k.params.size()) r.fail_here(what + ": no such parameter");
+        break;
+      case KernelArgKind::value: {
+        std::uint8_t type = r.u8();
+        if (type > static_cast<std::uint8_t>(ScalarType::u64)) r.fail_here(what + ": not an integer type");
+        a.type = static_cast<ScalarType>(type);
+        a.value = get_expr(r, k.params, ExprKind::integer, what);
+        break;
+      }
+      case KernelArgKind::tensor_map:
+        get_tensor_map(r, a, k.params, what);
+        ++maps;
+        break;
+      case KernelArgKind::scratch: {
+        a.scratch.bytes = get_expr(r, k.params, ExprKind::integer, what);
+        a.scratch.align = r.u32();
+        std::uint8_t per = r.u8();
+        if (a.scratch.align < 1 || a.scratch.align > 4096 || (a.scratch.align & (a.scratch.align - 1)) != 0 || per > 1) {
+          r.fail_here(what + ": bad alignment or 'per'");
+        }
+        a.scratch.per_program = per == 0;
+        ++scratch;
+        break;
+      }
+    }
+    k.kernel_args.push_back(std::move(a));
+  }
+  if (maps > kMaxTensorMaps || scratch > kMaxScratchArgs) r.fail_here("too many tensor maps or scratch entries");
+  std::uint32_t clusters = r.u32();
+  if (clusters > k.shapes.size()) r.fail_here("bad cluster count");
+  if (args == 0 && clusters == 0) r.fail_here("an empty launch extension (a writer leaves it out)");
+  long previous = -1;
+  for (std::uint32_t i = 0; i < clusters; ++i) {
+    std::uint32_t shape = r.u32();
+    if (static_cast<long>(shape) <= previous || shape >= k.shapes.size()) r.fail_here("bad cluster shape index");
+    previous = shape;
+    ShapeSpec& s = k.shapes[shape];
+    for (std::uint32_t& v : s.cluster) v = r.u32();
+    std::uint64_t blocks = std::uint64_t{s.cluster[0]} * s.cluster[1] * s.cluster[2];
+    if (s.cluster[0] == 0 || s.cluster[1] == 0 || s.cluster[2] == 0 || blocks > kMaxClusterBlocks) {
+      r.fail_here("bad cluster of shape '" + s.name + "'");
+    }
+    s.has_cluster = true;
+  }
+}
+
 std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
   ByteWriter w;
   w.string16(k.entry);
@@ -98,6 +233,7 @@ std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
   }
   w.u64(double_bits(k.tolerance.rtol));
   w.u64(double_bits(k.tolerance.atol));
+  put_launch_extension(w, k);
   return std::move(w.buffer());
 }
 
@@ -231,6 +367,7 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
   }
   k.tolerance.rtol = bits_double(r.u64());
   k.tolerance.atol = bits_double(r.u64());
+  if (r.remaining() != 0) get_launch_extension(r, k);
   if (r.remaining() != 0) r.fail_here("trailing bytes in the kernel record");
   return k;
 }

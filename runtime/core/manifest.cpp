@@ -1,10 +1,6 @@
 #include "manifest.hpp"
 
-// toml++ is compiled into this one translation unit, so libkiln carries no runtime
-// dependency on a shared toml++ (the GPU machines do not have Debian's).
-#define TOML_HEADER_ONLY 1
-#define TOML_EXCEPTIONS 1
-#include <toml++/toml.h>
+#include "manifest_toml.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +15,8 @@
 namespace kiln {
 namespace {
 
+using namespace manifest_toml;
+
 // [toolchain] keys and values: stored as 16-bit-length strings in the kernel table; a version
 // string is a few dozen bytes, so 1 KiB is generous and keeps every table record small.
 constexpr std::size_t kMaxToolchainText = 1024;
@@ -27,151 +25,6 @@ constexpr ScalarType kAllScalarTypes[] = {ScalarType::i8,  ScalarType::i16, Scal
                                           ScalarType::u8,  ScalarType::u16, ScalarType::u32,  ScalarType::u64,
                                           ScalarType::f16, ScalarType::bf16, ScalarType::f32, ScalarType::f64};
 
-const char* toml_type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
-  }
-}
-
-SourcePos pos_of(const toml::node& n) {
-  return {static_cast<std::uint32_t>(n.source().begin.line), static_cast<std::uint32_t>(n.source().begin.column)};
-}
-
-// A key's own position when toml++ recorded one, else its value's.
-SourcePos pos_of_key(const toml::key& key, const toml::node& value) {
-  if (key.source().begin.line != 0) {
-    return {static_cast<std::uint32_t>(key.source().begin.line), static_cast<std::uint32_t>(key.source().begin.column)};
-  }
-  return pos_of(value);
-}
-
-// Reads one table strictly: every key must be one the caller asked for, so a typo such
-// as `sequnce` is an error at its own line rather than a silently missing field.
-class TableReader {
- public:
-  TableReader(const std::string& file, const toml::table& table, std::string where)
-      : file_(file), table_(table), where_(std::move(where)) {}
-
-  [[noreturn]] void fail_at(const toml::node& n, const std::string& message) const {
-    fail_at_pos(pos_of(n), message);
-  }
-  [[noreturn]] void fail_at_pos(SourcePos p, const std::string& message) const {
-    fail(Errc::manifest, file_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column) + ": " + message);
-  }
-
-  const toml::node* get(std::string_view key) {
-    seen_.push_back(key);
-    return table_.get(key);
-  }
-
-  const toml::node& require(std::string_view key, const std::string& expected) {
-    const toml::node* n = get(key);
-    if (n == nullptr) fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + expected + ")");
-    return *n;
-  }
-
-  std::string string(std::string_view key, const std::string& example) {
-    const toml::node& n = require(key, "a string such as " + example);
-    return as_string(n, key, example);
-  }
-
-  std::string optional_string(std::string_view key, const std::string& example, const std::string& fallback) {
-    const toml::node* n = get(key);
-    return n ? as_string(*n, key, example) : fallback;
-  }
-
-  std::string as_string(const toml::node& n, std::string_view key, const std::string& example) const {
-    if (!n.is_string()) {
-      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a string such as " + example + ", found " + toml_type_name(n));
-    }
-    return std::string(*n.value<std::string_view>());
-  }
-
-  std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min, std::int64_t max) const {
-    if (!n.is_integer()) {
-      fail_at(n, "'" + key + "' in " + where_ + " must be an integer, found " + toml_type_name(n));
-    }
-    std::int64_t v = *n.value<std::int64_t>();
-    if (v < min || v > max) {
-      fail_at(n, "'" + key + "' in " + where_ + " must be between " + std::to_string(min) + " and " +
-                     std::to_string(max) + ", found " + std::to_string(v));
-    }
-    return v;
-  }
-
-  double number(const toml::node& n, const std::string& key) const {
-    if (!n.is_number()) fail_at(n, "'" + key + "' in " + where_ + " must be a number, found " + toml_type_name(n));
-    double v = *n.value<double>();
-    if (!std::isfinite(v) || v < 0) fail_at(n, "'" + key + "' in " + where_ + " must be a finite number >= 0");
-    return v;
-  }
-
-  const toml::array& array(const toml::node& n, const std::string& key, const std::string& of) const {
-    if (!n.is_array()) fail_at(n, "'" + key + "' in " + where_ + " must be an array of " + of + ", found " + toml_type_name(n));
-    return *n.as_array();
-  }
-
-  const toml::table& table(const toml::node& n, const std::string& key) const {
-    if (!n.is_table()) fail_at(n, "'" + key + "' in " + where_ + " must be a table, found " + toml_type_name(n));
-    return *n.as_table();
-  }
-
-  // Call after reading every known key.
-  void no_unknown_keys(const std::string& allowed) const {
-    for (auto&& [key, node] : table_) {
-      std::string_view k = key.str();
-      if (std::find(seen_.begin(), seen_.end(), k) == seen_.end()) fail_at_pos(pos_of_key(key, node), "unknown key '" + std::string(k) + "' in " + where_ + " (known keys: " + allowed + ")");
-    }
-  }
-
-  const std::string& file() const { return file_; }
-  const std::string& where() const { return where_; }
-  const toml::table& node() const { return table_; }
-
- private:
-  const std::string& file_;
-  const toml::table& table_;
-  std::string where_;
-  // The keys asked for: string literals at every call site, so views are safe to keep.
-  std::vector<std::string_view> seen_;
-};
-
-FileRef file_ref(TableReader& t, const toml::node& n, const std::string& key) {
-  std::string path = t.as_string(n, key, "\"build/kernel.sm_90.cubin\"");
-  std::string problem = format::member_path_problem(path);
-  if (!problem.empty()) {
-    t.fail_at(n, "'" + key + "' in " + t.where() + ": " + problem +
-                     " (files are named relative to the manifest's directory, inside it)");
-  }
-  return FileRef{path, pos_of(n)};
-}
-
-std::vector<FileRef> file_list(TableReader& t, std::string_view key) {
-  std::vector<FileRef> out;
-  const toml::node* n = t.get(key);
-  if (n == nullptr) return out;
-  for (const toml::node& item : t.array(*n, std::string(key), "file paths")) out.push_back(file_ref(t, item, std::string(key)));
-  return out;
-}
-
-std::string identifier(TableReader& t, std::string_view key, const std::string& example) {
-  const toml::node& n = t.require(key, "an identifier such as " + example);
-  std::string v = t.as_string(n, key, example);
-  const std::string name(key);
-  bool ok = !v.empty() && v.size() <= 128 && !(v[0] >= '0' && v[0] <= '9');
-  for (char c : v) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
-  if (!ok) t.fail_at(n, "'" + name + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*), found '" + v + "'");
-  return v;
-}
 
 KernelParam parse_param(TableReader& kt, const toml::node& n, std::size_t i) {
   std::string where = kt.where() + " params[" + std::to_string(i) + "]";
@@ -227,24 +80,6 @@ const KernelParam* integer_scalar(TableReader& t, const toml::node& at, const st
   return param;
 }
 
-// Where in kiln.toml character `offset` of a string's text is: the string node begins at its
-// opening quote, and launch expressions hold no escapes worth counting.
-SourcePos expr_pos(const toml::node& n, std::size_t offset) {
-  SourcePos p = pos_of(n);
-  p.column += static_cast<std::uint32_t>(1 + offset);
-  return p;
-}
-
-ExprCode expression(TableReader& t, const toml::node& n, const std::string& what, ExprKind kind, const KernelSpec& k) {
-  std::string text(*n.value<std::string_view>());
-  ExprCode code;
-  ExprProblem problem;
-  if (!compile_expr(text, k.params, kind, &code, &problem)) {
-    t.fail_at_pos(expr_pos(n, problem.offset), what + " in " + t.where() + " \"" + text.substr(0, 64) +
-                                                   (text.size() > 64 ? "..." : "") + "\": " + problem.message);
-  }
-  return code;
-}
 
 // A launch dimension of a range shape: 1 to 3 elements, each an integer or an expression.
 // `constants` gets each element's value when it is an integer (1 for a left-out one) and -1
@@ -308,7 +143,14 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
     if (sn) s.shared_mem = static_cast<std::uint32_t>(t.integer(*sn, "shared_mem", 0, 0x7fffffff));
     std::uint64_t threads = static_cast<std::uint64_t>(s.block[0]) * s.block[1] * s.block[2];
     if (threads > 1024) t.fail_at(n, where + ": block has " + std::to_string(threads) + " threads; at most 1024 are allowed");
-    t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem");
+    parse_cluster(t, t.get("cluster"), &s);
+    for (std::size_t d = 0; d < 3 && s.has_cluster; ++d) {
+      if (s.grid[d] % s.cluster[d] != 0) {
+        t.fail_at(*t.get("cluster"), where + ": grid " + "xyz"[d] + " = " + std::to_string(s.grid[d]) +
+                                         " is not a multiple of cluster " + "xyz"[d] + " = " + std::to_string(s.cluster[d]));
+      }
+    }
+    t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem, cluster");
     return s;
   }
   if (rn) {
@@ -366,7 +208,8 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
     t.fail_at(*sn, "shared_mem in " + where + " has no bound within 2147483647 bytes over the shape's values and ranges "
                    "(interval bound " + std::to_string(hi) + "); give the parameters it uses a range, or cap it with min(...)");
   }
-  t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem");
+  parse_cluster(t, t.get("cluster"), &s);
+  t.no_unknown_keys("name, values, ranges, where, grid, block, shared_mem, cluster");
   return s;
 }
 
@@ -508,6 +351,7 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
       k.params.push_back(p);
     }
   }
+  if (const toml::node* an = t.get("kernel_args")) k.kernel_args = parse_kernel_args(named, *an, k);
   const toml::node& cn = t.require("code", "[[kernel.code]] tables naming each code object");
   const toml::array& ca = t.array(cn, "code", "code object tables");
   if (ca.empty()) t.fail_at(cn, "kernel '" + k.name + "' lists no code object");
@@ -526,6 +370,21 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
       k.shapes.push_back(s);
     }
   }
+  // Tensor maps, scratch and clusters are CUDA's (cuTensorMapEncodeTiled, cuLaunchKernelEx).
+  if (k.backend != "cuda") {
+    for (const KernelArg& a : k.kernel_args) {
+      if (a.kind == KernelArgKind::tensor_map || a.kind == KernelArgKind::scratch) {
+        t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' is a " +
+                                 (a.kind == KernelArgKind::scratch ? "scratch" : "tensor_map") +
+                                 " entry, which needs backend = \"cuda\" (the kernel's is \"" + k.backend + "\")");
+      }
+    }
+    for (const ShapeSpec& s : k.shapes) {
+      if (s.has_cluster) {
+        t.fail_at_pos(s.pos, "shape '" + s.name + "' of kernel '" + k.name + "' gives a cluster, which needs backend = \"cuda\" (the kernel's is \"" + k.backend + "\")");
+      }
+    }
+  }
   if (const toml::node* tn = t.get("tolerance")) {
     TableReader tt(file, t.table(*tn, "tolerance"), "kernel '" + k.name + "' tolerance");
     if (const toml::node* r = tt.get("rtol")) k.tolerance.rtol = tt.number(*r, "rtol");
@@ -536,7 +395,7 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
     const toml::array& ta = t.array(*tn, "test", "test tables");
     for (std::size_t j = 0; j < ta.size(); ++j) k.tests.push_back(parse_test(named, ta[j], j, k));
   }
-  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, code, shape, tolerance, test");
+  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, kernel_args, code, shape, tolerance, test");
   return k;
 }
 

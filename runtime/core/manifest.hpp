@@ -69,8 +69,57 @@ struct ShapeSpec {
   std::array<ExprCode, 3> grid_code;
   std::array<ExprCode, 3> block_code;
   ExprCode shared_mem_code;
+  // Thread block cluster dimensions (kiln.toml `cluster`); has_cluster false: a plain launch.
+  bool has_cluster = false;
+  std::array<std::uint32_t, 3> cluster{1, 1, 1};
   SourcePos pos;
 };
+
+// A CUtensorMap the runtime encodes at launch with cuTensorMapEncodeTiled (MANIFEST.md,
+// kernel_args). The enumerations hold CUDA's values of the same names (cuda.h), so the recipe
+// is passed to the driver as it is stored.
+struct TensorMapRecipe {
+  std::uint16_t pointer = 0;   // index of the call's pointer parameter: globalAddress
+  std::uint8_t dtype = 0;      // CUtensorMapDataType: 0 u8 .. 12 tf32_ftz
+  std::vector<ExprCode> dims;  // rank entries, innermost first: globalDim
+  std::vector<ExprCode> strides;  // rank - 1 entries, bytes: globalStrides[0 .. rank-2]
+  std::vector<std::uint32_t> box;              // boxDim, 1..256 each
+  std::vector<std::uint32_t> element_strides;  // 1..8 each
+  std::uint8_t interleave = 0;  // CUtensorMapInterleave: 0 none, 1 16B, 2 32B
+  std::uint8_t swizzle = 0;     // CUtensorMapSwizzle: 0 none, 1 32B, 2 64B, 3 128B
+  std::uint8_t l2_promotion = 0;  // CUtensorMapL2promotion: 0 none, 1 64B, 2 128B, 3 256B
+  std::uint8_t oob_fill = 0;    // CUtensorMapFloatOOBfill: 0 zero (NONE), 1 NaN (NAN_REQUEST_ZERO_FMA)
+};
+
+// Scratch memory the runtime provides (MANIFEST.md, kernel_args).
+struct ScratchSpec {
+  ExprCode bytes;            // per program (per_program) or per launch
+  std::uint32_t align = 256; // a power of two, 1..4096
+  bool per_program = true;   // multiply by grid x * y * z
+};
+
+// One parameter of the kernel's code, built from the call at each launch.
+enum class KernelArgKind : std::uint8_t { param = 0, value = 1, tensor_map = 2, scratch = 3 };
+
+struct KernelArg {
+  KernelArgKind kind = KernelArgKind::param;
+  std::string name;
+  std::uint16_t param = 0;               // param: index of the call's parameter passed as is
+  ScalarType type = ScalarType::i64;     // value: an integer type
+  ExprCode value;                        // value: the expression
+  TensorMapRecipe tensor_map;            // tensor_map
+  ScratchSpec scratch;                   // scratch
+  SourcePos pos;
+};
+
+constexpr std::size_t kMaxKernelArgs = 256;
+constexpr std::size_t kMaxTensorMaps = 16;
+constexpr std::size_t kMaxScratchArgs = 4;
+constexpr std::size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap); libkiln aligns it to 128
+constexpr std::uint32_t kMaxClusterBlocks = 8;  // the portable cluster size
+
+const char* tensor_map_dtype_name(std::uint8_t dtype);  // "f16"; "?" when out of range
+std::size_t tensor_map_dtype_size(std::uint8_t dtype);  // bytes per element; 0 when out of range
 
 enum class FallbackPolicy { reference, refuse };
 
@@ -101,6 +150,9 @@ struct KernelSpec {
   std::vector<KernelParam> params;
   std::vector<CodeObjectRef> code;
   std::vector<ShapeSpec> shapes;
+  // The kernel's own parameters when they are not `params` (kiln.toml kernel_args); empty: the
+  // kernel takes the call's parameters as they are.
+  std::vector<KernelArg> kernel_args;
   Tolerance tolerance;
   std::vector<TestSpec> tests;  // from kiln.toml only; not in the binary kernel table
   SourcePos pos;

@@ -25,9 +25,11 @@ ShapeProgram::ShapeProgram(const ShapeSpec& shape, const std::vector<KernelParam
       config_.block[d] = shape.block[static_cast<std::size_t>(d)];
     }
     config_.shared_mem = shape.shared_mem;
+    for (int d = 0; d < 3; ++d) config_.cluster[d] = shape.has_cluster ? shape.cluster[static_cast<std::size_t>(d)] : 0;
     max_shared_mem_ = shape.shared_mem;
     return;
   }
+  for (int d = 0; d < 3; ++d) cluster_[d] = shape.has_cluster ? shape.cluster[static_cast<std::size_t>(d)] : 0;
   for (const ShapeRange& r : shape.ranges) {
     std::size_t i = index_of(r.name);
     if (i < params.size()) ranges_.push_back({i, params[i].type, r.min, r.max, r.name});
@@ -118,8 +120,18 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
     return false;
   }
   for (int d = 0; d < 3; ++d) {
+    if (cluster_[d] != 0 && v[d] % cluster_[d] != 0) {
+      if (why) {
+        *why = std::string(kLaunchNames[d]) + " '" + expr_text(launch_[d], params_) + "' = " + std::to_string(v[d]) +
+               " is not a multiple of the cluster's " + std::to_string(cluster_[d]);
+      }
+      return false;
+    }
+  }
+  for (int d = 0; d < 3; ++d) {
     out->grid[d] = static_cast<unsigned>(v[d]);
     out->block[d] = static_cast<unsigned>(v[3 + d]);
+    out->cluster[d] = cluster_[d];
   }
   out->shared_mem = static_cast<unsigned>(v[6]);
   return true;

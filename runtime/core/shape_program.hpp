@@ -67,6 +67,7 @@ class ShapeProgram {
   std::vector<ExprCode> where_;
   ExprCode launch_[7];
   LaunchConfig config_;  // a fixed shape's launch
+  unsigned cluster_[3] = {0, 0, 0};  // a range shape's cluster; 0: none
   std::uint32_t max_shared_mem_ = 0;
   // A range shape's copy of the parameters, for the expressions' text in mismatch(); empty for
   // a fixed shape (a kernel may declare thousands of those).

@@ -1,5 +1,8 @@
 #include "cuda_backend.hpp"
 
+#include "manifest.hpp"
+
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -38,7 +41,16 @@ std::string Device::describe() const {
 Backend::~Backend() {
   const Driver* d = driver();
   if (d == nullptr) return;
-  for (auto& [ordinal, device] : devices_) d->api().cuDevicePrimaryCtxRelease(device->handle);
+  const DriverApi& api = d->api();
+  for (auto& [ordinal, device] : devices_) {
+    ScratchPool& pool = device->scratch;
+    if (!pool.buffers.empty() || !pool.retired.empty()) {
+      ContextScope scope(api, device->primary);
+      for (auto& [key, buffer] : pool.buffers) api.cuMemFree(buffer.address);
+      for (CUdeviceptr p : pool.retired) api.cuMemFree(p);
+    }
+    api.cuDevicePrimaryCtxRelease(device->handle);
+  }
 }
 
 const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) {
@@ -138,8 +150,55 @@ CUresult Backend::launch(const Device& device, const LoadedCode& code, const Lau
   // in the current context, which must be the device's.
   CUfunction f = code.kernel != nullptr ? reinterpret_cast<CUfunction>(code.kernel) : code.function;
   ContextScope scope(api, device.primary);
-  return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,
-                            static_cast<CUstream>(stream), args, nullptr);
+  if (!c.has_cluster()) {
+    return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,
+                              static_cast<CUstream>(stream), args, nullptr);
+  }
+  // Resolution refused the kernel where cuLaunchKernelEx is missing (cuda_features.cpp).
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = c.cluster[0];
+  attribute.value.clusterDim.y = c.cluster[1];
+  attribute.value.clusterDim.z = c.cluster[2];
+  CUlaunchConfig config{c.grid[0],  c.grid[1],  c.grid[2],    c.block[0], c.block[1], c.block[2],
+                        c.shared_mem, static_cast<CUstream>(stream), &attribute, 1};
+  return api.cuLaunchKernelEx(&config, f, args, nullptr);
+}
+
+CUresult Backend::encode_tensor_map(const Device&, const TensorMapRequest& request, void* out) const {
+  const TensorMapRecipe& r = *request.recipe;
+  unsigned box[5] = {}, element_strides[5] = {};
+  for (std::size_t d = 0; d < r.box.size() && d < 5; ++d) {
+    box[d] = r.box[d];
+    element_strides[d] = r.element_strides[d];
+  }
+  return driver()->api().cuTensorMapEncodeTiled(
+      static_cast<CUtensorMap*>(out), r.dtype, static_cast<unsigned>(r.dims.size()),
+      reinterpret_cast<void*>(static_cast<std::uintptr_t>(request.address)),
+      reinterpret_cast<const unsigned long long*>(request.dims), reinterpret_cast<const unsigned long long*>(request.strides), box,
+      element_strides, r.interleave, r.swizzle, r.l2_promotion, r.oob_fill);
+}
+
+CUresult Backend::scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+                          std::uint64_t* address) const {
+  *address = 0;
+  if (bytes == 0) return CUDA_SUCCESS;
+  const DriverApi& api = driver()->api();
+  ScratchPool& pool = device.scratch;
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  ScratchPool::Buffer& buffer = pool.buffers[{stream, slot}];
+  const std::uint64_t need = bytes + align - 1;  // bytes < 2^62 (checked by the caller)
+  if (buffer.size < need) {
+    std::uint64_t size = std::max(need, buffer.size * 2);  // doubling: few retired buffers
+    CUdeviceptr p = 0;
+    ContextScope scope(api, device.primary);
+    CUresult r = api.cuMemAlloc(&p, size);
+    if (r != CUDA_SUCCESS) return r;
+    if (buffer.address != 0) pool.retired.push_back(buffer.address);
+    buffer = {p, size};
+  }
+  *address = (buffer.address + align - 1) & ~static_cast<std::uint64_t>(align - 1);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace kiln::cuda

@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bytes.hpp"
 #include "cuda_driver.hpp"
@@ -18,6 +20,19 @@ namespace kiln::cuda {
 
 enum class Unavailable { none, no_driver, no_device };
 
+// The scratch memory of one device (MANIFEST.md, scratch): a buffer per stream and scratch slot,
+// grown when a launch needs more. A smaller buffer is retired, not freed, since launches queued
+// on the stream may still use it; everything is freed with the backend.
+struct ScratchPool {
+  struct Buffer {
+    CUdeviceptr address = 0;
+    std::uint64_t size = 0;
+  };
+  std::mutex mutex;
+  std::map<std::pair<void*, std::size_t>, Buffer> buffers;
+  std::vector<CUdeviceptr> retired;
+};
+
 struct Device {
   int ordinal = 0;
   CUdevice handle = 0;
@@ -25,6 +40,7 @@ struct Device {
   DeviceSpec spec;
   std::string name;             // "NVIDIA H200"
   std::string describe() const; // "device 0 'NVIDIA H200' (cc 9.0, driver 13.0)"
+  mutable ScratchPool scratch;
 };
 
 struct LoadedCode {
@@ -65,6 +81,11 @@ class Backend {
   // calling thread has another one current).
   CUresult launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream,
                   void** args) const;
+  // cuTensorMapEncodeTiled over a recipe and a call's values (a host-side call: no context).
+  CUresult encode_tensor_map(const Device& device, const TensorMapRequest& request, void* out) const;
+  // Scratch memory for `slot` of launches on `stream`: at least `bytes`, aligned to `align`.
+  CUresult scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+                   std::uint64_t* address) const;
 
  private:
   std::string driver_path_;

@@ -74,6 +74,8 @@ const Driver* Driver::get(const std::string& path_option, std::string* why, bool
       bind(lib, "cuEventSynchronize", a.cuEventSynchronize, false, &missing);
       bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, false, &missing);
       bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, false, &missing);
+      bind(lib, "cuLaunchKernelEx", a.cuLaunchKernelEx, false, &missing);
+      bind(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, &missing);
       // CUDA 12.0+: context-independent loading. Without it kiln uses cuModuleLoadDataEx.
       bool library = bind(lib, "cuLibraryLoadData", a.cuLibraryLoadData, false, &missing) &&
                      bind(lib, "cuLibraryUnload", a.cuLibraryUnload, false, &missing) &&

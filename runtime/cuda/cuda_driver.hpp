@@ -46,6 +46,33 @@ constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
 
+// cuLaunchKernelEx's configuration (cuda.h: CUlaunchConfig, CUlaunchAttribute), with the one
+// attribute kiln sets: the cluster dimension.
+constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+union CUlaunchAttributeValue {
+  char pad[64];
+  struct {
+    unsigned x, y, z;
+  } clusterDim;
+};
+struct CUlaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  CUlaunchAttributeValue value;
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+// CUtensorMap: 128 opaque bytes; the enumerations are passed as ints.
+struct alignas(128) CUtensorMap {  // CUDA 13 aligns it to 128 (12.x: 64)
+  unsigned long long opaque[16];
+};
+
 // The entry points, by the ABI names cuda.h maps its macros to (cuMemAlloc is cuMemAlloc_v2).
 struct DriverApi {
   CUresult (*cuInit)(unsigned) = nullptr;
@@ -75,7 +102,14 @@ struct DriverApi {
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                              void**, void**) = nullptr;
-  // Memory, copies, streams and events: used by kiln's own GPU tests and tools.
+  // Hopper launches (CUDA 12.0+), optional: a kernel that needs them is refused at resolution
+  // where they are missing (cuda_features.hpp).
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int, unsigned, void*, const unsigned long long*,
+                                     const unsigned long long*, const unsigned*, const unsigned*, int, int, int,
+                                     int) = nullptr;
+  // Memory, copies, streams and events: used by kiln's own GPU tests and tools, and by libkiln
+  // for the scratch memory kernels declare.
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t) = nullptr;            // _v2
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;                           // _v2
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t) = nullptr;  // _v2

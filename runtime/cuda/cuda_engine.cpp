@@ -1,6 +1,7 @@
 #include "cuda_engine.hpp"
 
 #include "code_object.hpp"
+#include "cuda_features.hpp"
 #include "error.hpp"
 
 namespace kiln::cuda {
@@ -37,6 +38,15 @@ std::string EngineBackend::unmet_requirement(const engine::DeviceInfo& device, c
   if (min == nullptr || !parse_version_pair(*min, &major, &minor)) return "";  // the manifest parser checks its form
   if (native_device(device).spec.driver_version >= major * 1000 + minor * 10) return "";
   return "the manifest needs a CUDA " + *min + " driver (min_cuda_driver)";
+}
+
+std::string EngineBackend::unmet_feature(const engine::DeviceInfo& device, const KernelSpec& kernel) {
+  const DriverApi& api = cuda_.driver()->api();  // a device was found: the driver is loaded
+  DriverFeatures features;
+  features.launch_ex = api.cuLaunchKernelEx != nullptr;
+  features.tensor_map_encode = api.cuTensorMapEncodeTiled != nullptr;
+  features.memory = api.cuMemAlloc != nullptr && api.cuMemFree != nullptr;
+  return feature_problem(kernel, native_device(device).spec, features, device.describe);
 }
 
 engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind kind,

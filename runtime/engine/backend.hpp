@@ -44,9 +44,16 @@ struct TagFit {
 class Code {
  public:
   virtual ~Code() = default;
-  // Launches on `stream` on the code's device; returns the driver's status (0 is success),
-  // leaving the calling thread's current device or context as it found it.
+  // Launches on `stream` on the code's device (with config.cluster when it has one); returns
+  // the driver's status (0 is success), leaving the calling thread's current device or
+  // context as it found it.
   virtual int launch(const LaunchConfig& config, void* stream, void** args) const = 0;
+  // Encodes a tensor map into `out` (kTensorMapBytes, 128-byte aligned); the driver's status.
+  virtual int encode_tensor_map(const TensorMapRequest& request, void* out) const = 0;
+  // Device memory of at least `bytes` at `align` for scratch entry `slot` of launches on
+  // `stream`, reused by every launch on that stream (MANIFEST.md, scratch); the driver's status.
+  virtual int scratch(std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+                      std::uint64_t* address) const = 0;
 };
 
 // A backend's loaded code as engine::Code, for any driver-level backend B whose launch(device,
@@ -58,6 +65,13 @@ class CodeOn final : public Code {
   ~CodeOn() override { backend_.unload(code_); }
   int launch(const LaunchConfig& config, void* stream, void** args) const override {
     return backend_.launch(device_, code_, config, stream, args);
+  }
+  int encode_tensor_map(const TensorMapRequest& request, void* out) const override {
+    return backend_.encode_tensor_map(device_, request, out);
+  }
+  int scratch(std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+              std::uint64_t* address) const override {
+    return backend_.scratch(device_, slot, bytes, align, stream, address);
   }
 
  private:
@@ -106,6 +120,9 @@ class Backend {
   // What the archive as a whole asks of the device's driver (CUDA: min_cuda_driver), or ""
   // when the device's driver meets it.
   virtual std::string unmet_requirement(const DeviceInfo& device, const KernelTable& table) = 0;
+  // What the kernel needs of the device or driver beyond its code (tensor maps, clusters,
+  // scratch), or "" when the device has it; a kernel that needs something is never launched.
+  virtual std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) = 0;
   // Judges one tag of a code object of this kind (`what` names it in errors). `content` is
   // empty unless a first call said needs_content; then it is the verified code object.
   virtual TagFit judge(const DeviceInfo& device, const std::string& tag, format::CodeKind kind, ByteView content,

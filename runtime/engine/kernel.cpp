@@ -33,7 +33,8 @@ Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool referen
       spec_(std::move(spec)),
       device_(device),
       reference_allowed_(reference_allowed),
-      shapes_(spec_) {}
+      shapes_(spec_),
+      abi_(spec_) {}
 
 void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
   if (arg_count != spec_.params.size()) {
@@ -63,7 +64,10 @@ namespace {
 std::string launch_text(const kiln::LaunchConfig& c) {
   return "grid(" + std::to_string(c.grid[0]) + "," + std::to_string(c.grid[1]) + "," + std::to_string(c.grid[2]) +
          ") block(" + std::to_string(c.block[0]) + "," + std::to_string(c.block[1]) + "," + std::to_string(c.block[2]) +
-         ") smem " + std::to_string(c.shared_mem);
+         ") smem " + std::to_string(c.shared_mem) +
+         (c.has_cluster() ? " cluster(" + std::to_string(c.cluster[0]) + "," + std::to_string(c.cluster[1]) + "," +
+                                std::to_string(c.cluster[2]) + ")"
+                          : "");
 }
 
 }  // namespace
@@ -83,7 +87,15 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
     kiln::LaunchConfig launch_config;
     if (shapes_.match(args, &launch_config) != nullptr) {
       const kiln::LaunchConfig* config = &launch_config;
-      int r = code_->launch(*config, stream, const_cast<void**>(args));
+      int r;
+      if (abi_.passes_call()) {
+        r = code_->launch(*config, stream, const_cast<void**>(args));
+      } else {
+        // Tensor maps, computed scalars, scratch: built on this thread's stack for this call.
+        KernelAbi::Frame frame;
+        abi_.build(args, *config, stream, *code_, *backend_, &frame);
+        r = code_->launch(*config, stream, frame.args);
+      }
       if (r != 0) {
         kiln::engine::Stats::bump(rt.stats().launch_failures);
         std::string error = backend_->describe_error(r);

@@ -8,6 +8,7 @@
 #include "backend.hpp"
 #include "kiln/kiln.h"
 #include "manifest.hpp"
+#include "kernel_abi.hpp"
 #include "shape_match.hpp"
 
 namespace kiln::engine {
@@ -42,6 +43,8 @@ class Kernel {
   // The device the kernel was judged against: set when its backend found one, also when no
   // code fitted or a load failed (diagnostics name it); null when there was no device.
   const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
+  // Tensor maps encoded so far (cache misses): tests and benchmarks check the cache with it.
+  std::uint64_t tensor_map_encodes() const { return abi_.encodes(); }
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.
   // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.
@@ -60,6 +63,7 @@ class Kernel {
   int device_;
   bool reference_allowed_;  // runtime policy and the kernel's `fallback` both allow it
   kiln::engine::ShapeTable shapes_;
+  kiln::engine::KernelAbi abi_;  // the kernel's own parameters, when they are not the call's
   kiln_route route_ = KILN_ROUTE_REFUSED;
   kiln_reason reason_ = KILN_REASON_ARCH_MISMATCH;
   std::string reason_text_;

@@ -55,6 +55,7 @@ const char* kiln_reason_string(kiln_reason reason) {
     case KILN_REASON_LOAD_FAILED: return "load-failed";
     case KILN_REASON_UNDECLARED_SHAPE: return "undeclared-shape";
     case KILN_REASON_BACKEND_UNAVAILABLE: return "backend-unavailable";
+    case KILN_REASON_DEVICE_FEATURE: return "device-feature";
   }
   return "unknown";
 }

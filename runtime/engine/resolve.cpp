@@ -109,6 +109,9 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
   const std::string& where = device->describe;
   std::string unmet = backend.unmet_requirement(*device, reader_->kernel_table());
   if (!unmet.empty()) return settle_without_code(k, KILN_REASON_DRIVER_TOO_OLD, where + ": " + unmet);
+  // Tensor maps, clusters, scratch: decided here, never by a launch that fails later.
+  std::string missing = backend.unmet_feature(*device, k.spec_);
+  if (!missing.empty()) return settle_without_code(k, KILN_REASON_DEVICE_FEATURE, missing);
 
   // Judge every code object listed for the kernel; keep each one's best tag.
   std::vector<Candidate> fitting, rejected, pending;

@@ -52,6 +52,11 @@ class Backend {
   void unload(LoadedCode& code);
   // Launches on `device` (made current for the call, then the thread's own put back).
   int launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream, void** args) const;
+  // HIP has no tensor maps, and kiln provides no scratch on it: resolution refuses a kernel
+  // that needs either (hip_engine.cpp), so these only answer hipErrorNotSupported.
+  static constexpr int kNotSupported = 801;
+  int encode_tensor_map(const Device&, const TensorMapRequest&, void*) const { return kNotSupported; }
+  int scratch(const Device&, std::size_t, std::uint64_t, std::uint32_t, void*, std::uint64_t*) const { return kNotSupported; }
   std::string describe(int error) const;
   int runtime_version() const;  // hipRuntimeGetVersion's, 0 before the runtime is loaded
 

@@ -1,6 +1,7 @@
 #include "hip_engine.hpp"
 
 #include "error.hpp"
+#include "launch_features.hpp"
 
 namespace kiln::hip {
 
@@ -27,6 +28,13 @@ const Device& EngineBackend::native_device(const engine::DeviceInfo& device) {
   const Device* d = hip_.device(device.ordinal, &unavailable, &why);  // cached: found before
   if (d == nullptr) throw Error(Errc::internal, "AMD device " + std::to_string(device.ordinal) + " vanished: " + why);
   return *d;
+}
+
+std::string EngineBackend::unmet_feature(const engine::DeviceInfo& device, const KernelSpec& kernel) {
+  LaunchFeatures f = launch_features(kernel);
+  if (!f.any()) return "";
+  return "kernel '" + kernel.name + "' needs " + describe_first_feature(f) + ", which kiln launches only through CUDA; " +
+         device.describe + " is an AMD device";
 }
 
 engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind,

@@ -18,6 +18,7 @@ class EngineBackend final : public engine::Backend {
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
   const engine::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const engine::DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const engine::DeviceInfo& device, const KernelSpec& kernel) override;
   engine::TagFit judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
                        ByteView content, const std::string& what) override;
   engine::LoadOutcome load(const engine::DeviceInfo& device, ByteView image, format::CodeKind kind,

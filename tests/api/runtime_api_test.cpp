@@ -474,7 +474,7 @@ TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
 TEST(Strings, EveryStatusRouteAndReasonHasAName) {
   for (int s = KILN_OK; s <= KILN_ERR_INTERNAL; ++s) EXPECT_STRNE(kiln_status_string(static_cast<kiln_status>(s)), "unknown status");
   for (int r = KILN_ROUTE_NATIVE; r <= KILN_ROUTE_REFUSED; ++r) EXPECT_STRNE(kiln_route_string(static_cast<kiln_route>(r)), "unknown");
-  for (int r = KILN_REASON_MATCH; r <= KILN_REASON_BACKEND_UNAVAILABLE; ++r) {
+  for (int r = KILN_REASON_MATCH; r <= KILN_REASON_DEVICE_FEATURE; ++r) {
     EXPECT_STRNE(kiln_reason_string(static_cast<kiln_reason>(r)), "unknown");
   }
 }

@@ -28,6 +28,25 @@ static_assert(k::CU_EVENT_DEFAULT == CU_EVENT_DEFAULT, "event flags");
 static_assert(sizeof(k::CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 static_assert(sizeof(k::CUdevice) == sizeof(CUdevice), "CUdevice");
 static_assert(sizeof(k::CUresult) == sizeof(CUresult), "CUresult");
+// cuLaunchKernelEx and cuTensorMapEncodeTiled: the layouts and values kiln passes.
+#include <cstddef>
+static_assert(k::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster attribute");
+static_assert(sizeof(k::CUlaunchAttributeValue) == sizeof(CUlaunchAttributeValue), "CUlaunchAttributeValue");
+static_assert(sizeof(k::CUlaunchAttribute) == sizeof(CUlaunchAttribute), "CUlaunchAttribute");
+static_assert(offsetof(k::CUlaunchAttribute, value) == offsetof(CUlaunchAttribute, value), "attribute value");
+static_assert(sizeof(k::CUlaunchConfig) == sizeof(CUlaunchConfig), "CUlaunchConfig");
+static_assert(offsetof(k::CUlaunchConfig, hStream) == offsetof(CUlaunchConfig, hStream), "config stream");
+static_assert(offsetof(k::CUlaunchConfig, attrs) == offsetof(CUlaunchConfig, attrs), "config attrs");
+static_assert(offsetof(k::CUlaunchConfig, numAttrs) == offsetof(CUlaunchConfig, numAttrs), "config numAttrs");
+static_assert(sizeof(k::CUtensorMap) == sizeof(CUtensorMap) && alignof(k::CUtensorMap) == alignof(CUtensorMap), "CUtensorMap");
+// The recipe stores CUDA's enumeration values (MANIFEST.md); spot-check each enumeration's ends.
+static_assert(CU_TENSOR_MAP_DATA_TYPE_UINT8 == 0 && CU_TENSOR_MAP_DATA_TYPE_FLOAT16 == 6 &&
+              CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9 && CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ == 12, "tensor map dtypes");
+static_assert(CU_TENSOR_MAP_INTERLEAVE_NONE == 0 && CU_TENSOR_MAP_INTERLEAVE_32B == 2, "interleave");
+static_assert(CU_TENSOR_MAP_SWIZZLE_NONE == 0 && CU_TENSOR_MAP_SWIZZLE_128B == 3, "swizzle");
+static_assert(CU_TENSOR_MAP_L2_PROMOTION_NONE == 0 && CU_TENSOR_MAP_L2_PROMOTION_L2_256B == 3, "L2 promotion");
+static_assert(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0 && CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA == 1, "OOB fill");
+static_assert(sizeof(CUtensorMapDataType) == sizeof(int), "enums are passed as int");
 
 int main() {
   std::printf("kiln's CUDA declarations match %s's cuda.h (CUDA_VERSION %d)\n", "this toolkit", CUDA_VERSION);

@@ -444,7 +444,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "kiln.toml:35:14: shared_mem in kernel 'mm' shape[1] has no bound within 2147483647 bytes over the shape's "
                  "values and ranges (interval bound 562949953421312)"},
         BadRange{kAnyTail, "shared_mem = \"m / 0\"\n", "kiln.toml:35:14: shared_mem in kernel 'mm' shape[1] can never be computed"},
-        BadRange{kAnyTail, kAnyTail + std::string("rangez = { m = [1, 2] }\n"), "kiln.toml:36:1: unknown key 'rangez' in kernel 'mm' shape[1] (known keys: name, values, ranges, where, grid, block, shared_mem)"},
+        BadRange{kAnyTail, kAnyTail + std::string("rangez = { m = [1, 2] }\n"), "kiln.toml:36:1: unknown key 'rangez' in kernel 'mm' shape[1] (known keys: name, values, ranges, where, grid, block, shared_mem, cluster)"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 81, small = 0 }\noutputs = { a = \"a.npy\" }\n"),
                  "kiln.toml:37:1: kernel 'mm' test[0]: its values do not belong to shape 'any_m': where[0] 'm % 16 == 0' does not hold"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 80 }\noutputs = { a = \"a.npy\" }\n"),

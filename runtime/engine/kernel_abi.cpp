@@ -1,0 +1,199 @@
+#include "kernel_abi.hpp"
+
+#include <cstring>
+
+#include "error.hpp"
+
+namespace kiln::engine {
+
+using kiln::Errc;
+using kiln::Error;
+
+namespace {
+
+constexpr std::int64_t kMaxTensorDim = std::int64_t{1} << 32;
+constexpr std::int64_t kMaxTensorStride = std::int64_t{1} << 40;
+// Scratch beyond this is refused before it reaches the allocator (and keeps size + align and the
+// doubling in the pool far from overflow).
+constexpr std::uint64_t kMaxScratchBytes = std::uint64_t{1} << 40;
+
+// Evaluates a decoded expression over the call; false on a fault.
+bool evaluate(const std::vector<ExprInstr>& code, void* const* call, std::int64_t* out, ExprFault* fault) {
+  if (code.size() == 1 && code[0].op == op::konst) {
+    *out = code[0].imm;
+    return true;
+  }
+  *fault = eval_instrs(code.data(), code.size(), call, out);
+  return *fault == ExprFault::none;
+}
+
+}  // namespace
+
+KernelAbi::KernelAbi(const KernelSpec& kernel) : kernel_(kernel.name) {
+  if (kernel.kernel_args.empty()) return;
+  params_ = kernel.params;
+  args_ = kernel.kernel_args;
+  std::size_t maps = 0, scratch = 0;
+  for (const KernelArg& a : args_) {
+    Entry e;
+    e.kind = a.kind;
+    switch (a.kind) {
+      case KernelArgKind::param: e.param = a.param; break;
+      case KernelArgKind::value:
+        e.type = a.type;
+        e.value = decode_expr(a.value, params_);
+        break;
+      case KernelArgKind::tensor_map:
+        e.slot = maps++;
+        for (const ExprCode& c : a.tensor_map.dims) e.dims.push_back(decode_expr(c, params_));
+        for (const ExprCode& c : a.tensor_map.strides) e.strides.push_back(decode_expr(c, params_));
+        break;
+      case KernelArgKind::scratch:
+        e.slot = scratch++;
+        e.value = decode_expr(a.scratch.bytes, params_);
+        break;
+    }
+    entries_.push_back(std::move(e));
+  }
+  caches_ = std::make_unique<MapCache[]>(maps == 0 ? 1 : maps);
+}
+
+void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const {
+  throw Error(Errc::invalid_argument, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': " + what);
+}
+
+void KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code,
+                      const Backend& backend, Frame* frame) const {
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const KernelArg& arg = args_[i];
+    switch (e.kind) {
+      case KernelArgKind::param:
+        frame->args[i] = call[e.param];
+        break;
+      case KernelArgKind::value: {
+        std::int64_t v = 0;
+        ExprFault fault = ExprFault::none;
+        if (!evaluate(e.value, call, &v, &fault)) {
+          fail_value(arg, "'" + expr_text(arg.value, params_) + "' faults: " + expr_fault_text(fault));
+        }
+        std::int64_t lo = 0, hi = 0;
+        scalar_type_bounds(e.type, &lo, &hi);
+        if (v < lo || v > hi) {
+          fail_value(arg, "'" + expr_text(arg.value, params_) + "' = " + std::to_string(v) + " does not fit " +
+                              scalar_type_name(e.type));
+        }
+        // The value's own bytes (little-endian: the low bytes of the 64-bit slot).
+        frame->values[i] = 0;
+        std::memcpy(&frame->values[i], &v, scalar_type_size(e.type));
+        frame->args[i] = &frame->values[i];
+        break;
+      }
+      case KernelArgKind::tensor_map:
+        build_tensor_map(e, arg, call, code, backend, frame->maps[e.slot]);
+        frame->args[i] = frame->maps[e.slot];
+        break;
+      case KernelArgKind::scratch: {
+        std::int64_t per = 0;
+        ExprFault fault = ExprFault::none;
+        if (!evaluate(e.value, call, &per, &fault)) {
+          fail_value(arg, "bytes '" + expr_text(arg.scratch.bytes, params_) + "' faults: " + expr_fault_text(fault));
+        }
+        std::uint64_t bytes = per < 0 ? 0 : static_cast<std::uint64_t>(per);
+        bool overflow = per < 0;
+        for (int d = 0; d < 3 && arg.scratch.per_program; ++d) {
+          overflow = overflow || __builtin_mul_overflow(bytes, std::uint64_t{launch.grid[d]}, &bytes);
+        }
+        if (overflow || bytes > kMaxScratchBytes) {
+          fail_value(arg, "scratch of " + std::to_string(per) + " bytes" + (arg.scratch.per_program ? " per program" : "") +
+                              " is negative or more than 2^40 bytes for this launch");
+        }
+        std::uint64_t address = 0;
+        if (int r = code.scratch(e.slot, bytes, arg.scratch.align, stream, &address); r != 0) {
+          throw Error(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': allocating " +
+                                        std::to_string(bytes) + " bytes of scratch failed (driver status " +
+                                        std::to_string(r) + ")");
+        }
+        frame->values[i] = address;
+        frame->args[i] = &frame->values[i];
+        break;
+      }
+    }
+  }
+}
+
+void KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
+                                 const Backend& backend, void* out) const {
+  const TensorMapRecipe& r = arg.tensor_map;
+  TensorMapRequest request;
+  request.recipe = &r;
+  std::memcpy(&request.address, call[r.pointer], sizeof request.address);
+  const std::uint64_t align = r.interleave == 2 ? 32 : 16;
+  if (request.address % align != 0) {
+    fail_value(arg, "the address of '" + params_[r.pointer].name + "' is not " + std::to_string(align) +
+                        "-byte aligned, as a tensor map needs");
+  }
+  ExprFault fault = ExprFault::none;
+  for (std::size_t d = 0; d < e.dims.size(); ++d) {
+    std::int64_t v = 0;
+    std::string text = "dims[" + std::to_string(d) + "]";
+    if (!evaluate(e.dims[d], call, &v, &fault)) {
+      fail_value(arg, text + " '" + expr_text(r.dims[d], params_) + "' faults: " + expr_fault_text(fault));
+    }
+    if (v < 1 || v > kMaxTensorDim) {
+      fail_value(arg, text + " '" + expr_text(r.dims[d], params_) + "' = " + std::to_string(v) + " is outside 1..2^32");
+    }
+    request.dims[d] = static_cast<std::uint64_t>(v);
+  }
+  for (std::size_t d = 0; d < e.strides.size(); ++d) {
+    std::int64_t v = 0;
+    std::string text = "strides[" + std::to_string(d) + "]";
+    if (!evaluate(e.strides[d], call, &v, &fault)) {
+      fail_value(arg, text + " '" + expr_text(r.strides[d], params_) + "' faults: " + expr_fault_text(fault));
+    }
+    if (v < 16 || v >= kMaxTensorStride || v % 16 != 0) {
+      fail_value(arg, text + " '" + expr_text(r.strides[d], params_) + "' = " + std::to_string(v) +
+                          " bytes is not a multiple of 16 in 16..2^40-16");
+    }
+    request.strides[d] = static_cast<std::uint64_t>(v);
+  }
+  std::uint64_t key[10] = {request.address};
+  std::memcpy(key + 1, request.dims, sizeof request.dims);
+  std::memcpy(key + 6, request.strides, sizeof request.strides);
+
+  MapCache& cache = caches_[e.slot];
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (const MapCache::Item& item : cache.items) {
+    if (item.used && std::memcmp(item.key, key, sizeof key) == 0) {
+      std::memcpy(out, item.map, kTensorMapBytes);
+      return;
+    }
+  }
+  MapCache::Item& item = cache.items[cache.next];
+  if (int status = code.encode_tensor_map(request, item.map); status != 0) {
+    item.used = false;
+    std::string dims;
+    for (std::size_t d = 0; d < e.dims.size(); ++d) dims += (d ? "," : "") + std::to_string(request.dims[d]);
+    throw Error(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name +
+                                  "': cuTensorMapEncodeTiled refused dims (" + dims + ") of '" + params_[r.pointer].name +
+                                  "': " + backend.describe_error(status));
+  }
+  item.used = true;
+  std::memcpy(item.key, key, sizeof key);
+  cache.next = (cache.next + 1) % MapCache::kEntries;
+  ++cache.encodes;
+  std::memcpy(out, item.map, kTensorMapBytes);
+}
+
+std::uint64_t KernelAbi::encodes() const {
+  std::uint64_t n = 0;
+  std::size_t maps = 0;
+  for (const Entry& e : entries_) maps += e.kind == KernelArgKind::tensor_map;
+  for (std::size_t i = 0; i < maps; ++i) {
+    std::lock_guard<std::mutex> lock(caches_[i].mutex);
+    n += caches_[i].encodes;
+  }
+  return n;
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,79 @@
+// The kernel's own parameter list, built from a call at every launch (MANIFEST.md,
+// kernel_args): the call's parameters passed through, integer scalars computed from the call,
+// CUtensorMaps encoded from a pointer and the call's sizes (cached, so that repeated launches on
+// the same tensors never re-encode), and scratch memory from the device's pool. Everything lives
+// in a Frame on the launching thread's stack: nothing is allocated per launch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "launch_config.hpp"
+#include "manifest.hpp"
+#include "shape_expr.hpp"
+
+namespace kiln::engine {
+
+class KernelAbi {
+ public:
+  KernelAbi() = default;
+  explicit KernelAbi(const KernelSpec& kernel);
+
+  // True when the kernel takes the call's parameters as they are (no kernel_args).
+  bool passes_call() const { return entries_.empty(); }
+
+  // Storage for one launch's parameters.
+  struct Frame {
+    void* args[kMaxKernelArgs];
+    alignas(128) unsigned char maps[kMaxTensorMaps][kTensorMapBytes];  // as CUDA 13 aligns CUtensorMap
+    std::uint64_t values[kMaxKernelArgs];
+  };
+  // Fills frame->args for `call` (one pointer per call parameter) and its launch. Throws
+  // kiln::Error naming the kernel and the entry: invalid_argument for a value the call makes
+  // invalid (a fault, a size out of range, a misaligned pointer), driver for a driver refusal.
+  void build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend& backend,
+             Frame* frame) const;
+
+  // Tensor map encodes done (cache misses), for tests and benchmarks.
+  std::uint64_t encodes() const;
+
+ private:
+  struct Entry {
+    KernelArgKind kind = KernelArgKind::param;
+    std::size_t param = 0;               // param
+    ScalarType type = ScalarType::i64;   // value
+    std::vector<ExprInstr> value;        // value; scratch: the bytes
+    std::size_t slot = 0;                // tensor_map: its cache and frame slot; scratch: its pool slot
+    std::vector<std::vector<ExprInstr>> dims, strides;  // tensor_map
+  };
+  // Recently encoded maps of one tensor map entry, keyed by the pointer and the evaluated
+  // dims and strides. A handful of entries covers a server cycling through a few tensors.
+  struct MapCache {
+    static constexpr std::size_t kEntries = 8;
+    struct Item {
+      bool used = false;
+      std::uint64_t key[10] = {};
+      alignas(128) unsigned char map[kTensorMapBytes] = {};
+    };
+    std::mutex mutex;
+    Item items[kEntries];
+    std::size_t next = 0;
+    std::uint64_t encodes = 0;
+  };
+
+  [[noreturn]] void fail_value(const KernelArg& arg, const std::string& what) const;
+  void build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
+                        const Backend& backend, void* out) const;
+
+  std::string kernel_;
+  std::vector<KernelParam> params_;  // the call's, for expression texts in errors
+  std::vector<KernelArg> args_;      // the stored entries, for recipes and names
+  std::vector<Entry> entries_;
+  std::unique_ptr<MapCache[]> caches_;
+};
+
+}  // namespace kiln::engine
