@@ -10,6 +10,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "json.hpp"
+#include "launch_features.hpp"
 #include "shape_expr.hpp"
 #include "shape_program.hpp"
 
@@ -36,6 +37,7 @@ std::string shape_text(const ShapeSpec& s, const KernelSpec& k) {
   if (!s.dynamic) {
     out << s.name << " grid(" << s.grid[0] << "," << s.grid[1] << "," << s.grid[2] << ") block(" << s.block[0] << ","
         << s.block[1] << "," << s.block[2] << ") smem " << s.shared_mem;
+    if (s.has_cluster) out << " cluster(" << s.cluster[0] << "," << s.cluster[1] << "," << s.cluster[2] << ")";
     return out.str();
   }
   out << s.name << "  (range shape)";
@@ -46,6 +48,7 @@ std::string shape_text(const ShapeSpec& s, const KernelSpec& k) {
       << launch_element(s.grid_code[2], k) << ") block(" << launch_element(s.block_code[0], k) << ", "
       << launch_element(s.block_code[1], k) << ", " << launch_element(s.block_code[2], k) << ") smem "
       << launch_element(s.shared_mem_code, k) << " (at most " << ShapeProgram(s, k.params).max_shared_mem() << ")";
+  if (s.has_cluster) out << " cluster(" << s.cluster[0] << "," << s.cluster[1] << "," << s.cluster[2] << ")";
   return out.str();
 }
 
@@ -60,6 +63,7 @@ void launch_json(json::Writer& w, const ExprCode& code, const KernelSpec& k) {
 
 void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.begin_object().field("name", s.name).field("range", s.dynamic);
+  if (s.has_cluster) w.key("cluster").begin_array().value(s.cluster[0]).value(s.cluster[1]).value(s.cluster[2]).end_array();
   w.key("values").begin_object();
   for (const auto& [name, v] : s.values) w.key(name).value(v);
   w.end_object();
@@ -136,7 +140,14 @@ void print_json(const Archive& a, bool checked) {
     // The shapes in full (0.3): "shapes" stays a list of names for existing readers.
     w.end_array().key("shape_specs").begin_array();
     for (const ShapeSpec& s : k.shapes) shape_json(w, s, k);
-    w.end_array().end_object();
+    // The kernel's own parameters when they are not the call's (absent otherwise).
+    w.end_array();
+    if (!k.kernel_args.empty()) {
+      w.key("kernel_args").begin_array();
+      for (const KernelArg& arg : k.kernel_args) kernel_arg_json(w, arg, k);
+      w.end_array();
+    }
+    w.end_object();
   }
   w.end_array().key("toolchain").begin_object();
   for (const auto& [tool, version] : m.toolchain) w.field(tool, version);
@@ -169,6 +180,10 @@ void print_human(const Archive& a, bool checked) {
     std::cout << "    " << k.name << "  entry " << k.entry << "  backend " << k.backend << "  fallback "
               << (k.fallback == FallbackPolicy::reference ? "reference" : "refuse") << "\n";
     for (const CodeObjectRef& c : k.code) std::cout << "      code   " << std::left << std::setw(24) << c.arch << " " << c.file.path << "\n";
+    if (!k.kernel_args.empty()) {
+      std::cout << "      kernel takes (libkiln builds it from the call):\n";
+      for (const KernelArg& arg : k.kernel_args) std::cout << "        " << kernel_arg_text(arg, k) << "\n";
+    }
     for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s, k) << "\n";
   }
   std::cout << "  members\n";
