@@ -43,8 +43,6 @@ class Kernel {
   // The device the kernel was judged against: set when its backend found one, also when no
   // code fitted or a load failed (diagnostics name it); null when there was no device.
   const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
-  // Tensor maps encoded so far (cache misses): tests and benchmarks check the cache with it.
-  std::uint64_t tensor_map_encodes() const { return abi_.encodes(); }
 
   // The launch path; throws kiln::Error, which the C boundary turns into a status.
   // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.

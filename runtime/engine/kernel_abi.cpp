@@ -62,8 +62,9 @@ void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const 
   throw Error(Errc::invalid_argument, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': " + what);
 }
 
-void KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code,
+unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code,
                       const Backend& backend, Frame* frame) const {
+  unsigned encoded = 0;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     const KernelArg& arg = args_[i];
@@ -90,7 +91,7 @@ void KernelAbi::build(void* const* call, const LaunchConfig& launch, void* strea
         break;
       }
       case KernelArgKind::tensor_map:
-        build_tensor_map(e, arg, call, code, backend, frame->maps[e.slot]);
+        encoded += build_tensor_map(e, arg, call, code, backend, frame->maps[e.slot]) ? 1 : 0;
         frame->args[i] = frame->maps[e.slot];
         break;
       case KernelArgKind::scratch: {
@@ -120,9 +121,10 @@ void KernelAbi::build(void* const* call, const LaunchConfig& launch, void* strea
       }
     }
   }
+  return encoded;
 }
 
-void KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
+bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
                                  const Backend& backend, void* out) const {
   const TensorMapRecipe& r = arg.tensor_map;
   TensorMapRequest request;
@@ -166,7 +168,7 @@ void KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
   for (const MapCache::Item& item : cache.items) {
     if (item.used && std::memcmp(item.key, key, sizeof key) == 0) {
       std::memcpy(out, item.map, kTensorMapBytes);
-      return;
+      return false;
     }
   }
   MapCache::Item& item = cache.items[cache.next];
@@ -181,19 +183,8 @@ void KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
   item.used = true;
   std::memcpy(item.key, key, sizeof key);
   cache.next = (cache.next + 1) % MapCache::kEntries;
-  ++cache.encodes;
   std::memcpy(out, item.map, kTensorMapBytes);
-}
-
-std::uint64_t KernelAbi::encodes() const {
-  std::uint64_t n = 0;
-  std::size_t maps = 0;
-  for (const Entry& e : entries_) maps += e.kind == KernelArgKind::tensor_map;
-  for (std::size_t i = 0; i < maps; ++i) {
-    std::lock_guard<std::mutex> lock(caches_[i].mutex);
-    n += caches_[i].encodes;
-  }
-  return n;
+  return true;
 }
 
 }  // namespace kiln::engine

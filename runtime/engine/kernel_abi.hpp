@@ -35,11 +35,9 @@ class KernelAbi {
   // Fills frame->args for `call` (one pointer per call parameter) and its launch. Throws
   // kiln::Error naming the kernel and the entry: invalid_argument for a value the call makes
   // invalid (a fault, a size out of range, a misaligned pointer), driver for a driver refusal.
-  void build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend& backend,
+  // Returns how many tensor maps it encoded (cache misses).
+  unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend& backend,
              Frame* frame) const;
-
-  // Tensor map encodes done (cache misses), for tests and benchmarks.
-  std::uint64_t encodes() const;
 
  private:
   struct Entry {
@@ -62,11 +60,11 @@ class KernelAbi {
     std::mutex mutex;
     Item items[kEntries];
     std::size_t next = 0;
-    std::uint64_t encodes = 0;
   };
 
   [[noreturn]] void fail_value(const KernelArg& arg, const std::string& what) const;
-  void build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
+  // True when it encoded (a cache miss).
+  bool build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
                         const Backend& backend, void* out) const;
 
   std::string kernel_;

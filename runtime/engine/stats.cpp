@@ -23,6 +23,7 @@ void Stats::snapshot(kiln_stats* out) const {
   full.launches_refused = get(launches_refused);
   full.launch_failures = get(launch_failures);
   full.undeclared_shape_calls = get(undeclared_shape_calls);
+  full.tensor_map_encodes = get(tensor_map_encodes);
   std::size_t n = out->size < sizeof(kiln_stats) ? out->size : sizeof(kiln_stats);
   std::uint32_t caller_size = out->size;
   std::memcpy(out, &full, n);
@@ -57,6 +58,8 @@ std::string Stats::prometheus() const {
   s += "kiln_launch_failures_total " + get(launch_failures) + "\n";
   s += "# HELP kiln_undeclared_shape_calls_total Calls whose arguments matched no declared shape.\n# TYPE kiln_undeclared_shape_calls_total counter\n";
   s += "kiln_undeclared_shape_calls_total " + get(undeclared_shape_calls) + "\n";
+  s += "# HELP kiln_tensor_map_encodes_total Tensor maps encoded at launch (cache misses).\n# TYPE kiln_tensor_map_encodes_total counter\n";
+  s += "kiln_tensor_map_encodes_total " + get(tensor_map_encodes) + "\n";
   return s;
 }
 

@@ -25,6 +25,7 @@ struct Stats {
   std::atomic<std::uint64_t> launches_refused{0};
   std::atomic<std::uint64_t> launch_failures{0};
   std::atomic<std::uint64_t> undeclared_shape_calls{0};
+  std::atomic<std::uint64_t> tensor_map_encodes{0};
 
   static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
     counter.fetch_add(by, std::memory_order_relaxed);

@@ -86,10 +86,10 @@ class Runtime {
     kiln_archive_destroy(archive);
     kiln_runtime_destroy(rt);
   }
-  kiln_kernel* open_kernel(const std::string& archive_name, int device = 0) {
+  kiln_kernel* open_kernel(const std::string& archive_name, int device = 0, const char* kernel = "matmul_relu") {
     if (kiln_archive_open(rt, (kArchives + "/" + archive_name).c_str(), &archive) != KILN_OK) return nullptr;
     kiln_kernel* k = nullptr;
-    kiln_archive_get_kernel(archive, "matmul_relu", device, &k);
+    kiln_archive_get_kernel(archive, kernel, device, &k);
     return k;
   }
   std::string error() const {
@@ -351,6 +351,91 @@ TEST(Gpu, AMissingDeviceOrdinalRoutesToTheReference) {
   EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
   EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_NO_DEVICE);
   EXPECT_NE(std::string(kiln_kernel_reason_text(k)).find("no CUDA device " + std::to_string(count)), std::string::npos);
+}
+
+// tma_pair_sum (examples/cuda_tma_cluster): libkiln encodes a CUtensorMap from the call's pointer
+// and sizes, launches in 2x1x1 clusters with 68 KiB of dynamic shared memory. The kernel's
+// answer is right only when all three work: out[r][c] = in[r][c] + in[r][c ^ 32], 0 past the
+// last column (the tensor map's out-of-bounds fill).
+struct PairSumRun {
+  kiln_status status = KILN_ERR_INTERNAL;
+  kiln_route route = KILN_ROUTE_REFUSED;
+  size_t wrong = 0;
+};
+
+PairSumRun run_pair_sum(const DriverApi& cu, kiln_kernel* k, DeviceBuffer& din, DeviceBuffer& dout, int rows, int cols,
+                        int launches = 1) {
+  PairSumRun out;
+  std::vector<float> in(static_cast<size_t>(rows) * cols), got(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 2654435761u) % 1000) / 8.0f;  // exact sums
+  if (cu.cuMemcpyHtoD(din.ptr, in.data(), in.size() * 4) || cu.cuMemsetD8(dout.ptr, 0xff, got.size() * 4)) return out;
+  void* args[] = {&din.ptr, &dout.ptr, &rows, &cols};
+  for (int i = 0; i < launches; ++i) {
+    out.status = kiln_kernel_launch(k, args, 4, nullptr, &out.route);
+    if (out.status != KILN_OK) return out;
+  }
+  if (cu.cuCtxSynchronize() != CUDA_SUCCESS || cu.cuMemcpyDtoH(got.data(), dout.ptr, got.size() * 4) != CUDA_SUCCESS) {
+    out.status = KILN_ERR_DRIVER;
+    return out;
+  }
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      size_t i = static_cast<size_t>(r) * cols + static_cast<size_t>(c);
+      int p = c ^ 32;
+      float want = in[i] + (p < cols ? in[static_cast<size_t>(r) * cols + static_cast<size_t>(p)] : 0.0f);
+      out.wrong += std::memcmp(&got[i], &want, 4) != 0 ? 1 : 0;
+    }
+  }
+  return out;
+}
+
+TEST(Gpu, TensorMapClusterAndLargeSharedMemoryLaunchThroughKiln) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("tma-pair-sum.kiln", 0, "tma_pair_sum");
+  ASSERT_NE(k, nullptr) << r.error();
+  std::printf("tma-pair-sum.kiln: route %s (%s): %s\n", kiln_route_string(kiln_kernel_route(k)),
+              kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
+  int major = 0;
+  CUdevice dev = 0;
+  cu.cuDeviceGet(&dev, 0);
+  cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (major < 9) {  // resolution must have refused it, with the reason, before any launch
+    EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_DEVICE_FEATURE) << kiln_kernel_reason_text(k);
+    GTEST_SKIP() << "cc " << major << ".x: tensor maps and clusters need 9.0";
+  }
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+  DeviceBuffer din{&cu}, dout{&cu};
+  CU_OK(cu.cuMemAlloc(&din.ptr, 4096u * 4096u * 4u));
+  CU_OK(cu.cuMemAlloc(&dout.ptr, 4096u * 4096u * 4u));
+  kiln_stats before{}, after{};
+  before.size = after.size = sizeof before;
+  for (auto [rows, cols] : {std::pair<int, int>{70, 100}, {1, 4}, {32, 64}, {33, 96}, {129, 260}, {1000, 1000}, {4096, 4096}}) {
+    PairSumRun run = run_pair_sum(cu, k, din, dout, rows, cols);
+    ASSERT_EQ(run.status, KILN_OK) << rows << "x" << cols << ": " << r.error();
+    EXPECT_EQ(run.route, KILN_ROUTE_NATIVE) << rows << "x" << cols;
+    EXPECT_EQ(run.wrong, 0u) << rows << "x" << cols;
+  }
+  // The same tensors again: the cached tensor map serves every launch, nothing is re-encoded.
+  kiln_runtime_stats(r.rt, &before);
+  PairSumRun again = run_pair_sum(cu, k, din, dout, 4096, 4096, 50);
+  ASSERT_EQ(again.status, KILN_OK) << r.error();
+  EXPECT_EQ(again.wrong, 0u);
+  kiln_runtime_stats(r.rt, &after);
+  EXPECT_EQ(after.tensor_map_encodes, before.tensor_map_encodes);
+  EXPECT_EQ(after.launches_native, before.launches_native + 50);
+  std::printf("  7 sizes up to 4096x4096 exact; %llu tensor map encodes in all, none for 50 repeated launches\n",
+              static_cast<unsigned long long>(after.tensor_map_encodes));
+  // A row stride the tensor map cannot take (cols = 6: 24 bytes) matches no shape: the reference.
+  std::vector<std::string> calls;
+  ASSERT_EQ(kiln_runtime_register_reference(r.rt, "tma_pair_sum", [](const kiln_call_info* info, void* const*, size_t, void*, void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back(info->reason_text);
+    return 0;
+  }, &calls), KILN_OK);
+  PairSumRun odd = run_pair_sum(cu, k, din, dout, 8, 6);
+  EXPECT_EQ(odd.route, KILN_ROUTE_REFERENCE);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0].find("where[0] 'cols % 4 == 0' does not hold"), std::string::npos) << calls[0];
 }
 
 }  // namespace
