@@ -89,10 +89,14 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     tests = []
     if not args.no_tests:
-        inputs, outputs = test_vectors(args.out, "m256n256k256", 256, 256, 256, seed=1)
-        tests.append(kt.Test("m256n256k256", inputs, outputs))
-        inputs, outputs = test_vectors(args.out, "general_m100n272k80", 100, 272, 80, seed=2)
-        tests.append(kt.Test("general", inputs, outputs, values={"m": 100, "n": 272, "k": 80}))
+        try:
+            inputs, outputs = test_vectors(args.out, "m256n256k256", 256, 256, 256, seed=1)
+            tests.append(kt.Test("m256n256k256", inputs, outputs))
+            inputs, outputs = test_vectors(args.out, "general_m100n272k80", 100, 272, 80, seed=2)
+            tests.append(kt.Test("general", inputs, outputs, values={"m": 100, "n": 272, "k": 80}))
+        except Exception as e:  # neither NumPy nor PyTorch: the package is still worth having
+            print(f"export: WARNING: no test vectors ({type(e).__name__}: {e})", file=sys.stderr)
+            tests = []
     try:
         compiled, _ = kt.export(
             args.out, package="matmul-tma-triton", kernel_name="matmul_tma", fn=source.matmul_tma_kernel,
