@@ -35,6 +35,8 @@ run verify_run_nvcc "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" 
 # The same vectors through one range shape (m = 1..8192, the test gives m = 256): the launch is
 # computed from the call.
 run verify_run_m_range "$stage/bin/kiln" verify "$stage/archives/matmul-relu-m-range.kiln" --trust "$stage/keys/test.pub" --run
+# A tensor map passed by value, 2x1x1 clusters and 68 KiB of shared memory, from its test vector.
+run verify_run_tma "$stage/bin/kiln" verify "$stage/archives/tma-pair-sum.kiln" --trust "$stage/keys/test.pub" --run
 # Passes only for the failure it is about: exit 1 (refused) because the kernel ran and its
 # results were outside tolerance, not because there was no GPU, no archive or a crash.
 expect_out_of_tolerance() {
@@ -66,6 +68,12 @@ if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
   run tilelang_python python3 examples/tilelang/check_on_gpu.py "$stage/archives/matmul-relu-tilelang.kiln" "$stage/keys/test.pub"
   steps_triton="$steps_triton tilelang_python"
 fi
+# Triton's TMA matmul (host TensorDescriptors) exported by the GPU's own Triton, packed, verified
+# and checked against Triton's launch: bit-identical, speed at 8192^3, the m sweep, launch overhead.
+if python3 -c "import triton" 2>/dev/null; then
+  run triton_tma examples/triton/tma_gpu_run.sh
+  steps_triton="$steps_triton triton_tma"
+fi
 # The benchmark harness last (it packs gigabytes first): host side and GPU side, one table.
 run bench tests/bench/run.sh --bin "$stage/bin" --keys "$stage/keys" --code "$stage/bench" --work /tmp/kiln-bench --gpu
 if [ -n "${OUT:-}" ]; then
@@ -73,7 +81,7 @@ if [ -n "${OUT:-}" ]; then
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
@@ -81,4 +89,5 @@ for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; 
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
 sed -n '/^kiln against its baselines/,$p' "$log" | grep -v '^=====' | sed '/^$/q'
 sed -n '/^Python launch overhead per call/,/^kiln \/ Triton/p' "$log"
+sed -n '/^Triton TMA matmul through kiln/,/^$/p' "$log"
 for step in $steps; do [ "${result[$step]:-}" = pass ] || exit 1; done
