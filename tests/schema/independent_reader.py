@@ -11,9 +11,13 @@ either kiln or FORMAT.md is wrong.
                           [--paged PTX KEY.key]
 
 Every *.kiln file in DIR is read (the test fails if DIR holds none, or lacks an --expect'ed one);
-with --paged, also an archive of 300 files that kiln packs here (several index pages). Each one
-is also tampered with (a header, page, member and signature byte, a byte appended), and the
-reader must refuse every tampered copy.
+with --paged, also two archives that kiln packs here: one of 300 files (several index pages), and
+launch-edges.kiln, whose kernels use every form of kernel_args and cluster. Each one is also
+tampered with (a header, page, member and signature byte, a byte appended), and the reader must
+refuse every tampered copy. Each record with a launch extension (FORMAT.md §4.1) is varied in
+each way FORMAT.md refuses and in ways it allows; with --paged and --trust, launch-edges.kiln's
+variants are also rebuilt into signed archives and `kiln preflight` must refuse exactly the ones
+this reader refuses.
 Standard library only (Python 3.11+ for tomllib). zstd members are decompressed with the
 `zstandard` module when it is installed (Debian: python3-zstandard), otherwise with the `zstd`
 command (Debian: zstd, which ci/install-deps.sh installs). Exit status 77 (ctest's
@@ -233,8 +237,8 @@ def decode_head(head, index_size, index_offset):
             need(p["first_offset"] == 64, "page 0: first_offset is not 64")
         else:
             need(pages[-1]["first_path"] < p["first_path"], f"page {i}: first paths not increasing")
-            need(pages[-1]["first_offset"] < p["first_offset"], f"page {i}: first offsets not increasing")
-        need(p["first_offset"] < index_offset and p["first_offset"] % 64 == 0, f"page {i}: first_offset")
+            need(pages[-1]["first_offset"] <= p["first_offset"], f"page {i}: first offsets decreasing")
+        need(p["first_offset"] <= index_offset and p["first_offset"] % 64 == 0, f"page {i}: first_offset")
         position += p["size"]
         entries += p["entry_count"]
         pages.append(p)
@@ -547,6 +551,43 @@ def launch_ops(value, params):
     return compile_expr(value, params, False) if isinstance(value, str) else [(0x01, value)]
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def eval_ops(ops, args):
+    """Runs bytecode (§4.1 "Arithmetic") with `args` as the parameters' values: the integer, or
+    None for a fault (overflow, division by zero)."""
+    stack = []
+    for op, arg in ops:
+        if op == 0x01:
+            stack.append(arg)
+            continue
+        if op == 0x02:
+            stack.append(args[arg])
+            continue
+        if op == 0x15:
+            a = stack.pop()
+            stack.append(None if a is None else -a)
+        else:
+            b, a = stack.pop(), stack.pop()
+            if a is None or b is None:
+                stack.append(None)
+            elif op in (0x13, 0x14, 0x16) and (b == 0 or (a == INT64_MIN and b == -1)):
+                stack.append(None)  # INT64_MIN div, mod and cdiv -1 fault (§4.1)
+            else:
+                q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if op in (0x13, 0x14, 0x16) else 0
+                rem = a - q * b
+                stack.append({0x10: lambda: a + b, 0x11: lambda: a - b, 0x12: lambda: a * b, 0x13: lambda: q, 0x14: lambda: rem,
+                              0x16: lambda: q + 1 if rem != 0 and (rem < 0) == (b < 0) else q,
+                              0x17: lambda: min(a, b), 0x18: lambda: max(a, b), 0x20: lambda: int(a == b),
+                              0x21: lambda: int(a != b), 0x22: lambda: int(a < b), 0x23: lambda: int(a <= b),
+                              0x24: lambda: int(a > b), 0x25: lambda: int(a >= b), 0x26: lambda: int(a and b),
+                              0x27: lambda: int(a or b)}[op]())
+        if stack[-1] is not None and not INT64_MIN <= stack[-1] <= INT64_MAX:
+            stack[-1] = None
+    return stack[0]
+
+
 def decode_kernels_bin(data):
     r = Reader(data, "kiln/kernels.bin")
     need(r.take(8) == b"KILNKTB2", "kiln/kernels.bin: bad magic")
@@ -610,6 +651,7 @@ def decode_record(data, name):
             s["shared_mem"] = decode_expr(r, k["params"], False, what + " shared_mem")
         k["shapes"].append(s)
     k["rtol"], k["atol"] = r.u64(), r.u64()
+    k["launch"] = decode_launch(r, k) if r.remaining() else None
     r.end()
     return k
 
@@ -655,7 +697,148 @@ def encode_record(k):
             encode_expr(w, ops)
     w.u64(k["rtol"])
     w.u64(k["atol"])
+    if k["launch"] is not None:
+        encode_launch(w, k["launch"])
     return bytes(w.out)
+
+
+# The launch extension (§4.1): kernel_args and shape clusters, after the tolerance.
+ARG_KINDS = ["param", "value", "tensor_map", "scratch"]
+SCALAR_SIZES = [1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8]  # SCALAR_TYPES' element sizes
+TMAP_DTYPES = ["u8", "u16", "u32", "i32", "u64", "i64", "f16", "f32", "f64", "bf16", "f32_ftz", "tf32", "tf32_ftz"]
+TMAP_SIZES = [1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4]
+INTERLEAVE = ["none", "16B", "32B"]
+SWIZZLE = ["none", "32B", "64B", "128B"]
+L2_PROMOTION = ["none", "64B", "128B", "256B"]
+OOB_FILL = ["zero", "nan"]
+SCRATCH_PER = ["program", "launch"]
+
+
+def decode_launch(r, k):
+    params, what = k["params"], f"{r.what} launch extension"
+    arg_count = r.u32()
+    need(arg_count <= 256, f"{what}: arg_count {arg_count} over 256")
+    args = []
+    for i in range(arg_count):
+        a = {"kind": r.u8()}
+        need(a["kind"] < len(ARG_KINDS), f"{what}: entry {i} has kind {a['kind']}")
+        a["name"] = r.str16()
+        w = f"{what} entry {i} ({ARG_KINDS[a['kind']]})"
+        if a["kind"] == 0:
+            a["param"] = r.u16()
+            need(a["param"] < len(params), f"{w}: parameter index {a['param']} past {len(params)}")
+        elif a["kind"] == 1:
+            a["type"] = r.u8()
+            need(a["type"] <= 7, f"{w}: type {a['type']} is not an integer scalar type")
+            a["value"] = decode_expr(r, params, False, w + " value")
+        elif a["kind"] == 2:
+            a["pointer"], a["dtype"], rank = r.u16(), r.u8(), r.u8()
+            need(a["pointer"] < len(params) and params[a["pointer"]][1] == 1, f"{w}: pointer {a['pointer']} is not a pointer parameter")
+            need(a["dtype"] < len(TMAP_DTYPES), f"{w}: dtype {a['dtype']} out of 0..12")
+            need(TMAP_SIZES[a["dtype"]] == SCALAR_SIZES[params[a["pointer"]][2]],
+                 f"{w}: dtype {TMAP_DTYPES[a['dtype']]} is not of the pointer's element size")
+            need(1 <= rank <= 5, f"{w}: rank {rank} out of 1..5")
+            a["dims"] = [decode_expr(r, params, False, w + " dims") for _ in range(rank)]
+            a["strides"] = [decode_expr(r, params, False, w + " strides") for _ in range(rank - 1)]
+            a["box"] = [r.u32() for _ in range(rank)]
+            need(all(1 <= b <= 256 for b in a["box"]), f"{w}: box {a['box']} out of 1..256")
+            a["element_strides"] = [r.u32() for _ in range(rank)]
+            need(all(1 <= e <= 8 for e in a["element_strides"]), f"{w}: element_strides {a['element_strides']} out of 1..8")
+            a["interleave"], a["swizzle"], a["l2_promotion"], a["oob_fill"] = r.u8(), r.u8(), r.u8(), r.u8()
+            for field, names in (("interleave", INTERLEAVE), ("swizzle", SWIZZLE), ("l2_promotion", L2_PROMOTION),
+                                 ("oob_fill", OOB_FILL)):
+                need(a[field] < len(names), f"{w}: {field} {a[field]} out of 0..{len(names) - 1}")
+        else:
+            a["bytes"] = decode_expr(r, params, False, w + " bytes")
+            a["align"], a["per"] = r.u32(), r.u8()
+            need(1 <= a["align"] <= 4096 and a["align"] & (a["align"] - 1) == 0, f"{w}: align {a['align']}")
+            need(a["per"] < len(SCRATCH_PER), f"{w}: per {a['per']} out of 0..1")
+        args.append(a)
+    need(sum(a["kind"] == 2 for a in args) <= 16, f"{what}: more than 16 tensor maps")
+    need(sum(a["kind"] == 3 for a in args) <= 4, f"{what}: more than 4 scratch entries")
+    cluster_count = r.u32()
+    need(cluster_count <= len(k["shapes"]), f"{what}: cluster_count {cluster_count} over shape_count {len(k['shapes'])}")
+    clusters = []
+    for _ in range(cluster_count):
+        c = (r.u32(), r.u32(), r.u32(), r.u32())
+        need(c[0] < len(k["shapes"]) and (not clusters or clusters[-1][0] < c[0]),
+             f"{what}: cluster shape indices not strictly ascending below shape_count")
+        need(min(c[1:]) >= 1 and c[1] * c[2] * c[3] <= 8, f"{what}: cluster {c[1:]} of shape {c[0]}")
+        clusters.append(c)
+    need(arg_count or cluster_count, f"{what}: arg_count and cluster_count both 0")
+    return {"args": args, "clusters": clusters}
+
+
+def encode_launch(w, launch):
+    w.u32(len(launch["args"]))
+    for a in launch["args"]:
+        w.u8(a["kind"])
+        w.str16(a["name"])
+        if a["kind"] == 0:
+            w.u16(a["param"])
+        elif a["kind"] == 1:
+            w.u8(a["type"])
+            encode_expr(w, a["value"])
+        elif a["kind"] == 2:
+            w.u16(a["pointer"])
+            w.u8(a["dtype"])
+            w.u8(len(a["dims"]))
+            for ops in a["dims"] + a["strides"]:
+                encode_expr(w, ops)
+            for v in a["box"] + a["element_strides"]:
+                w.u32(v)
+            for field in ("interleave", "swizzle", "l2_promotion", "oob_fill"):
+                w.u8(a[field])
+        elif a["kind"] == 3:
+            encode_expr(w, a["bytes"])
+            w.u32(a["align"])
+            w.u8(a["per"])
+    w.u32(len(launch["clusters"]))
+    for c in launch["clusters"]:
+        for v in c:
+            w.u32(v)
+
+
+def launch_from_manifest(k, params):
+    """The launch extension kiln.toml's `kernel_args` and shape `cluster` keys derive (MANIFEST.md)."""
+    names = [p[0] for p in params]
+    index = lambda name, what: (need(name.encode() in names, f"kernel_args: {what} {name!r} is not a parameter"),
+                                names.index(name.encode()))[1]
+    args = []
+    for e in k.get("kernel_args", []):
+        if isinstance(e, str):
+            e = {"name": e}
+        a = {"name": e["name"].encode()}
+        if "tensor_map" in e:
+            t = e["tensor_map"]
+            a["kind"], a["pointer"] = 2, index(t["pointer"], "pointer")
+            if "dtype" in t:
+                a["dtype"] = TMAP_DTYPES.index(t["dtype"])
+            else:
+                own = SCALAR_TYPES[params[a["pointer"]][2]]
+                need(own in TMAP_DTYPES, f"kernel_args {e['name']}: pointer dtype {own} has no default tensor map dtype")
+                a["dtype"] = TMAP_DTYPES.index(own)
+            rank = len(t["dims"])
+            a["dims"] = [launch_ops(v, params) for v in t["dims"]]
+            a["strides"] = [launch_ops(v, params) for v in t.get("strides", [])]
+            a["box"] = list(t["box"])
+            a["element_strides"] = list(t.get("element_strides", [1] * rank))
+            a["interleave"] = INTERLEAVE.index(t.get("interleave", "none"))
+            a["swizzle"] = SWIZZLE.index(t.get("swizzle", "none"))
+            a["l2_promotion"] = L2_PROMOTION.index(t.get("l2_promotion", "none"))
+            a["oob_fill"] = OOB_FILL.index(t.get("oob_fill", "zero"))
+        elif "scratch" in e:
+            t = e["scratch"]
+            a["kind"], a["bytes"] = 3, launch_ops(t["bytes"], params)
+            a["align"], a["per"] = t.get("align", 256), SCRATCH_PER.index(t.get("per", "program"))
+        elif "value" in e:
+            a["kind"], a["type"], a["value"] = 1, SCALAR_TYPES.index(e["type"]), launch_ops(e["value"], params)
+        else:
+            a["kind"], a["param"] = 0, index(e["name"], "name")
+        args.append(a)
+    clusters = [(i, *(list(s["cluster"]) + [1] * (3 - len(s["cluster"]))))
+                for i, s in enumerate(k.get("shape", [])) if "cluster" in s]
+    return {"args": args, "clusters": clusters}
 
 
 def double_bits(x):
@@ -693,12 +876,16 @@ def table_from_manifest(m):
                            "block": [launch_ops(v, params) for v in pad(s["block"])],
                            "shared_mem": launch_ops(s.get("shared_mem", 0), params)})
         tol = k.get("tolerance", {})
+        launch = None
+        if "kernel_args" in k or any("cluster" in s for s in k.get("shape", [])):
+            launch = launch_from_manifest(k, params)
         records[enc(k["name"])] = {
             "entry": enc(k["entry"]), "backend": enc(k["backend"]),
             "fallback": {"reference": 0, "refuse": 1}[k.get("fallback", "reference")],
             "sources": [enc(s) for s in k.get("sources", [])], "ir": [enc(s) for s in k.get("ir", [])],
             "params": params, "code": [(enc(c["arch"]), enc(c["file"])) for c in k["code"]], "shapes": shapes,
-            "rtol": double_bits(tol.get("rtol", 1e-5)), "atol": double_bits(tol.get("atol", 1e-6))}
+            "rtol": double_bits(tol.get("rtol", 1e-5)), "atol": double_bits(tol.get("atol", 1e-6)),
+            "launch": launch}
     return table, records
 
 
@@ -854,6 +1041,33 @@ def ed25519_verify(public, message, signature):
     return encode_point(point_add(scalar_mult(s, BASE), scalar_mult(k, minus_a))) == signature[:32]
 
 
+def ed25519_scalar(seed):
+    h = hashlib.sha512(seed).digest()
+    return (int.from_bytes(h[:32], "little") & ((1 << 254) - 8)) | (1 << 254)
+
+
+def ed25519_sign(seed, message):
+    """RFC 8032 §5.1.6: for the records the launch checks show kiln (rebuild_archive)."""
+    h = hashlib.sha512(seed).digest()
+    a = ed25519_scalar(seed)
+    public = encode_point(scalar_mult(a, BASE))
+    r = int.from_bytes(hashlib.sha512(h[32:] + message).digest(), "little") % L
+    big_r = encode_point(scalar_mult(r, BASE))
+    k = int.from_bytes(hashlib.sha512(big_r + public + message).digest(), "little") % L
+    return big_r + ((r + k * a) % L).to_bytes(32, "little")
+
+
+def read_private_seed(path):
+    """§5.3: the 48-byte PKCS#8 OneAsymmetricKey kiln keygen writes; its last 32 bytes are the seed."""
+    import base64
+    text = open(path, "rb").read().decode("ascii")
+    begin, end = "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----"
+    need(begin in text and end in text, f"{path}: not a PEM private key")
+    der = base64.b64decode("".join(text.split(begin, 1)[1].split(end, 1)[0].split()), validate=True)
+    need(len(der) == 48 and der.startswith(bytes.fromhex("302e020100300506032b657004220420")), f"{path}: not kiln's Ed25519 key layout")
+    return der[16:]
+
+
 # ---- the whole archive ------------------------------------------------------------------
 
 def first_difference(got, want, where):
@@ -995,8 +1209,47 @@ def compare_with_kiln(kiln, path, a):
                                       [{"arch": c.decode(), "file": f.decode()} for c, f in rec["code"]],
                                       [s["name"].decode() for s in rec["shapes"]]),
              (jk["entry"], jk["backend"], jk["fallback"], jk["code"], jk["shapes"]))
+        compare_launch_with_kiln(same, jk, rec)
     # The toolchain in kernels.bin's order, which must be the order kiln itself uses.
     same("toolchain", [(k.decode(), v.decode()) for k, v in a["table"]["toolchain"]], list(j["toolchain"].items()))
+
+
+def compare_launch_with_kiln(same, jk, rec):
+    """The launch extension as kiln inspect shows it: the fields by name, each expression (which
+    kiln prints as text) by its values at a few calls, compiled here from kiln's text."""
+    what = f"kernel {jk['name']}"
+    launch = rec["launch"] or {"args": [], "clusters": []}
+    clusters = {c[0]: list(c[1:]) for c in launch["clusters"]}
+    same(f"{what} clusters", [clusters.get(i) for i in range(len(rec["shapes"]))],
+         [s.get("cluster") for s in jk["shape_specs"]])
+    same(f"{what} kernel_args count", len(launch["args"]), len(jk.get("kernel_args", [])))
+    params = rec["params"]
+    scalars = [i for i, p in enumerate(params) if integer_scalar(p)]
+    calls = [{i: [3, 64, 1000, -9, 0][(n + j) % 5] for j, i in enumerate(scalars)} for n in range(5)]
+
+    def same_expr(field, ops, text):
+        theirs = launch_ops(text, params) if isinstance(text, str) else [(0x01, text)]
+        same(field, [eval_ops(ops, c) for c in calls], [eval_ops(theirs, c) for c in calls])
+
+    for i, (a, ja) in enumerate(zip(launch["args"], jk.get("kernel_args", []))):
+        w = f"{what} kernel_args[{i}]"
+        same(f"{w} name, kind", (a["name"].decode(), ARG_KINDS[a["kind"]]), (ja["name"], ja["kind"]))
+        if a["kind"] == 0:
+            same(f"{w} param", params[a["param"]][0].decode(), ja["param"])
+        elif a["kind"] == 1:
+            same(f"{w} type", SCALAR_TYPES[a["type"]], ja["type"])
+            same_expr(f"{w} value", a["value"], ja["value"])
+        elif a["kind"] == 2:
+            same(f"{w} tensor map", (params[a["pointer"]][0].decode(), TMAP_DTYPES[a["dtype"]], a["box"], a["element_strides"],
+                                     INTERLEAVE[a["interleave"]], SWIZZLE[a["swizzle"]], L2_PROMOTION[a["l2_promotion"]],
+                                     OOB_FILL[a["oob_fill"]], len(a["dims"]), len(a["strides"])),
+                 (ja["pointer"], ja["dtype"], ja["box"], ja["element_strides"], ja["interleave"], ja["swizzle"],
+                  ja["l2_promotion"], ja["oob_fill"], len(ja["dims"]), len(ja["strides"])))
+            for d, (ops, text) in enumerate(zip(a["dims"] + a["strides"], ja["dims"] + ja["strides"])):
+                same_expr(f"{w} dims/strides[{d}]", ops, text)
+        else:
+            same(f"{w} scratch", (a["align"], SCRATCH_PER[a["per"]]), (ja["align"], ja["per"]))
+            same_expr(f"{w} bytes", a["bytes"], ja["bytes"])
 
 
 # ---- tampering: the reader must refuse what FORMAT.md refuses -----------------------------
@@ -1059,15 +1312,156 @@ def expression_checks(a):
     return False
 
 
+def launch_checks(a):
+    """The launch extension: each way FORMAT.md §4.1 says to refuse it is refused, and entries
+    of every kind that keep its rules are accepted. Returns the cases, (kernel, what, record
+    bytes, refused), or None when no kernel of the archive has a launch extension."""
+    checked = None
+    for name, rec in a["records"].items():
+        if rec["launch"] is None:
+            continue
+        checked = checked or []
+        params, shapes = rec["params"], rec["shapes"]
+        pointer = next((i for i, p in enumerate(params) if p[1] == 1), None)
+        scalar = next((i for i, p in enumerate(params) if integer_scalar(p)), None)
+        others = [i for i, p in enumerate(params) if not integer_scalar(p)]
+        args, clusters = rec["launch"]["args"], rec["launch"]["clusters"]
+        base = [x for x in args if x["kind"] < 2]  # the entries below add tensor maps and scratch to these
+        value = {"kind": 1, "name": b"v", "type": 3, "value": [(0x01, 7)]}
+        scratch = {"kind": 3, "name": b"s", "bytes": [(0x01, 0)], "align": 1, "per": 1}
+        good = {"a value": [value], "4 scratch entries": [scratch] * 4, "256 entries": [value] * (256 - len(base))}
+        if params:
+            good["a pass-through of the last parameter"] = [{"kind": 0, "name": b"p", "param": len(params) - 1}]
+        bad = {
+            "kind 4": [dict(value, kind=4)],
+            "a value of type f16": [dict(value, type=8)],
+            "a value that is a condition": [dict(value, value=[(0x01, 1), (0x01, 1), (0x20, None)])],
+            "a scratch align of 0": [dict(scratch, align=0)],
+            "a scratch align of 3": [dict(scratch, align=3)],
+            "a scratch align of 8192": [dict(scratch, align=8192)],
+            "a scratch per of 2": [dict(scratch, per=2)],
+            "5 scratch entries": [scratch] * 5,
+            "257 entries": [value] * (257 - len(base)),
+            "a pass-through past the parameters": [{"kind": 0, "name": b"p", "param": len(params)}],
+        }
+        if scalar is not None:
+            good["a value over a parameter"] = [dict(value, value=[(0x02, scalar), (0x15, None)])]
+        for i in others:
+            bad[f"an expression over parameter {i}, not an integer scalar"] = [dict(value, value=[(0x02, i)])]
+        if pointer is not None:
+            size = SCALAR_SIZES[params[pointer][2]]
+            tmap = {"kind": 2, "name": b"t", "pointer": pointer, "dtype": TMAP_SIZES.index(size), "dims": [[(0x01, 64)]] * 2,
+                    "strides": [[(0x01, 256)]], "box": [1, 256], "element_strides": [8, 1], "interleave": 2, "swizzle": 3,
+                    "l2_promotion": 3, "oob_fill": 1}
+            good["a tensor map"] = [tmap]
+            good["16 tensor maps"] = [tmap] * 16
+            good["a rank-5 tensor map"] = [dict(tmap, dims=[[(0x01, 1)]] * 5, strides=[[(0x01, 16)]] * 4, box=[1] * 5,
+                                                element_strides=[1] * 5)]
+            bad.update({
+                "17 tensor maps": [tmap] * 17,
+                "a tensor map of rank 0": [dict(tmap, dims=[], strides=[], box=[], element_strides=[])],
+                "a tensor map of rank 6": [dict(tmap, dims=[[(0x01, 1)]] * 6, strides=[[(0x01, 16)]] * 5, box=[1] * 6,
+                                                element_strides=[1] * 6)],
+                "a box of 0": [dict(tmap, box=[0, 1])],
+                "a box of 257": [dict(tmap, box=[1, 257])],
+                "an element stride of 0": [dict(tmap, element_strides=[0, 1])],
+                "an element stride of 9": [dict(tmap, element_strides=[1, 9])],
+                "interleave 3": [dict(tmap, interleave=3)],
+                "swizzle 4": [dict(tmap, swizzle=4)],
+                "l2_promotion 4": [dict(tmap, l2_promotion=4)],
+                "oob_fill 2": [dict(tmap, oob_fill=2)],
+                "dtype 13": [dict(tmap, dtype=13)],
+                "a dtype of another element size": [dict(tmap, dtype=TMAP_SIZES.index(2 if size != 2 else 4))],
+                "a dims expression that is a condition": [dict(tmap, dims=[[(0x01, 1), (0x01, 1), (0x22, None)]] * 2)],
+            })
+            for i in others:
+                if i != pointer and params[i][1] == 0:
+                    bad[f"a tensor map of scalar parameter {i}"] = [dict(tmap, pointer=i)]
+            if scalar is not None:
+                bad["a tensor map of an integer scalar"] = [dict(tmap, pointer=scalar)]
+        bad_clusters = {
+            "both counts 0": ([], []),
+            "a cluster past the shapes": (args, [(len(shapes), 1, 1, 1)]),
+            "more clusters than shapes": (args, [(i, 1, 1, 1) for i in range(len(shapes) + 1)]),
+            "a cluster dimension of 0": (args, [(0, 2, 0, 1)]),
+            "a cluster of 9 blocks": (args, [(0, 3, 3, 1)]),
+        }
+        if len(shapes) >= 2:
+            bad_clusters["cluster shapes out of order"] = (args, [(1, 1, 1, 1), (0, 1, 1, 1)])
+            bad_clusters["a shape clustered twice"] = (args, [(1, 1, 1, 1), (1, 1, 1, 1)])
+        for what, extra in bad.items():
+            bad_clusters[what] = (base + extra, clusters)
+        for what, (bad_args, bad_cl) in bad_clusters.items():
+            data = encode_record(dict(rec, launch={"args": bad_args, "clusters": bad_cl}))
+            try:
+                decode_record(data, name)
+            except Refused:
+                checked.append((name, what, data, True))
+                continue
+            raise Refused(f"self-check: the reader accepted kernel {name!r} with {what} in its launch extension")
+        goods = {what: (base + extra, clusters) for what, extra in good.items()}
+        if shapes:
+            goods["8-block clusters"] = (args, [(i, 2, 2, 2) for i in range(len(shapes))])
+            goods["clusters alone"] = ([], [(len(shapes) - 1, 8, 1, 1)])
+        goods["kernel_args alone"] = (base + [value], [])
+        for what, (good_args, good_cl) in goods.items():
+            record = dict(rec, launch={"args": good_args, "clusters": good_cl})
+            data = encode_record(record)
+            try:
+                need(encode_record(decode_record(data, name)) == data, "does not re-encode to its bytes")
+            except Refused as e:
+                raise Refused(f"self-check: the reader refused kernel {name!r} with {what} in its launch extension: {e}")
+            checked.append((name, what, data, False))
+    return checked
+
+
+def rebuild_archive(data, a, replace, seed):
+    """The archive again, with the members in `replace` swapped in, every member raw, signed
+    with `seed`: what the writer would produce for those bytes (§3, §5), to show kiln records
+    it has never seen."""
+    out, entries = bytearray(64), []
+    for e in a["entries"]:
+        c = replace.get(e["path"]) or member_content(data, e)
+        entries.append(dict(e, offset=len(out), stored_size=len(c), content_size=len(c), compression=0,
+                            stored_sha256=sha256(c), content_sha256=sha256(c)))
+        out += c + bytes(align64(len(out) + len(c)) - len(out) - len(c))
+    index = encode_index(a["head"], entries)
+    head_size = 8 + 4 + 8 + 2 + len(a["head"]["package"]) + 2 + len(a["head"]["kernel_revision"]) + 4 + sum(
+        4 + 4 + 8 + 32 + 2 + len(entries[i]["path"]) for i in range(0, len(entries), 128))
+    public = encode_point(scalar_mult(ed25519_scalar(seed), BASE))
+    attributes = {"kiln-signature": b"1", "archive": b"sha256:" + hashlib.sha256(index[:head_size]).hexdigest().encode(),
+                  "package": a["head"]["package"], "sequence": a["head"]["sequence"], "key-id": key_id(public),
+                  "signer": b"independent reader", "created": 0}
+    signatures = encode_signatures([{"attributes": attributes, "signature": ed25519_sign(seed, encode_attributes(attributes))}])
+    header = encode_header({"index_offset": len(out), "index_size": len(index), "signature_block_size": len(signatures),
+                            "index_head_size": head_size})
+    return header + bytes(out[64:]) + index + signatures
+
+
+def kiln_decodes_like_this_reader(kiln, data, a, cases, seed, trust, folder):
+    """kiln's own decoder (through `kiln preflight`, which reads every kernel record and no
+    kiln.toml) refuses exactly the launch extensions this reader refuses."""
+    path = os.path.join(folder, "launch-case.kiln")
+    for name, what, record, refused in cases:
+        open(path, "wb").write(rebuild_archive(data, a, {b"kiln/kernels/" + name: record}, seed))
+        run = subprocess.run([kiln, "preflight", "--trust", trust, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), check=False)
+        need((run.returncode != 0) == refused,
+             f"kernel {name.decode()} with {what}: this reader {'refuses' if refused else 'accepts'} it, kiln preflight "
+             f"{'accepts it' if run.returncode == 0 else 'says: ' + run.stderr.decode(errors='replace').strip()}")
+    return len(cases)
+
+
 def pack_paged_archive(kiln, ptx, key, folder):
     """Packs, with kiln, a package of 300 extra files: more than two index pages (§3), members
-    stored raw (incompressible, empty) and compressed, empty ones across a page boundary (but
-    never a whole page of them: see FORMAT.md §3 on first offsets)."""
+    stored raw (incompressible, empty) and compressed, and a whole page of empty members (f128 ..
+    f255, after f126 and f127), so that pages 1 and 2 begin at one offset (FORMAT.md §3 on first
+    offsets)."""
     shutil.copy(ptx, os.path.join(folder, "scale.ptx"))
     names = []
     for i in range(300):
         name = f"f{i:03d}.bin"
-        if i % 7 == 0 or i in (126, 127, 128):
+        if i % 7 == 0 or 126 <= i < 256:
             content = b""
         elif i % 2:
             content = b"".join(hashlib.sha256(f"{i}:{j}".encode()).digest() for j in range(i))  # raw
@@ -1096,6 +1490,125 @@ code = [{{ arch = "compute_80", file = "scale.ptx" }}]
     return out
 
 
+# Every form kernel_args and cluster take in kiln.toml (MANIFEST.md), with every default left out
+# somewhere and given somewhere: the launch extension (FORMAT.md §4.1) derived from each.
+LAUNCH_EDGES_MANIFEST = """[package]
+name = "launch-edges"
+kernel_revision = "edges-1"
+sequence = 1
+
+[[kernel]]
+name = "every_form"
+entry = "scale_f32"
+backend = "cuda"
+params = [
+  { name = "a8", type = "ptr", dtype = "i8", access = "read" },
+  { name = "h", type = "ptr", dtype = "bf16" },
+  { name = "w", type = "ptr", dtype = "u16", access = "write" },
+  { name = "d", type = "ptr", dtype = "f64", access = "read" },
+  { name = "m", type = "i32" },
+  { name = "k", type = "u64" },
+  { name = "s", type = "f32" },
+]
+kernel_args = [
+  "s",
+  { name = "m" },
+  { name = "a8_map", tensor_map = { pointer = "a8", dtype = "u8", dims = [256, "m", 4], strides = [256, "256 * m"], box = [16, 8, 1], element_strides = [1, 2, 1], interleave = "16B", swizzle = "32B", l2_promotion = "64B" } },
+  { name = "h_map", tensor_map = { pointer = "h", dims = ["k"], box = [64], swizzle = "128B", l2_promotion = "128B", oob_fill = "zero" } },
+  { name = "w_map", tensor_map = { pointer = "w", dims = [1024, 4294967296], strides = [2048], box = [8, 256], interleave = "none", swizzle = "none", l2_promotion = "none" } },
+  { name = "d_map", tensor_map = { pointer = "d", dtype = "i64", dims = ["cdiv(k, 2)", "-(-m)"], strides = ["max(16, 8 * k)"], box = [2, 2], oob_fill = "nan" } },
+  { name = "neg", type = "i8", value = -128 },
+  { name = "big", type = "u64", value = 9223372036854775807 },
+  { name = "lda", type = "u32", value = "(k + 1) * 2 - m % 3" },
+  { name = "scr_launch", scratch = { bytes = 0, per = "launch" } },
+  { name = "scr_default", scratch = { bytes = 4096 } },
+  { name = "scr_expr", scratch = { bytes = "min(m, 1024) * 8", align = 1, per = "program" } },
+  { name = "scr_4096", scratch = { bytes = 2147483647, align = 4096 } },
+  "k",
+]
+code = [{ arch = "compute_80", file = "scale.ptx" }]
+
+[[kernel.shape]]
+name = "plain"
+values = { m = 4 }
+grid = [4]
+block = [256]
+
+[[kernel.shape]]
+name = "x2"
+values = { m = 8 }
+grid = [4, 2]
+block = [128]
+cluster = [2]
+
+[[kernel.shape]]
+name = "xy"
+ranges = { m = [1, 64] }
+grid = ["2 * m", 4]
+block = [64]
+cluster = [2, 4]
+
+[[kernel.shape]]
+name = "xyz"
+values = { m = 16 }
+grid = [2, 2, 2]
+block = [32]
+cluster = [2, 2, 2]
+
+[[kernel]]
+name = "cluster_only"
+entry = "scale_f32"
+backend = "cuda"
+params = [{ name = "n", type = "u32" }]
+code = [{ arch = "compute_80", file = "scale.ptx" }]
+
+[[kernel.shape]]
+name = "n8"
+values = { n = 8 }
+grid = [8]
+block = [32]
+cluster = [8, 1, 1]
+
+[[kernel]]
+name = "args_only"
+entry = "scale_f32"
+backend = "cuda"
+params = [{ name = "n", type = "u32" }, { name = "p", type = "ptr", dtype = "f32" }]
+kernel_args = ["p"]
+code = [{ arch = "compute_80", file = "scale.ptx" }]
+
+[[kernel.shape]]
+name = "n8"
+values = { n = 8 }
+grid = [8]
+block = [32]
+
+[[kernel]]
+name = "plain"
+entry = "scale_f32"
+backend = "cuda"
+params = [{ name = "n", type = "u32" }]
+code = [{ arch = "compute_80", file = "scale.ptx" }]
+"""
+
+
+def pack_launch_edges_archive(kiln, ptx, key, folder):
+    folder = os.path.join(folder, "launch-edges")
+    os.makedirs(folder)
+    shutil.copy(ptx, os.path.join(folder, "scale.ptx"))
+    open(os.path.join(folder, "kiln.toml"), "w").write(LAUNCH_EDGES_MANIFEST)
+    out = os.path.join(folder, "launch-edges.kiln")
+    run = subprocess.run([kiln, "pack", os.path.join(folder, "kiln.toml"), "--key", key, "-o", out, "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if run.returncode != 0:
+        raise Refused("kiln pack of the launch-edges archive failed: " + run.stderr.decode(errors="replace"))
+    return out
+
+
+# Archives whose kernels must have a launch extension (kernel_args, clusters), when present.
+LAUNCH_ARCHIVES = ("tma-pair-sum.kiln", "scale-kernel-args.kiln", "launch-edges.kiln")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True)
@@ -1119,12 +1632,14 @@ def main():
         print(f"FAIL: {args.archives} lacks archives (found {names}, missing {missing})", file=sys.stderr)
         return 1
     paths = [os.path.join(args.archives, n) for n in names]
-    scratch = None
+    scratch = edges = None
     if args.paged:
         import tempfile
         scratch = tempfile.TemporaryDirectory(prefix="kiln-independent-reader-")
         try:
             paths.append(pack_paged_archive(args.kiln, args.paged[0], args.paged[1], scratch.name))
+            edges = pack_launch_edges_archive(args.kiln, args.paged[0], args.paged[1], scratch.name)
+            paths.append(edges)
         except Refused as e:
             print(f"FAIL: {e}", file=sys.stderr)
             return 1
@@ -1140,6 +1655,11 @@ def main():
             tamper_checks(data, a, keys)
             if n == "table-edges.kiln":
                 need(expression_checks(a), "table-edges.kiln has no range shape to check")
+            cases = launch_checks(a)
+            need(cases is not None or n not in LAUNCH_ARCHIVES, f"{n} has no kernel with a launch extension")
+            if path == edges and args.trust:
+                kiln_decodes_like_this_reader(args.kiln, data, a, cases, read_private_seed(args.paged[1]), args.trust,
+                                              scratch.name)
         except Refused as e:
             print(f"FAIL {n}: {e}", file=sys.stderr)
             failures += 1
@@ -1148,7 +1668,8 @@ def main():
         zstd = sum(e["compression"] for e in a["entries"])
         print(f"ok   {n}: {a['digest']}, {len(a['entries'])} members in {len(a['head']['pages'])} page(s) ({zstd} zstd; "
               f"code {', '.join(kinds)}), {len(a['records'])} kernels, {len(a['signatures'])} signature(s), "
-              f"{len(a['valid_keys'])} verified")
+              f"{len(a['valid_keys'])} verified" + (f"; {len(cases)} launch extension variants" if cases else "") +
+              (" (kiln preflight agrees on each)" if path == edges and args.trust else ""))
     print(f"{len(paths) - failures} of {len(paths)} archives read as FORMAT.md says"
           f" (zstd via {'the zstandard module' if zstandard else ZSTD_CLI})")
     return 1 if failures else 0
