@@ -2,16 +2,25 @@
 T.gemm accumulation in a register fragment, and a ReLU epilogue. float16 in and out, float32
 accumulation; the sizes and tiles are fixed at compile time (one specialisation).
 
-On Hopper TileLang lowers T.copy to TMA and passes each operand as a CUtensorMap by value,
-built by its host code at launch; kiln's manifest has no parameter type for tensor maps yet
-(they would have to be encoded from the pointer at every launch), so this export asks TileLang
-for its cp.async lowering instead: plain pointers, same tiles and pipeline."""
+Two lowerings of the same program:
+  matmul_relu           TileLang's default for Hopper: T.copy becomes TMA (the kernel takes
+                        `__grid_constant__ const CUtensorMap A_desc, B_desc` by value, encoded by
+                        the host at every launch; kiln encodes them from the manifest's
+                        `kernel_args` tensor_map recipes) and the pipeline is warp-specialised
+                        (a producer warpgroup issues the TMA loads, a consumer warpgroup the
+                        wgmma), 256 threads.
+  matmul_relu_cp_async  TMA lowering and warp specialisation disabled: plain pointers, cp.async
+                        loads, 128 threads (what kiln could carry before tensor maps).
+
+matmul_relu_dynamic_m is the same kernel with M left to the call (T.dynamic), for the
+exporter's dynamic-shape path (M becomes an i32 parameter of the kiln call)."""
 import tilelang
 import tilelang.language as T
 
+CP_ASYNC = {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True}
 
-@tilelang.jit(pass_configs={"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True})
-def matmul_relu(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+
+def matmul_relu_program(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
     @T.prim_func
     def matmul_relu_kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
@@ -28,6 +37,21 @@ def matmul_relu(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return matmul_relu_kernel
+
+
+@tilelang.jit
+def matmul_relu(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    return matmul_relu_program(M, N, K, block_M, block_N, block_K, dtype, accum_dtype)
+
+
+@tilelang.jit(pass_configs=CP_ASYNC)
+def matmul_relu_cp_async(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    return matmul_relu_program(M, N, K, block_M, block_N, block_K, dtype, accum_dtype)
+
+
+@tilelang.jit
+def matmul_relu_dynamic_m(N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    return matmul_relu_program(T.dynamic("m"), N, K, block_M, block_N, block_K, dtype, accum_dtype)
 
 
 SIZES = dict(M=1024, N=1024, K=1024)
