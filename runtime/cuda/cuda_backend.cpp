@@ -9,7 +9,10 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+// Static and dynamic shared memory together may use 48 KiB without opting in; a kernel's static
+// share is in its code object, so any dynamic amount is granted explicitly (TileLang's TMA GEMM
+// asks for exactly 48 KiB dynamic on top of its static barriers, and fails without it).
+constexpr unsigned kGrantDynamicSharedAbove = 0;
 
 // Makes the device's primary context current for a scope when it is not already.
 class ContextScope {
@@ -108,14 +111,14 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   if (driver->has_library_api()) {
     r = api.cuLibraryLoadData(&result.code.library, image.data, options, values, 2, nullptr, nullptr, 0);
     if (r == CUDA_SUCCESS) r = api.cuLibraryGetKernel(&result.code.kernel, result.code.library, entry.c_str());
-    if (r == CUDA_SUCCESS && max_dynamic_smem > kDefaultSharedLimit) {
+    if (r == CUDA_SUCCESS && max_dynamic_smem > kGrantDynamicSharedAbove) {
       r = api.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem),
                                    result.code.kernel, device.handle);
     }
   } else {
     r = api.cuModuleLoadDataEx(&result.code.module, image.data, 2, options, values);
     if (r == CUDA_SUCCESS) r = api.cuModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
-    if (r == CUDA_SUCCESS && max_dynamic_smem > kDefaultSharedLimit) {
+    if (r == CUDA_SUCCESS && max_dynamic_smem > kGrantDynamicSharedAbove) {
       r = api.cuFuncSetAttribute(result.code.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  static_cast<int>(max_dynamic_smem));
     }

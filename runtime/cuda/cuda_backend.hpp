@@ -73,7 +73,8 @@ class Backend {
   const Driver* driver() const { return driver_.load(std::memory_order_acquire); }
 
   // Loads a verified image (a cubin, fatbin, or NUL-terminated PTX) and finds `entry` in it.
-  // `max_dynamic_smem` above 48 KiB is granted to the kernel (as Triton's kernels need).
+  // Any `max_dynamic_smem` is granted to the kernel explicitly (static + dynamic above 48 KiB
+  // needs it: Triton and TileLang kernels do).
   LoadResult load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
   void unload(LoadedCode& code);
 

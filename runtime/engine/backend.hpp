@@ -128,7 +128,7 @@ class Backend {
   virtual TagFit judge(const DeviceInfo& device, const std::string& tag, format::CodeKind kind, ByteView content,
                        const std::string& what) = 0;
   // Loads a verified code object and finds `entry` in it; `max_dynamic_smem` is the most
-  // dynamic shared memory any declared shape asks for (granted above the default limit).
+  // dynamic shared memory any declared shape asks for (granted to the kernel at load).
   virtual LoadOutcome load(const DeviceInfo& device, ByteView image, format::CodeKind kind, const std::string& entry,
                            unsigned max_dynamic_smem) = 0;
   // The driver's name and description of a status returned by Code::launch.
