@@ -364,8 +364,6 @@ typedef struct kiln_stats {
   uint64_t launches_refused;
   uint64_t launch_failures;      /* driver errors at launch, reference failures */
   uint64_t undeclared_shape_calls;
-  uint64_t tensor_map_encodes;   /* CUtensorMaps encoded at launch (0.3): misses of the per-kernel
-                                    cache; a steady server stops adding to it */
 } kiln_stats;
 
 /* Zero-fills `stats` and sets its size field; `size` as for kiln_runtime_options_init (0.2). */

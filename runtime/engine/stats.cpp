@@ -23,7 +23,6 @@ void Stats::snapshot(kiln_stats* out) const {
   full.launches_refused = get(launches_refused);
   full.launch_failures = get(launch_failures);
   full.undeclared_shape_calls = get(undeclared_shape_calls);
-  full.tensor_map_encodes = get(tensor_map_encodes);
   std::size_t n = out->size < sizeof(kiln_stats) ? out->size : sizeof(kiln_stats);
   std::uint32_t caller_size = out->size;
   std::memcpy(out, &full, n);

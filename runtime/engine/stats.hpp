@@ -25,6 +25,8 @@ struct Stats {
   std::atomic<std::uint64_t> launches_refused{0};
   std::atomic<std::uint64_t> launch_failures{0};
   std::atomic<std::uint64_t> undeclared_shape_calls{0};
+  // Prometheus only (kiln_stats keeps its 0.2 layout): CUtensorMaps encoded at launch, the
+  // misses of the per-kernel caches; a steady server stops adding to it.
   std::atomic<std::uint64_t> tensor_map_encodes{0};
 
   static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {

@@ -17,7 +17,7 @@ namespace {
 using namespace kiln;
 
 // Line numbers below count from this text's first line.
-const char* kTma = R"([package]
+const char* kTma = R"TOML([package]
 name = "tma"
 kernel_revision = "1"
 sequence = 1
@@ -56,7 +56,7 @@ values = { k = 256 }
 grid = ["2 * cdiv(m, 128)", 1, 1]
 block = [128]
 cluster = [2]
-)";
+)TOML";
 
 Manifest parse(const std::string& text) { return parse_manifest(text, "kiln.toml"); }
 
@@ -206,8 +206,8 @@ const char* kBox = "box = [64, 128]";
 INSTANTIATE_TEST_SUITE_P(
     Cases, KernelArgErrors,
     ::testing::Values(
-        BadArgs{kMap, "pointer = \"z\"", "kiln.toml:18:48: 'z' in tensor_map of kernel_args entry 'a_desc' is not a parameter of kernel 'mm' (params: a, c, m, k, q)"},
-        BadArgs{kMap, "pointer = \"m\"", "kiln.toml:18:48: 'pointer' in tensor_map of kernel_args entry 'a_desc' names 'm', which is not a pointer parameter"},
+        BadArgs{kMap, "pointer = \"z\"", "kiln.toml:18:47: 'z' in tensor_map of kernel_args entry 'a_desc' is not a parameter of kernel 'mm' (params: a, c, m, k, q)"},
+        BadArgs{kMap, "pointer = \"m\"", "kiln.toml:18:47: 'pointer' in tensor_map of kernel_args entry 'a_desc' names 'm', which is not a pointer parameter"},
         BadArgs{kMap, "pointer = \"a\", dtype = \"f32\"", "'dtype' f32 in tensor_map of kernel_args entry 'a_desc' has 4-byte elements but 'a' points at f16"},
         BadArgs{kMap, "pointer = \"a\", dtype = \"f8\"", "'dtype' in tensor_map of kernel_args entry 'a_desc' must be one of u8, u16"},
         BadArgs{"dims = [\"k\", \"m\"]", "dims = []", "'dims' in tensor_map of kernel_args entry 'a_desc' must have 1 to 5 elements, found 0"},
@@ -232,8 +232,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{"{ name = \"ws\", scratch = { bytes = 1024, align = 128 } }", "{ name = \"ws\", scratch = { bytes = 1024, per = \"warp\" } }", "'per' in scratch of kernel_args entry 'ws' must be one of program, launch, found 'warp'"},
         BadArgs{"kernel_args = [", "kernel_args = []\nkernel_argz = [", "'kernel_args' of kernel 'mm' is empty"},
         BadArgs{"backend = \"cuda\"", "backend = \"hip\"", "kernel_args entry 'a_desc' of kernel 'mm' is a tensor_map entry, which needs backend = \"cuda\""},
-        BadArgs{"cluster = [2, 1, 1]", "cluster = [4, 4, 1]", "kiln.toml:30:11: 'cluster' in kernel 'mm' shape[0] has 16 blocks; at most 8"},
-        BadArgs{"cluster = [2, 1, 1]", "cluster = [1, 4, 1]", "kiln.toml:30:11: kernel 'mm' shape[0]: grid y = 2 is not a multiple of cluster y = 4"},
+        BadArgs{"cluster = [2, 1, 1]", "cluster = [4, 4, 1]", "kiln.toml:31:11: 'cluster' in kernel 'mm' shape[0] has 16 blocks; at most 8"},
+        BadArgs{"cluster = [2, 1, 1]", "cluster = [1, 4, 1]", "kiln.toml:31:11: kernel 'mm' shape[0]: grid y = 2 is not a multiple of cluster y = 4"},
         BadArgs{"cluster = [2]", "cluster = [0]", "'cluster' in kernel 'mm' shape[1] must be between 1 and 8, found 0"}));
 
 // The CUDA rules at resolution, on made-up devices and drivers.

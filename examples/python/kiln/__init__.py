@@ -82,7 +82,7 @@ class _ParamInfo(ctypes.Structure):
 
 _STAT_FIELDS = ["archives_opened", "archive_open_failures", "loads", "load_failures", "load_time_ns", "jit_compiles",
                 "jit_failures", "jit_time_ns", "launches_native", "launches_ptx_jit", "launches_reference",
-                "launches_refused", "launch_failures", "undeclared_shape_calls", "tensor_map_encodes"]
+                "launches_refused", "launch_failures", "undeclared_shape_calls"]
 
 
 class _Stats(ctypes.Structure):
