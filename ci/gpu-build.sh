@@ -17,6 +17,7 @@ cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 # machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.
 mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop,big}.{sm_80,sm_90a,sm_100}.cubin \
   "$build"/tests/bench/{noop,big}.compute_90.ptx "$stage/bench/"
+cp "$build/examples/cuda_tma_cluster/tma_pair_sum.sm_90a.cubin" "$build/tests/archives/tma-pair-sum.kiln" "$stage/bench/"
 cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian /usr/lib/x86_64-linux-gnu/libzstd.so.1 "$stage/lib/"
 cp /usr/bin/zstd "$stage/bin/"  # the pack benchmark's baseline
 # A Triton archive packed here from an export made on the GPU machine (examples/triton):

@@ -28,6 +28,9 @@ kiln="$bin/kiln"
 export PATH="$bin:$PATH"  # a zstd staged beside kiln (the GPU machine has none) is the one used
 cores=$(nproc)
 cp "$keys/test.pub" "$keys/test.key" "$work/"
+# The Hopper launch benchmark's archive and cubin, where the code folder has them (ci/gpu-build.sh
+# stages them; the archive is signed with the same test key).
+for f in tma-pair-sum.kiln tma_pair_sum.sm_90a.cubin; do [ -f "$code/$f" ] && cp "$code/$f" "$work/"; done
 mkdir -p "$work/scale"
 
 pack() {  # pack MANIFEST OUT LEVEL
