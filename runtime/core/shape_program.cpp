@@ -120,7 +120,7 @@ bool ShapeProgram::run(const ExprArgs& args, LaunchConfig* out, std::string* why
     return false;
   }
   for (int d = 0; d < 3; ++d) {
-    if (cluster_[d] != 0 && v[d] % cluster_[d] != 0) {
+    if (cluster_[d] > 1 && v[d] % cluster_[d] != 0) {
       if (why) {
         *why = std::string(kLaunchNames[d]) + " '" + expr_text(launch_[d], params_) + "' = " + std::to_string(v[d]) +
                " is not a multiple of the cluster's " + std::to_string(cluster_[d]);

@@ -93,7 +93,7 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
       } else {
         // Tensor maps, computed scalars, scratch: built on this thread's stack for this call.
         KernelAbi::Frame frame;
-        if (unsigned encoded = abi_.build(args, *config, stream, *code_, *backend_, &frame)) {
+        if (unsigned encoded = abi_.build(args, *config, stream, *code_, backend_, &frame)) {
           kiln::engine::Stats::bump(rt.stats().tensor_map_encodes, encoded);
         }
         r = code_->launch(*config, stream, frame.args);

@@ -23,8 +23,17 @@ bool evaluate(const std::vector<ExprInstr>& code, void* const* call, std::int64_
     *out = code[0].imm;
     return true;
   }
+  if (code.size() == 1 && code[0].op == op::param) {  // "m": the commonest tensor map dimension
+    *out = read_scalar_integer(call[code[0].param], code[0].type);
+    return true;
+  }
   *fault = eval_instrs(code.data(), code.size(), call, out);
   return *fault == ExprFault::none;
+}
+
+// The driver's name for a status; a bare number without a backend (benchmarks).
+std::string describe(const Backend* backend, int status) {
+  return backend != nullptr ? backend->describe_error(status) : "driver status " + std::to_string(status);
 }
 
 }  // namespace
@@ -63,7 +72,7 @@ void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const 
 }
 
 unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code,
-                      const Backend& backend, Frame* frame) const {
+                      const Backend* backend, Frame* frame) const {
   unsigned encoded = 0;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
@@ -125,7 +134,7 @@ unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* s
 }
 
 bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
-                                 const Backend& backend, void* out) const {
+                                 const Backend* backend, void* out) const {
   const TensorMapRecipe& r = arg.tensor_map;
   TensorMapRequest request;
   request.recipe = &r;
@@ -136,26 +145,23 @@ bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
                         "-byte aligned, as a tensor map needs");
   }
   ExprFault fault = ExprFault::none;
+  // Texts for errors are built only on the failing path: this runs at every launch.
+  auto where = [&](const char* what, std::size_t d, const ExprCode& text) {
+    return std::string(what) + "[" + std::to_string(d) + "] '" + expr_text(text, params_) + "'";
+  };
   for (std::size_t d = 0; d < e.dims.size(); ++d) {
     std::int64_t v = 0;
-    std::string text = "dims[" + std::to_string(d) + "]";
-    if (!evaluate(e.dims[d], call, &v, &fault)) {
-      fail_value(arg, text + " '" + expr_text(r.dims[d], params_) + "' faults: " + expr_fault_text(fault));
-    }
-    if (v < 1 || v > kMaxTensorDim) {
-      fail_value(arg, text + " '" + expr_text(r.dims[d], params_) + "' = " + std::to_string(v) + " is outside 1..2^32");
-    }
+    if (!evaluate(e.dims[d], call, &v, &fault)) fail_value(arg, where("dims", d, r.dims[d]) + " faults: " + expr_fault_text(fault));
+    if (v < 1 || v > kMaxTensorDim) fail_value(arg, where("dims", d, r.dims[d]) + " = " + std::to_string(v) + " is outside 1..2^32");
     request.dims[d] = static_cast<std::uint64_t>(v);
   }
   for (std::size_t d = 0; d < e.strides.size(); ++d) {
     std::int64_t v = 0;
-    std::string text = "strides[" + std::to_string(d) + "]";
     if (!evaluate(e.strides[d], call, &v, &fault)) {
-      fail_value(arg, text + " '" + expr_text(r.strides[d], params_) + "' faults: " + expr_fault_text(fault));
+      fail_value(arg, where("strides", d, r.strides[d]) + " faults: " + expr_fault_text(fault));
     }
     if (v < 16 || v >= kMaxTensorStride || v % 16 != 0) {
-      fail_value(arg, text + " '" + expr_text(r.strides[d], params_) + "' = " + std::to_string(v) +
-                          " bytes is not a multiple of 16 in 16..2^40-16");
+      fail_value(arg, where("strides", d, r.strides[d]) + " = " + std::to_string(v) + " bytes is not a multiple of 16 in 16..2^40-16");
     }
     request.strides[d] = static_cast<std::uint64_t>(v);
   }
@@ -178,7 +184,7 @@ bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
     for (std::size_t d = 0; d < e.dims.size(); ++d) dims += (d ? "," : "") + std::to_string(request.dims[d]);
     throw Error(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name +
                                   "': cuTensorMapEncodeTiled refused dims (" + dims + ") of '" + params_[r.pointer].name +
-                                  "': " + backend.describe_error(status));
+                                  "': " + describe(backend, status));
   }
   item.used = true;
   std::memcpy(item.key, key, sizeof key);

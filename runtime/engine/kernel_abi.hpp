@@ -36,8 +36,9 @@ class KernelAbi {
   // kiln::Error naming the kernel and the entry: invalid_argument for a value the call makes
   // invalid (a fault, a size out of range, a misaligned pointer), driver for a driver refusal.
   // Returns how many tensor maps it encoded (cache misses).
-  unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend& backend,
-             Frame* frame) const;
+  // `backend` names driver statuses in errors (null: the number alone).
+  unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend* backend,
+                 Frame* frame) const;
 
  private:
   struct Entry {
@@ -65,7 +66,7 @@ class KernelAbi {
   [[noreturn]] void fail_value(const KernelArg& arg, const std::string& what) const;
   // True when it encoded (a cache miss).
   bool build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
-                        const Backend& backend, void* out) const;
+                        const Backend* backend, void* out) const;
 
   std::string kernel_;
   std::vector<KernelParam> params_;  // the call's, for expression texts in errors

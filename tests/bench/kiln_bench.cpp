@@ -11,6 +11,11 @@
 //                                  launch expressions) against the fixed-point match it replaces
 //                                  (shape-match/fixed/shapes:N, the call matching the last of N);
 //                                  needs no BENCH_DIR files
+//   kernel-args/...                the per-launch building of a kernel's own parameters
+//                                  (examples/cuda_tma_cluster: a cached tensor map and three
+//                                  pass-throughs) against passing the call as it is; the driver's
+//                                  encode is stood in for by a 128-byte copy (the H200 figure of
+//                                  the real one is kiln_runtime_bench's); needs no BENCH_DIR files
 // usage: kiln_bench BENCH_DIR [google benchmark flags]
 // BENCH_DIR is what tests/bench/run.sh prepares: scale/{small,big}-N.kiln (N kernels x 4 code
 // objects), verify.kiln, pack/ (a kiln.toml and its files) and pack.concat (the same bytes as one
@@ -25,6 +30,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "archive_reader.hpp"
+#include "kernel_abi.hpp"
 #include "manifest.hpp"
 #include "shape_match.hpp"
 #include "trust.hpp"
@@ -259,6 +266,79 @@ void BM_shape_match_range_second(benchmark::State& state) {
   run_match(state, shape_kernel(small + kAnyM), 4096);
 }
 BENCHMARK(BM_shape_match_range_second)->Name("shape-match/range/second-of-two");
+
+}  // namespace
+
+// ---- kernel args: what every launch of a kernel with kernel_args pays to build them ----------
+namespace {
+
+// Stands in for the driver: "encodes" by copying 128 bytes, allocates nothing. The launch path's
+// own work is what is timed; the driver's is measured on the GPU (kiln_runtime_bench).
+class HostOnlyCode final : public kiln::engine::Code {
+ public:
+  int launch(const kiln::LaunchConfig&, void*, void**) const override { return 0; }
+  int encode_tensor_map(const kiln::TensorMapRequest& r, void* out) const override {
+    std::memset(out, static_cast<int>(r.address & 0xff), kiln::kTensorMapBytes);
+    return 0;
+  }
+  int scratch(std::size_t, std::uint64_t, std::uint32_t, void*, std::uint64_t* address) const override {
+    *address = 0;
+    return 0;
+  }
+};
+
+const char* kTmaKernel = R"TOML([package]
+name = "bench"
+kernel_revision = "1"
+sequence = 1
+[[kernel]]
+name = "tma_pair_sum"
+entry = "tma_pair_sum"
+backend = "cuda"
+params = [
+  { name = "in", type = "ptr", dtype = "f32", access = "read" },
+  { name = "out", type = "ptr", dtype = "f32", access = "write" },
+  { name = "rows", type = "i32" },
+  { name = "cols", type = "i32" },
+]
+kernel_args = [
+  { name = "in_map", tensor_map = { pointer = "in", dims = ["cols", "rows"], strides = ["cols * 4"], box = [32, 32] } },
+  "out",
+  "rows",
+  "cols",
+]
+code = [{ arch = "sm_90a", file = "k.cubin" }]
+[[kernel.shape]]
+name = "any"
+ranges = { rows = [1, 4096], cols = [4, 4096] }
+where = ["cols % 4 == 0"]
+grid = ["2 * cdiv(cols, 64)", "cdiv(rows, 32)", 1]
+block = [256, 1, 1]
+shared_mem = 69632
+cluster = [2, 1, 1]
+)TOML";
+
+void BM_kernel_args(benchmark::State& state) {
+  kiln::KernelSpec kernel = kiln::parse_manifest(kTmaKernel, "bench.toml").kernels[0];
+  kiln::engine::ShapeTable shapes(kernel);
+  kiln::engine::KernelAbi abi(kernel);
+  HostOnlyCode code;
+  std::uint64_t in = 0x7f0000000000ull, out = 0x7f0000100000ull;
+  std::int32_t rows = 32, cols = 64;
+  void* args[] = {&in, &out, &rows, &cols};
+  kiln::engine::KernelAbi::Frame frame;
+  kiln::LaunchConfig config;
+  const bool build = state.range(0) == 1;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(args);
+    if (shapes.match(args, &config) == nullptr) state.SkipWithError("no shape matched");
+    if (build) abi.build(args, config, nullptr, code, nullptr, &frame);
+    benchmark::DoNotOptimize(frame.args[0]);
+    benchmark::DoNotOptimize(config);
+  }
+}
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match-only")->Arg(0);
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build")->Arg(1);
 
 }  // namespace
 
