@@ -449,4 +449,38 @@ TEST(Gpu, TensorMapClusterAndLargeSharedMemoryLaunchThroughKiln) {
   EXPECT_NE(calls[0].find("where[0] 'cols % 4 == 0' does not hold"), std::string::npos) << calls[0];
 }
 
+// scratch_roundtrip (tests/gpu/kernels): the kernel's scratch pointer comes from libkiln's pool,
+// 1 KiB per program and 512-byte aligned; the result is right only if it is. Sizes grow (the
+// pool's buffer with them) and shrink again (the grown buffer is reused).
+TEST(Gpu, ScratchMemoryIsProvidedPerProgramAlignedAndGrown) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("scratch-roundtrip.kiln", 0, "scratch_roundtrip");
+  ASSERT_NE(k, nullptr) << r.error();
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+  const int largest = 1 << 22;
+  DeviceBuffer din{&cu}, dout{&cu};
+  CU_OK(cu.cuMemAlloc(&din.ptr, largest * 4u));
+  CU_OK(cu.cuMemAlloc(&dout.ptr, largest * 4u));
+  std::vector<float> in(largest), got(largest);
+  for (int i = 0; i < largest; ++i) in[static_cast<size_t>(i)] = static_cast<float>(i % 4093);
+  CU_OK(cu.cuMemcpyHtoD(din.ptr, in.data(), in.size() * 4));
+  for (int n : {256, 4096, 1 << 16, largest, 512}) {
+    CU_OK(cu.cuMemsetD8(dout.ptr, 0xff, static_cast<size_t>(n) * 4));
+    void* args[] = {&din.ptr, &dout.ptr, &n};
+    kiln_route route = KILN_ROUTE_REFUSED;
+    ASSERT_EQ(kiln_kernel_launch(k, args, 3, nullptr, &route), KILN_OK) << "n=" << n << ": " << r.error();
+    EXPECT_EQ(route, KILN_ROUTE_NATIVE);
+    CU_OK(cu.cuCtxSynchronize());
+    CU_OK(cu.cuMemcpyDtoH(got.data(), dout.ptr, static_cast<size_t>(n) * 4));
+    size_t wrong = 0;
+    for (int i = 0; i < n; ++i) {
+      int b = i / 256, t = i % 256;
+      wrong += got[static_cast<size_t>(i)] != 2.0f * in[static_cast<size_t>(b * 256 + 255 - t)] ? 1 : 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "n=" << n;
+  }
+  std::printf("  scratch: 5 sizes (256 .. 4M elements, 16 KiB of scratch per 16 programs, up to 16 MiB) exact\n");
+}
+
 }  // namespace
