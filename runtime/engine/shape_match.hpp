@@ -18,6 +18,9 @@ class ShapeTable {
  public:
   ShapeTable() = default;
   explicit ShapeTable(const KernelSpec& kernel);
+  // Not copied or moved: the memo of the last match points into shapes_ and is keyed by id_.
+  ShapeTable(const ShapeTable&) = delete;
+  ShapeTable& operator=(const ShapeTable&) = delete;
 
   // The first declared shape the arguments match, with its launch in `out`; null when none.
   // `args` holds one pointer per parameter, each at a value of the parameter's type.
@@ -32,6 +35,15 @@ class ShapeTable {
   unsigned max_shared_mem() const;
 
  private:
+  // The match is a pure function of the call's integer scalars, so each thread remembers its
+  // last one (table, values, result): a server repeating a call skips the expressions. Tables
+  // are told apart by an id no other table ever gets (an address could be reused).
+  static constexpr std::size_t kMemoScalars = 8;
+  std::uint64_t id_ = 0;
+  std::vector<std::pair<std::size_t, ScalarType>> memo_scalars_;  // empty: more than kMemoScalars
+  bool memo_ = false;
+  const ShapeProgram* scan(void* const* args, LaunchConfig* out) const;
+
   std::vector<ShapeProgram> shapes_;
   std::vector<ScalarType> types_;  // one per parameter, for ExprArgs
   std::vector<std::pair<std::size_t, std::pair<std::string, ScalarType>>> scalars_;  // for describe_call

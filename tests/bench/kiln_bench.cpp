@@ -11,6 +11,8 @@
 //                                  launch expressions) against the fixed-point match it replaces
 //                                  (shape-match/fixed/shapes:N, the call matching the last of N);
 //                                  needs no BENCH_DIR files
+//   (shape-match rows alternate two calls, so the per-thread memo of the last match never answers,
+//   except ...-repeated-call, where it does)
 //   kernel-args/...                the per-launch building of a kernel's own parameters
 //                                  (examples/cuda_tma_cluster: a cached tensor map and three
 //                                  pass-throughs) against passing the call as it is; the driver's
@@ -226,13 +228,17 @@ kiln::KernelSpec shape_kernel(const std::string& shapes) {
   return kiln::parse_manifest(text, "bench.toml").kernels[0];
 }
 
-void run_match(benchmark::State& state, const kiln::KernelSpec& kernel, std::int32_t m) {
+// Calls alternate between m and m2: each call differs from the one before, so the per-thread
+// memo of the last match never answers and the shapes are evaluated every time. With m2 == m
+// the call repeats (a server serving one batch size) and the memo answers.
+void run_match(benchmark::State& state, const kiln::KernelSpec& kernel, std::int32_t m, std::int32_t m2) {
   kiln::engine::ShapeTable table(kernel);
   float a = 0;
   std::int32_t mv = m, n = 4096, k = 4096;
   void* args[] = {&a, &mv, &n, &k};
   kiln::LaunchConfig config;
   for (auto _ : state) {
+    mv = mv == m ? m2 : m;
     benchmark::DoNotOptimize(args);
     const kiln::ShapeProgram* hit = table.match(args, &config);
     if (hit == nullptr) state.SkipWithError("no shape matched");
@@ -247,7 +253,8 @@ void BM_shape_match_fixed(benchmark::State& state) {
     shapes += "[[kernel.shape]]\nname = \"m" + std::to_string(16 * i) + "\"\nvalues = { m = " + std::to_string(16 * i) +
               ", n = 4096, k = 4096 }\ngrid = [32, " + std::to_string(i) + ", 1]\nblock = [256]\nshared_mem = 65536\n";
   }
-  run_match(state, shape_kernel(shapes), 16 * count);  // the last declared shape
+  // The last two declared shapes (the one shape twice when there is one: a repeated call).
+  run_match(state, shape_kernel(shapes), 16 * count, 16 * (count > 1 ? count - 1 : count));
 }
 BENCHMARK(BM_shape_match_fixed)->Name("shape-match/fixed/shapes")->Arg(1)->Arg(64)->Arg(512);
 
@@ -256,14 +263,16 @@ const char* kAnyM =
     "where = [\"m % 16 == 0\"]\ngrid = [\"cdiv(n, 128)\", \"cdiv(m, 128)\", 1]\nblock = [256, 1, 1]\n"
     "shared_mem = \"min(65536, 1024 * cdiv(k, 64))\"\n";
 
-void BM_shape_match_range(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096); }
+void BM_shape_match_range(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096, 4080); }
 BENCHMARK(BM_shape_match_range)->Name("shape-match/range/one-shape");
+void BM_shape_match_range_repeated(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096, 4096); }
+BENCHMARK(BM_shape_match_range_repeated)->Name("shape-match/range/one-shape-repeated-call");
 
 // A small-M specialisation declared first, which the call (m = 4096) falls through.
 void BM_shape_match_range_second(benchmark::State& state) {
   std::string small = "[[kernel.shape]]\nname = \"small_m\"\nranges = { m = [1, 64] }\nvalues = { n = 4096, k = 4096 }\n"
                       "grid = [\"cdiv(n, 128)\", 1]\nblock = [128]\n";
-  run_match(state, shape_kernel(small + kAnyM), 4096);
+  run_match(state, shape_kernel(small + kAnyM), 4096, 4080);
 }
 BENCHMARK(BM_shape_match_range_second)->Name("shape-match/range/second-of-two");
 
@@ -328,8 +337,9 @@ void BM_kernel_args(benchmark::State& state) {
   void* args[] = {&in, &out, &rows, &cols};
   kiln::engine::KernelAbi::Frame frame;
   kiln::LaunchConfig config;
-  const bool build = state.range(0) == 1;
+  const bool build = state.range(0) >= 1, alternate = state.range(0) == 2;
   for (auto _ : state) {
+    if (alternate) rows = rows == 32 ? 64 : 32;  // two tensor maps, both cached; no memo hit
     benchmark::DoNotOptimize(args);
     if (shapes.match(args, &config) == nullptr) state.SkipWithError("no shape matched");
     if (build) abi.build(args, config, nullptr, code, nullptr, &frame);
@@ -339,6 +349,7 @@ void BM_kernel_args(benchmark::State& state) {
 }
 BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match-only")->Arg(0);
 BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build")->Arg(1);
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build-alternating-calls")->Arg(2);
 
 }  // namespace
 
