@@ -32,7 +32,11 @@ ShapeTable::ShapeTable(const KernelSpec& kernel) : id_(g_next_table_id.fetch_add
     if (!p.is_pointer) scalars_.push_back({i, {p.name, p.type}});
     if (!p.is_pointer && integer_type(p.type)) memo_scalars_.push_back({i, p.type});
   }
-  memo_ = !kernel.shapes.empty() && memo_scalars_.size() <= kMemoScalars;
+  // Worth it where matching costs more than remembering: a range shape, or many fixed shapes to
+  // scan. One or a few fixed shapes match in a few comparisons, less than the memo's own upkeep.
+  bool any_range = false;
+  for (const ShapeSpec& s : kernel.shapes) any_range = any_range || s.dynamic;
+  memo_ = (any_range || kernel.shapes.size() > kMemoMinFixedShapes) && memo_scalars_.size() <= kMemoScalars;
   // Everything a shape needs at launch is prepared here, when the kernel is resolved (warm-up
   // resolves every kernel): the first launch of a shape does no more work than the next.
   shapes_.reserve(kernel.shapes.size());

@@ -39,6 +39,7 @@ class ShapeTable {
   // last one (table, values, result): a server repeating a call skips the expressions. Tables
   // are told apart by an id no other table ever gets (an address could be reused).
   static constexpr std::size_t kMemoScalars = 8;
+  static constexpr std::size_t kMemoMinFixedShapes = 4;
   std::uint64_t id_ = 0;
   std::vector<std::pair<std::size_t, ScalarType>> memo_scalars_;  // empty: more than kMemoScalars
   bool memo_ = false;
