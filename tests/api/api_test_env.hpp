@@ -45,4 +45,26 @@ inline kiln_runtime* runtime_without_driver() {
   return kiln_runtime_create(&rt, &o) == KILN_OK ? rt : nullptr;
 }
 
+// One kernel of a test archive on a runtime without a driver (so on the reference route),
+// everything closed when it goes. open() returns KILN_OK or the failing call's status, with
+// thread_last_error() saying why.
+struct DriverlessKernel {
+  kiln_runtime* rt = runtime_without_driver();
+  kiln_archive* archive = nullptr;
+  kiln_kernel* kernel = nullptr;
+
+  kiln_status open(const std::string& archive_name, const char* kernel_name) {
+    if (rt == nullptr) return KILN_ERR_INTERNAL;
+    kiln_status s = kiln_archive_open(rt, (archives() + "/" + archive_name).c_str(), &archive);
+    return s != KILN_OK ? s : kiln_archive_get_kernel(archive, kernel_name, 0, &kernel);
+  }
+  DriverlessKernel() = default;
+  DriverlessKernel(const DriverlessKernel&) = delete;
+  DriverlessKernel& operator=(const DriverlessKernel&) = delete;
+  ~DriverlessKernel() {
+    kiln_archive_destroy(archive);
+    kiln_runtime_destroy(rt);
+  }
+};
+
 }  // namespace kiln_test

@@ -11,7 +11,6 @@
 
 namespace {
 
-using kiln_test::archives;
 using kiln_test::thread_last_error;
 
 struct Seen {
@@ -30,17 +29,13 @@ int remember(kiln_call_info* info, void** args, size_t count, void*, void* user)
 class KernelArgs : public ::testing::Test {
  protected:
   void SetUp() override {
-    rt = kiln_test::runtime_without_driver();
-    ASSERT_NE(rt, nullptr);
-    std::string path = archives() + "/scale-kernel-args.kiln";
-    ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &archive), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_archive_get_kernel(archive, "scale", 0, &kernel), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", remember, &seen, nullptr), KILN_OK);
+    ASSERT_EQ(k.open("scale-kernel-args.kiln", "scale"), KILN_OK) << thread_last_error();
+    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+    rt = k.rt;
+    archive = k.archive;
+    kernel = k.kernel;
   }
-  void TearDown() override {
-    kiln_archive_destroy(archive);
-    kiln_runtime_destroy(rt);
-  }
+  kiln_test::DriverlessKernel k;
   kiln_runtime* rt = nullptr;
   kiln_archive* archive = nullptr;
   kiln_kernel* kernel = nullptr;

@@ -11,7 +11,6 @@
 
 namespace {
 
-using kiln_test::archives;
 using kiln_test::thread_last_error;
 
 struct Seen {
@@ -28,16 +27,11 @@ int remember(kiln_call_info* info, void**, size_t, void*, void* user) {
 class RangeShapes : public ::testing::Test {
  protected:
   void SetUp() override {
-    rt = kiln_test::runtime_without_driver();
-    ASSERT_NE(rt, nullptr);
-    std::string path = archives() + "/scale-ranges.kiln";
-    ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &archive), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_archive_get_kernel(archive, "scale", 0, &kernel), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_runtime_set_reference(rt, "scale", remember, &seen, nullptr), KILN_OK);
-  }
-  void TearDown() override {
-    kiln_archive_destroy(archive);
-    kiln_runtime_destroy(rt);
+    ASSERT_EQ(k.open("scale-ranges.kiln", "scale"), KILN_OK) << thread_last_error();
+    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+    rt = k.rt;
+    archive = k.archive;
+    kernel = k.kernel;
   }
   // Launches scale with n and returns the reason text the reference was given.
   std::string launch(unsigned n) {
@@ -47,6 +41,7 @@ class RangeShapes : public ::testing::Test {
     EXPECT_EQ(kiln_kernel_launch(kernel, args, 4, nullptr, nullptr), KILN_OK) << thread_last_error();
     return seen.texts.empty() ? "" : seen.texts.back();
   }
+  kiln_test::DriverlessKernel k;
   kiln_runtime* rt = nullptr;
   kiln_archive* archive = nullptr;
   kiln_kernel* kernel = nullptr;
