@@ -59,10 +59,12 @@ def main():
     name = md.name
     for key in ("global_scratch_size", "profile_scratch_size"):
         if getattr(md, key, 0):
-            sys.exit(f"export: the kernel needs {key}={getattr(md, key)}; kiln does not allocate Triton scratch yet")
+            sys.exit(f"export: the kernel needs {key}={getattr(md, key)}; this script passes none: export it with "
+                     "kiln_triton.py (README.md here), which declares scratch in kernel_args for libkiln to provide")
     cluster = tuple(getattr(md, "cluster_dims", (1, 1, 1)) or (1, 1, 1))
     if cluster != (1, 1, 1):
-        sys.exit(f"export: cluster dims {cluster} need cuLaunchKernelEx, which kiln does not use yet")
+        sys.exit(f"export: cluster dims {cluster}: this script declares no cluster; export it with kiln_triton.py "
+                 "(README.md here), which gives its shapes a cluster")
 
     asm = compiled.asm
     ptx = asm["ptx"]
