@@ -7,7 +7,8 @@ source, with the toolchain pinned and the launch taken from Triton's own metadat
 
 Needs Triton, PyTorch and a CUDA GPU (Triton compiles for the device it runs on). The kernel
 parameters are read from the PTX entry itself, so the scratch pointers Triton 3.x appends
-(global_scratch, profile_scratch) are declared to kiln exactly as the code expects them."""
+(global_scratch, profile_scratch) are declared as kernel_args scratch entries: libkiln passes
+them, the caller never does."""
 import argparse
 import inspect
 import pathlib
@@ -57,10 +58,6 @@ def main():
     torch.cuda.synchronize()
     md = compiled.metadata
     name = md.name
-    for key in ("global_scratch_size", "profile_scratch_size"):
-        if getattr(md, key, 0):
-            sys.exit(f"export: the kernel needs {key}={getattr(md, key)}; this script passes none: export it with "
-                     "kiln_triton.py (README.md here), which declares scratch in kernel_args for libkiln to provide")
     cluster = tuple(getattr(md, "cluster_dims", (1, 1, 1)) or (1, 1, 1))
     if cluster != (1, 1, 1):
         sys.exit(f"export: cluster dims {cluster}: this script declares no cluster; export it with kiln_triton.py "
@@ -84,7 +81,13 @@ def main():
     for (pname, kind, _, _), (ptype, _) in zip(declared, found):
         if (kind == "ptr") != (ptype == "u64"):
             sys.exit(f"export: parameter {pname} is .{ptype} in the PTX")
-    declared += [(HIDDEN[i], "ptr", "u8", "read_write") for i in range(len(found) - 6)]
+    # Triton's scratch pointers are the kernel's, not the caller's: libkiln provides them
+    # (kernel_args scratch entries, sized from Triton's metadata; 0 bytes passes NULL).
+    scratch = []
+    for hidden in HIDDEN[: len(found) - 6]:
+        size = int(getattr(md, f"{hidden}_size", 0) or 0)
+        align = int(getattr(md, f"{hidden}_align", 1) or 1)
+        scratch.append(f'  {{ name = "{hidden}", scratch = {{ bytes = {size}, align = {align} }} }},')
 
     threads = md.num_warps * 32
     lines = [
@@ -109,13 +112,16 @@ def main():
               f'  {{ arch = "{target}", file = "matmul_relu.{target}.cubin" }},',
               f'  {{ arch = "compute_{target[3:]}", file = "matmul_relu.compute_{target[3:]}.ptx" }},',
               "]", "tolerance = { rtol = 1e-4, atol = 1e-3 }", ""]
+    if scratch:
+        code_at = lines.index("code = [")
+        lines[code_at:code_at] = ["kernel_args = [", *[f'  "{p[0]}",' for p in declared], *scratch, "]"]
     for s in sizes:
         g = triton.cdiv(s, source.BLOCKS["BLOCK_M"]) * triton.cdiv(s, source.BLOCKS["BLOCK_N"])
         lines += ["[[kernel.shape]]", f'name = "m{s}n{s}k{s}"', f"values = {{ m = {s}, n = {s}, k = {s} }}",
                   f"grid = [{g}, 1, 1]", f"block = [{threads}, 1, 1]", f"shared_mem = {md.shared}", ""]
     (out / "kiln.toml").write_text("\n".join(lines))
     print(f"exported {name} ({target}, {md.num_warps} warps, {md.shared} B shared, "
-          f"{len(declared)} params incl. {len(declared) - 6} Triton scratch) to {out}")
+          f"{len(declared)} params, {len(scratch)} Triton scratch pointers provided by libkiln) to {out}")
 
 
 if __name__ == "__main__":
