@@ -51,8 +51,8 @@ run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.k
 run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mixed.kiln" --trust "$stage/keys/test.pub"
 run diag_show sh -c "bundle=\$(ls -d /tmp/kiln-diag-gpu-*/kiln-diag-* | head -1) && \"$stage/bin/kiln\" diag show \"\$bundle\""
 # The Python bindings on the real driver (their native-route test runs only here).
-export PYTHONPATH="$(pwd)/examples/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
-run python_tests python3 -m pytest -q -p no:cacheprovider examples/python/tests
+export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
+run python_tests python3 -m pytest -q -p no:cacheprovider packager/python/tests
 steps_triton=""
 if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
   triton_archive="$stage/archives/matmul-relu-triton.kiln"

@@ -19,7 +19,7 @@ kiln's launches alternate; each figure is the median of --reps. A second figure,
 nvcc_options must match what TileLang generates here (so both runs use the same code).
 Exit status 1 when a kernel is not identical, slower than TileLang by more than the tolerance, or
 not launched natively. Needs PyTorch, TileLang and, except with --tilelang-only, libkiln
-(KILN_LIBRARY or the loader's path) and examples/python."""
+(KILN_LIBRARY or the loader's path) and packager/python."""
 import argparse
 import hashlib
 import pathlib

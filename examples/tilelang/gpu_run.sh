@@ -13,7 +13,7 @@ mini=$(pwd)/.gpu-mini
 export OUT=${OUT:-/tmp/tilelang-out} TILELANG_EXPORT_DIR=/tmp/kiln-tilelang
 status=0
 bash examples/tilelang/gpu_export_and_check.sh || status=1
-export PYTHONPATH=/tmp/site:$(pwd)/examples/python KILN_LIBRARY=$mini/lib/libkiln.so.0 PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$(pwd)/packager/python KILN_LIBRARY=$mini/lib/libkiln.so.0 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=$mini/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 archives=() packages=()
 for pkg in "$TILELANG_EXPORT_DIR"/tilelang-*/; do

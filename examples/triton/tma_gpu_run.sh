@@ -12,7 +12,7 @@ stage=$(pwd)/.gpu-stage
 work=/tmp/kiln-tma
 log=${OUT:-/tmp}/tma-run.log
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-PYTHONPATH="$(pwd)/examples/python"
+PYTHONPATH="$(pwd)/packager/python"
 export PYTHONPATH KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
 rm -rf "$work" && mkdir -p "$work"
 : > "$log"

@@ -112,7 +112,10 @@ def _text(raw):
 
 def _load():
     named = os.environ.get("KILN_LIBRARY")
-    path = named or ctypes.util.find_library("kiln") or "libkiln.so.0"
+    # The wheel carries libkiln inside the package (kiln/lib); a checkout or an installed tree
+    # falls back to the loader's path.
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libkiln.so.0")
+    path = named or (bundled if os.path.exists(bundled) else None) or ctypes.util.find_library("kiln") or "libkiln.so.0"
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
