@@ -4,14 +4,15 @@
 # use the demo's build); everything else runs, including `cmake --install --prefix /usr/local`
 # and `ldconfig`, so run it as root on a machine you do not mind installing kiln on (the chroot
 # of ci/fresh-debian12.sh, say). Files the blocks write (keys, archives, a store, a venv) go to
-# a scratch folder that sees the repository's build/ and examples/ through links.
+# a scratch folder that sees the repository's top-level entries (build/, examples/, packager/
+# for `pip install packager/python`, which builds from the whole tree) through links.
 #   ci/readme-walk.sh [README]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 readme=${1:-$root/README.md}
 [ -f "$root/build/demo/matmul-relu.kiln" ] || { echo "readme-walk: run ./ci/demo.sh first" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-readme-walk.XXXXXX")
-ln -s "$root/build" "$root/examples" "$work/"
+ln -s "$root"/* "$work/"
 python3 - "$readme" > "$work/walk.sh" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
