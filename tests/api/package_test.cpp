@@ -11,6 +11,7 @@
 
 #include "kiln/kiln.h"
 #include "store.hpp"
+#include "../unit/temp_dirs.hpp"
 
 namespace {
 
@@ -37,8 +38,7 @@ std::string sh(const std::string& cmd) {
 struct StoreWithTwoVersions {
   std::string dir, store, d1, d2;
   StoreWithTwoVersions() {
-    char tmpl[] = "/tmp/kiln-package-test-XXXXXX";
-    dir = ::mkdtemp(tmpl);
+    dir = kiln::test::make_temp_dir("kiln-package-test");
     store = dir + "/store";
     sh("cp " + kScale + "/scale.ptx " + dir + "/");
     for (int v = 1; v <= 2; ++v) {

@@ -13,6 +13,7 @@
 
 #include "cuda_driver.hpp"
 #include "kiln/kiln.h"
+#include "../unit/temp_dirs.hpp"
 
 namespace {
 
@@ -311,8 +312,7 @@ TEST(Gpu, WarmUpLoadsEveryKernelBeforeTheFirstCall) {
 
 TEST(Gpu, AFailedLoadRoutesToTheReferenceAndLeavesADiagnosticBundle) {
   REQUIRE_GPU();
-  char tmpl[] = "/tmp/kiln-diag-gpu-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  std::string dir = kiln::test::make_temp_dir("kiln-diag-gpu");
   ::setenv("KILN_DIAG_DIR", dir.c_str(), 1);
   Runtime r;
   ::unsetenv("KILN_DIAG_DIR");

@@ -12,6 +12,7 @@
 
 #include "archive_writer.hpp"
 #include "kernel_table.hpp"
+#include "../unit/temp_dirs.hpp"
 
 namespace kiln {
 
@@ -53,8 +54,7 @@ struct Fixture {
   std::string dir, store;
   std::string v1, v2, v3, d1, d2, d3;
   Fixture() {
-    char tmpl[] = "/tmp/kiln-store-test-XXXXXX";
-    dir = ::mkdtemp(tmpl);
+    dir = kiln::test::make_temp_dir("kiln-store-test");
     store = dir + "/store";
     auto split = [](const std::string& s, std::string* path, std::string* digest) {
       *path = s.substr(0, s.find(' '));

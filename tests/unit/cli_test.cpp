@@ -66,8 +66,7 @@ code = [{ arch = "compute_90", file = "add.ptx" }]
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/kiln-cli-XXXXXX";
-    dir = ::mkdtemp(tmpl);
+    dir = kiln::test::make_temp_dir("kiln-cli");
     write_file(dir + "/kiln.toml", kManifest);
     write_file(dir + "/add.ptx", kPtx);
     write_file(dir + "/add.cu", "// source\n");
@@ -460,8 +459,7 @@ TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
 #endif
 
 TEST(CliDiag, ShowsABundleReadably) {
-  char tmpl[] = "/tmp/kiln-diag-test-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  std::string dir = kiln::test::make_temp_dir("kiln-diag-test");
   std::string bundle = dir + "/kiln-diag-1-2-3";
   ::mkdir(bundle.c_str(), 0700);
   write_file(bundle + "/report.toml",

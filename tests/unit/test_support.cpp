@@ -170,10 +170,4 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/kiln-test-XXXXXX";
-  char* dir = ::mkdtemp(tmpl);
-  return dir ? std::string(dir) : std::string();
-}
-
 }  // namespace kiln::test

@@ -2,6 +2,8 @@
 // hostile archives that the real writer would refuse to produce.
 #pragma once
 
+#include "temp_dirs.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,6 +57,5 @@ std::vector<std::uint8_t> assemble(RawArchive raw);
 RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> members);  // sorted by path
 
 std::string read_text_file(const std::string& path);
-std::string make_temp_dir();
 
 }  // namespace kiln::test
