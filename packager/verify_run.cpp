@@ -77,6 +77,22 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   auto member = [&](const FileRef& f) { return archive.reader().read_member(f.path); };
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     const KernelParam& p = spec.params[i];
+    if (!p.is_pointer && is_float(p.type)) {
+      // A float scalar: only a test's own values give one (shapes fix integers only).
+      const double* given = nullptr;
+      for (const auto& [name, v] : test.float_values) {
+        if (name == p.name) given = &v;
+      }
+      if (given == nullptr) fail(Errc::manifest, "test '" + test.shape + "': no value for the " + scalar_type_name(p.type) + " scalar '" + p.name + "' (add values = { " + p.name + " = ... } to the test)");
+      if (p.type == ScalarType::f32) {
+        float f = static_cast<float>(*given);
+        std::memcpy(&scalars[i], &f, sizeof f);
+      } else {
+        std::memcpy(&scalars[i], given, sizeof(double));  // f64 (the parser admits no 16-bit ones)
+      }
+      args[i] = &scalars[i];
+      continue;
+    }
     if (!p.is_pointer) {
       std::int64_t value = 0;
       bool found = false;

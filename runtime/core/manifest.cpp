@@ -64,6 +64,17 @@ std::array<std::uint32_t, 3> dim3(TableReader& t, std::string_view key_view) {
   return out;
 }
 
+// The floating-point scalar parameter `name` of `k`, or nullptr.
+const KernelParam* float_scalar(const KernelSpec& k, const std::string& name) {
+  for (const KernelParam& p : k.params) {
+    if (p.name == name && !p.is_pointer &&
+        (p.type == ScalarType::f16 || p.type == ScalarType::bf16 || p.type == ScalarType::f32 || p.type == ScalarType::f64)) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
 const KernelParam* integer_scalar(TableReader& t, const toml::node& at, const std::string& name, const KernelSpec& k,
                                   const char* what) {
   const KernelParam* param = nullptr;
@@ -268,6 +279,17 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
   if (const toml::node* vn = t.get("values")) {
     for (auto&& [key, value] : t.table(*vn, "values")) {
       std::string name(key.str());
+      if (const KernelParam* f = float_scalar(k, name)) {
+        if (f->type != ScalarType::f32 && f->type != ScalarType::f64) {
+          t.fail_at(value, "test value '" + name + "' names a " + scalar_type_name(f->type) +
+                               " parameter; test values can set f32 and f64 scalars, not 16-bit ones");
+        }
+        if (!value.is_number() || !std::isfinite(*value.value<double>())) {
+          t.fail_at(value, "test value '" + name + "' must be a finite number, found " + toml_type_name(value));
+        }
+        test.float_values.emplace_back(name, *value.value<double>());
+        continue;
+      }
       const KernelParam* param = integer_scalar(t, value, name, k, "test value");
       for (const auto& v : shape->values) {
         if (v.first == name) t.fail_at(value, "'" + name + "' is fixed by shape '" + shape->name + "'; the test cannot set it");

@@ -133,6 +133,8 @@ struct TestSpec {
   std::string shape;  // a declared shape's name: its values give the scalar arguments
   // Scalar arguments the shape does not fix (a range shape's), checked against it at parse.
   std::vector<std::pair<std::string, std::int64_t>> values;
+  // Floating-point scalar arguments (f32, f64: an epsilon, a softmax scale), which no shape fixes.
+  std::vector<std::pair<std::string, double>> float_values;
   std::vector<std::pair<std::string, FileRef>> inputs;   // pointer parameter -> .npy
   std::vector<std::pair<std::string, FileRef>> outputs;  // pointer parameter -> expected .npy
   bool has_tolerance = false;

@@ -451,6 +451,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "kiln.toml:37:1: kernel 'mm' test[0] gives no value for 'small'"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { n = 1 }\noutputs = { a = \"a.npy\" }\n"),
                  "kiln.toml:39:16: 'n' is fixed by shape 'any_m'; the test cannot set it"},
+        BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 96, small = 7, alpha = \"x\" }\noutputs = { a = \"a.npy\" }\n"),
+                 "kiln.toml:39:39: test value 'alpha' must be a finite number, found a string"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { small = 256 }\noutputs = { a = \"a.npy\" }\n"),
                  "kiln.toml:39:20: 'small' in kernel 'mm' test[0] must be between 0 and 255, found 256"}));
 
@@ -463,6 +465,18 @@ TEST(RangeShapes, TestValuesThatBelongToTheShapeAreKept) {
   ASSERT_EQ(values.size(), 2u);
   EXPECT_EQ(values[0], (std::pair<std::string, std::int64_t>("m", 96)));
   EXPECT_EQ(values[1], (std::pair<std::string, std::int64_t>("small", 7)));
+  EXPECT_TRUE(m.kernels[0].tests[0].float_values.empty());
+}
+
+TEST(RangeShapes, TestValuesGiveFloatScalarsTheirValue) {
+  // A float scalar (an epsilon, a scale) is part of a test's call: no shape can fix it.
+  std::string text = std::string(kRanges) +
+                     "\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 96, small = 7, alpha = -0.5 }\noutputs = { a = \"a.npy\" }\n";
+  Manifest m = parse_manifest(text, "kiln.toml");
+  const auto& test = m.kernels[0].tests[0];
+  ASSERT_EQ(test.values.size(), 2u);
+  ASSERT_EQ(test.float_values.size(), 1u);
+  EXPECT_EQ(test.float_values[0], (std::pair<std::string, double>("alpha", -0.5)));
 }
 
 }  // namespace
