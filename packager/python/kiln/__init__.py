@@ -151,13 +151,32 @@ def _load():
     return lib
 
 
-_lib = _load()
-# The launch, called per kernel call, through a second function pointer to the same symbol
-# with no argtypes: every argument is passed as a prebuilt ctypes object (handle, argument
-# array, count, stream, route out), which ctypes hands to C as is instead of converting each
-# through argtypes' from_param on every call.
-_launch = type(_lib.kiln_kernel_launch)(("kiln_kernel_launch", _lib))
-_launch.restype = ctypes.c_int
+class _Library:
+    """libkiln, loaded at its first use rather than at import, so that `import kiln.export` (which
+    needs no libkiln) works anywhere, and a missing library is reported by the call that needs it."""
+
+    def __init__(self):
+        self._lib, self._lock = None, threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._lib is None:
+                lib = _load()
+                # The launch, called per kernel call, through a second function pointer to the same
+                # symbol with no argtypes: every argument is passed as a prebuilt ctypes object
+                # (handle, argument array, count, stream, route out), which ctypes hands to C as is
+                # instead of converting each through argtypes' from_param on every call.
+                launch = type(lib.kiln_kernel_launch)(("kiln_kernel_launch", lib))
+                launch.restype = ctypes.c_int
+                lib.raw_launch = launch
+                self._lib = lib
+            return self._lib
+
+    def __getattr__(self, name):
+        return getattr(self.get(), name)
+
+
+_lib = _Library()
 _call = threading.local()  # the Python arguments of the launch in progress on this thread
 
 
@@ -304,6 +323,7 @@ class Kernel:
         if any(slot is None for slot in self._slots):
             raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
         self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
+        self._raw_launch = _lib.get().raw_launch
         self._route_out = ctypes.c_int()
         self._route_ref = ctypes.byref(self._route_out)
         self._expected = None
@@ -367,12 +387,12 @@ class Kernel:
         stream_arg.value = stream  # None is NULL: the default stream
         if self.name not in self._references:
             # No Python reference for this kernel: no Python objects to hand over.
-            status = _launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
+            status = self._raw_launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
         else:
             call = _call
             call.args = args
             try:
-                status = _launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
+                status = self._raw_launch(self._handle, self._argv, self._count_arg, stream_arg, self._route_ref)
             finally:
                 call.args = None
             error = getattr(call, "error", None)

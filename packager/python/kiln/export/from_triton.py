@@ -1,0 +1,618 @@
+"""kiln.export.triton: any @triton.jit kernel, as the user already has it, into a kiln package
+folder (kiln.toml, one cubin per target, PTX and Triton's IR stages, source, metadata, test
+vectors from a reference).
+
+The call a kiln user makes (`params`) is declared with symbolic tensor shapes; the kernel's real
+parameter list (`kernel_args`) is derived from what Triton compiled, exactly as Triton's own
+launcher (triton/backends/nvidia/driver.py) expands it, and checked against the PTX entry:
+
+  * a host TensorDescriptor lowered to TMA (the compiled kernel's `tensordesc_meta` has an entry
+    for it) becomes a CUtensorMap recipe, then its shape as i32 and its strides as i64, encoded
+    like Triton's `fill_tma_descriptor` (element type and swizzle from the metadata, box = its
+    block_size, dims and byte strides innermost first, L2 promotion 128B, OOB fill NaN for
+    padding="nan" else zero);
+  * a descriptor not lowered to TMA (e.g. compiled for sm_80) becomes its base pointer, shape and
+    strides as i64, the padding flag as i8, then shape as i32 and strides as i64;
+  * constexpr parameters vanish; `global_scratch` and `profile_scratch` follow, as kiln scratch
+    entries sized from the metadata;
+  * num_ctas > 1 launches clusters of num_ctas x 1 x 1 (grid x multiplied by num_ctas).
+
+Triton specialises integer arguments on their values (a multiple of 16: `tt.divisibility`; equal
+to 1: a constant). The kernel is compiled with Triton's own binder for `sample` values; each
+assumption becomes a `where` condition of every range shape and is checked for fixed shapes, so
+a call that breaks it goes to the reference instead of to code compiled for something else.
+
+Cross-compilation: Triton compiles and its bundled ptxas assembles for any NVIDIA target without
+a GPU (`targets=["sm_80", "sm_90a", "sm_100a"]`). AMD targets are not exported here (Triton's
+HIP launcher ABI is not mapped); they are refused by name.
+"""
+import inspect
+import json
+import pathlib
+import re
+
+from . import manifest, toolchain, vectors
+from .declare import DTYPES, Desc, Scalar, Shape, Tensor, check_call
+from .errors import ExportError
+from .expr import evaluate, names_in, paren
+
+GENERATOR = "kiln.export.triton"
+
+# Triton type names -> kiln dtype of the same bits
+TRITON_TO_KILN = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "fp64": "f64", "i8": "i8", "u8": "u8", "i16": "i16",
+                  "u16": "u16", "i32": "i32", "u32": "u32", "i64": "i64", "u64": "u64", "i1": "i8", "u1": "u8",
+                  "f32": "f32"}
+# CUtensorMapDataType (host numbering, after Triton's TMA_DTYPE_DEVICE_TO_HOST) -> kiln's word
+TMA_DTYPES = {0: "u8", 1: "u16", 2: "u32", 3: "i32", 4: "u64", 5: "i64", 6: "f16", 7: "f32", 8: "f64", 9: "bf16",
+              10: "f32_ftz", 11: "tf32", 12: "tf32_ftz"}
+SWIZZLES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}  # the 128B_ATOM_* kinds are refused
+
+
+def _triton():
+    try:
+        import triton
+        return triton
+    except ImportError:
+        raise ExportError("kiln.export.triton needs Triton (pip install triton)") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets
+# ---------------------------------------------------------------------------------------------
+
+def parse_target(target):
+    """'sm_90a' / 'sm_80' / 90 / (90, 32) -> (capability, warp size). None: the GPU here."""
+    if target is None:
+        return None
+    if isinstance(target, int):
+        return target, 32
+    if isinstance(target, (tuple, list)):
+        return int(target[0]), int(target[1]) if len(target) > 1 else 32
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d+)([af]?)", str(target).strip())
+    if not m:
+        raise ExportError(f"target {target!r}: kiln.export.triton compiles NVIDIA targets (sm_80, sm_90a, sm_100a, ...); "
+                          "AMD targets are not supported by this exporter")
+    return int(m.group(1)), 32
+
+
+def _gpu_target(target):
+    from triton.backends.compiler import GPUTarget
+    if target is None:
+        from triton.runtime import driver
+        try:
+            return driver.active.get_current_target()
+        except Exception as e:
+            raise ExportError(f"no target given and no GPU to compile for ({type(e).__name__}: {e}); pass "
+                              "targets=['sm_90a', ...] to cross-compile") from None
+    return GPUTarget("cuda", target[0], target[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling as Triton's own launch would
+# ---------------------------------------------------------------------------------------------
+
+class _FakeDtype:
+    def __init__(self, kiln_dtype):
+        self.itemsize, self._name = DTYPES[kiln_dtype][0], DTYPES[kiln_dtype][2]
+        self.is_floating_point = kiln_dtype.startswith(("f", "bf"))
+
+    def __str__(self):
+        return f"torch.{self._name}"
+
+
+class _FakeTensor:
+    """Stands for a tensor in the sample call: Triton's binder reads only data_ptr and dtype. The
+    address is 256-aligned, as every PyTorch allocation is (so Triton assumes 16-byte alignment:
+    README.md, "What a kernel assumes")."""
+
+    def __init__(self, t, env):
+        self.dtype = _FakeDtype(t.dtype)
+        self.shape = [evaluate(s, env) for s in t.shape]
+
+    def data_ptr(self):
+        return 1 << 40
+
+    def stride(self):
+        return None
+
+
+def unwrap(fn, config):
+    """(JITFunction, constexprs, options) from a @triton.jit function, or from a @triton.autotune
+    wrapper and the config to export (an index into its configs or a triton.Config)."""
+    triton = _triton()
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    if isinstance(fn, Heuristics):
+        raise ExportError("@triton.heuristics computes constexprs at each call: export the function it wraps (.fn) "
+                          "with those constexprs given")
+    if isinstance(fn, Autotuner):
+        configs = fn.configs
+        if config is None:
+            if len(configs) != 1:
+                raise ExportError(f"{fn.fn.__name__} is autotuned over {len(configs)} configs: pass config=INDEX or "
+                                  f"config=triton.Config(...) (one of: {', '.join(str(c) for c in configs)})")
+            config = 0
+        if isinstance(config, int):
+            if not 0 <= config < len(configs):
+                raise ExportError(f"config={config}: the autotuner has {len(configs)} configs")
+            config = configs[config]
+        options = {k: getattr(config, k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+                   if getattr(config, k, None) is not None}
+        return unwrap(fn.fn, None)[0], dict(config.kwargs), options
+    if not isinstance(fn, triton.runtime.jit.JITFunction):
+        raise ExportError(f"{fn!r} is not a @triton.jit function")
+    if config is not None:
+        raise ExportError("config= is for @triton.autotune kernels")
+    return fn, {}, {}
+
+
+def compile_for(fn, params, args, constexprs, options, sample, target):
+    """Compiles `fn` for the call `sample` with Triton's own binder (so its specialisation is the
+    one `fn[grid](...)` would pick) and returns (compiled, signature {name: type},
+    specialisation attrs by parameter name)."""
+    triton = _triton()
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    gpu_target = _gpu_target(target)
+    backend = make_backend(gpu_target)
+    by_name = {p.name: p for p in params}
+    call = {}
+    for kp in fn.params:
+        if kp.is_constexpr:
+            continue
+        a = args[kp.name]
+        if isinstance(a, Desc):
+            t = by_name[a.tensor]
+            base = _FakeTensor(t, sample)
+            call[kp.name] = TensorDescriptor(base, base.shape, [evaluate(s, sample) for s in t.strides], a.block,
+                                             a.padding)
+        elif isinstance(by_name.get(a), Tensor):
+            call[kp.name] = _FakeTensor(by_name[a], sample)
+        elif isinstance(by_name.get(a), Scalar) and not by_name[a].integer:
+            call[kp.name] = 1.5  # a float scalar: its value never specialises
+        else:
+            call[kp.name] = evaluate(a, sample)
+    kwargs = dict(constexprs)
+    kwargs.update(options)
+    kwargs["debug"] = kwargs.get("debug", fn.debug) or triton.knobs.runtime.debug
+    kwargs["instrumentation_mode"] = triton.knobs.compilation.instrumentation_mode
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    try:
+        bound_args, specialization, opts = binder(**call, **kwargs)
+        opts, signature, consts, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, opts)
+        compiled = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+    except ExportError:
+        raise
+    except Exception as e:
+        where = f"sm_{target[0]}" if target else "the GPU here"
+        raise ExportError(f"Triton could not compile {fn.__name__} for {where}: {type(e).__name__}: {e}") from e
+    attrs_by_name = {fn.arg_names[path[0]]: value for path, value in attrs.items() if len(path) == 1}
+    return compiled, signature, attrs_by_name
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel's ABI
+# ---------------------------------------------------------------------------------------------
+
+def ptx_entry_params(ptx, entry):
+    """[(bytes, align, is_pointer)] of `.entry entry(...)` in the PTX (the check that the ABI
+    derived from Triton's metadata is the code's)."""
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
+    if not m:
+        raise ExportError(f"no .entry {entry} in the PTX")
+    out = []
+    for line in m.group(1).split(","):
+        line = line.strip()
+        if not line:
+            continue
+        arr = re.search(r"\.align\s+(\d+)\s+\.b8\s+\w+\[(\d+)\]", line)
+        if arr:
+            out.append((int(arr.group(2)), int(arr.group(1)), False))
+            continue
+        t = re.search(r"\.param\s+\.[usbf](\d+)", line)
+        if not t:
+            raise ExportError(f"PTX parameter not understood: {line!r}")
+        out.append((int(t.group(1)) // 8, int(t.group(1)) // 8, ".ptr" in line))
+    return out
+
+
+def _device_to_host_dtype(t):
+    return {8: 10, 9: 8, 10: 9}.get(t, t)  # triton/backends/nvidia/driver.py TMA_DTYPE_DEVICE_TO_HOST
+
+
+def kernel_abi(compiled, fn, params, args, signature, attrs):
+    """The kernel_args entries (dicts, in order) and the `where` conditions the compiled
+    specialisation needs, checked against the PTX entry."""
+    md = compiled.metadata
+    by_name = {p.name: p for p in params}
+    metas = list(getattr(md, "tensordesc_meta", None) or [])
+    n_descs = sum(1 for v in signature.values() if isinstance(v, str) and v.startswith("tensordesc"))
+    if metas and len(metas) != n_descs:
+        raise ExportError(f"{len(metas)} tensordesc_meta entries for {n_descs} descriptors")
+    entries, conditions, expected = [], [], []  # expected: (bytes, what) per PTX parameter
+    desc_i = 0
+
+    def computed(name, type_, value):
+        # A computed entry must not take a call parameter's name (kernel_args names are unique
+        # and a pass-through entry is named by its parameter): such a kernel parameter gets "_arg".
+        label = name
+        while label in by_name or any(e["name"] == label for e in entries if isinstance(e, dict)):
+            label += "_arg"
+        entries.append({"name": label, "type": type_, "value": str(value)})
+        expected.append((DTYPES[type_][0], label))
+
+    def passed(call_name, bytes_):
+        entries.append({"name": call_name})
+        expected.append((bytes_, call_name))
+
+    for kp in fn.params:
+        ty = signature[kp.name]
+        if ty == "constexpr":
+            if not kp.is_constexpr:
+                raise ExportError(f"Triton specialised {kp.name!r} to a constant for the sample call (it equals 1): "
+                                  f"give a sample value other than 1, or declare it do_not_specialize")
+            continue
+        a = args[kp.name]
+        if isinstance(ty, str) and ty.startswith("tensordesc"):
+            t = by_name[a.tensor]
+            meta = metas[desc_i] if metas else None
+            desc_i += 1
+            rank = len(t.shape)
+            m = re.match(r"tensordesc<([^[>]*)\[([^]]*)\]", ty)
+            if TRITON_TO_KILN.get(m.group(1)) != t.dtype:
+                raise ExportError(f"{kp.name}: Triton typed the descriptor {m.group(1)}, the tensor is {t.dtype}")
+            if meta is None:  # not lowered to TMA: base pointer, shape, strides, padding, shape, strides
+                passed(t.name, 8)
+                for i in range(rank):
+                    computed(f"{kp.name}_shape{i}_i64", "i64", t.shape[i])
+                for i in range(rank):
+                    computed(f"{kp.name}_stride{i}_i64", "i64", t.strides[i])
+                computed(f"{kp.name}_padding_nan", "i8", 1 if a.padding == "nan" else 0)
+            else:
+                if meta.get("fp4_padded"):
+                    raise ExportError(f"{kp.name}: fp4-padded descriptors are not supported")
+                elem = TMA_DTYPES.get(_device_to_host_dtype(meta["elem_type"]))
+                swizzle = SWIZZLES.get(meta["swizzle"])
+                if elem is None or swizzle is None:
+                    raise ExportError(f"{kp.name}: TMA element type {meta['elem_type']} / swizzle {meta['swizzle']} "
+                                      f"has no kiln spelling")
+                if meta["elem_size"] != DTYPES[t.dtype][0]:
+                    raise ExportError(f"{kp.name}: element size {meta['elem_size']} for a {t.dtype} tensor")
+                if t.strides[-1] != "1":
+                    raise ExportError(f"{kp.name}: the last dimension of {t.name} must be contiguous")
+                block = list(meta["block_size"])
+                if len(block) != rank:
+                    raise ExportError(f"{kp.name}: block {block} for a rank-{rank} tensor")
+                size = meta["elem_size"]
+                tmap = {"pointer": t.name, "dtype": elem, "dims": list(reversed(t.shape)),
+                        "strides": [f"{paren(s)} * {size}" for s in reversed(t.strides[:-1])],
+                        "box": list(reversed(block)), "swizzle": swizzle, "l2_promotion": "128B",
+                        "oob_fill": "nan" if a.padding == "nan" else "zero"}
+                entries.append({"name": kp.name, "tensor_map": tmap})
+                expected.append((128, kp.name))
+            for i in range(rank):
+                computed(f"{kp.name}_shape{i}", "i32", t.shape[i])
+            for i in range(rank):
+                computed(f"{kp.name}_stride{i}", "i64", t.strides[i])
+        elif isinstance(ty, str) and ty.startswith("*"):
+            if not isinstance(by_name.get(a), Tensor):
+                raise ExportError(f"kernel parameter {kp.name} is a pointer ({ty}); args must map it to a tensor of "
+                                  f"the call, not {a!r}")
+            t = by_name[a]
+            if TRITON_TO_KILN.get(ty.lstrip("*k")) != t.dtype:
+                raise ExportError(f"kernel parameter {kp.name}: Triton typed it {ty}, the tensor {t.name} is {t.dtype}")
+            if any(e.get("name") == a and len(e) == 1 for e in entries):
+                raise ExportError(f"kernel parameter {kp.name}: the tensor {a} is already passed to an earlier "
+                                  "parameter; kiln passes each call pointer once (declare a second tensor)")
+            passed(a, 8)
+        elif isinstance(ty, str) and ty in TRITON_TO_KILN:
+            kiln_type = TRITON_TO_KILN[ty]
+            bytes_ = 1 if ty in ("i1", "u1") else DTYPES[kiln_type][0]
+            p = by_name.get(a)
+            if isinstance(p, Scalar):
+                if p.type != kiln_type:
+                    raise ExportError(f"kernel parameter {kp.name}: Triton passes {ty}, the call's {a} is {p.type}")
+                if any(e.get("name") == a and len(e) == 1 for e in entries):
+                    if not p.integer:
+                        raise ExportError(f"kernel parameter {kp.name}: the float scalar {a} is already passed; "
+                                          "kiln passes a float call parameter once")
+                    computed(kp.name, kiln_type, a)  # the same scalar again, e.g. n as a stride and a size
+                else:
+                    passed(a, bytes_)
+            elif kiln_type.startswith(("f", "bf")):
+                raise ExportError(f"kernel parameter {kp.name} is {ty}: map it to a float scalar of the call "
+                                  f"(kiln computes integer expressions only), not {a!r}")
+            else:
+                computed(kp.name, kiln_type, a)
+            for attr in attrs.get(kp.name, []):
+                if attr[0] == "tt.divisibility":
+                    conditions.append(f"{paren(a)} % {attr[1]} == 0")
+                else:
+                    raise ExportError(f"{kp.name}: specialisation {attr} has no kiln condition")
+        else:
+            raise ExportError(f"kernel parameter {kp.name}: Triton type {ty!r} is not supported")
+    for kind in ("global_scratch", "profile_scratch"):
+        entries.append({"name": kind, "scratch": {"bytes": int(getattr(md, f"{kind}_size", 0) or 0),
+                                                  "align": max(1, int(getattr(md, f"{kind}_align", 1) or 1))}})
+        expected.append((8, kind))
+    found = ptx_entry_params(compiled.asm["ptx"], md.name)
+    if len(found) == len(expected) - 1 and entries[-1]["name"] == "profile_scratch":
+        entries.pop(), expected.pop()  # a Triton without profile scratch
+    if [f[0] for f in found] != [e[0] for e in expected]:
+        raise ExportError("the PTX entry's parameters (bytes " + str([f[0] for f in found]) +
+                          ") are not what Triton's launcher passes (" +
+                          ", ".join(f"{w}:{n}" for w, n in expected) + ")")
+    return entries, conditions
+
+
+def launch_config(compiled):
+    """(block, shared_mem, cluster or None, num_ctas) from Triton's metadata; refuses launch
+    attributes kiln does not set."""
+    md = compiled.metadata
+    for key in ("launch_cooperative_grid", "launch_pdl"):
+        if getattr(md, key, False):
+            raise ExportError(f"the kernel needs {key}, which kiln does not set")
+    num_ctas = int(getattr(md, "num_ctas", 1) or 1)
+    cluster = tuple(getattr(md, "cluster_dims", None) or (num_ctas, 1, 1))
+    if cluster[0] != num_ctas or cluster[1:] != (1, 1):
+        raise ExportError(f"cluster_dims {cluster} with num_ctas {num_ctas}: Triton's launcher uses num_ctas x 1 x 1")
+    return [md.num_warps * 32, 1, 1], int(md.shared), (list(cluster) if num_ctas > 1 else None), num_ctas
+
+
+def ptx_target(ptx):
+    m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
+    if not m:
+        raise ExportError("the PTX has no .target directive")
+    return m.group(1)
+
+
+def ptxas_release(cc):
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        return get_ptxas(cc).version, get_ptxas(cc).path
+    except Exception:  # older Triton: the version is not exposed
+        return None, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Several targets, one kernel
+# ---------------------------------------------------------------------------------------------
+
+class _Build:
+    """One target's compile and what was derived from it."""
+
+    def __init__(self, compiled, signature, attrs, entries, conditions, launch):
+        self.compiled, self.signature, self.attrs = compiled, signature, attrs
+        self.entries, self.conditions = entries, conditions
+        self.block, self.shared, self.cluster, self.num_ctas = launch
+        self.arch = ptx_target(compiled.asm["ptx"])
+
+
+def merge(builds):
+    """One kernel for every target: the same parameters, specialisation, block and cluster are
+    required (else the targets need separate exports); shared memory and scratch take the largest
+    any target asks for (more than a target needs is harmless; less would fault)."""
+    first = builds[0]
+
+    def strip(entries):
+        return [{k: v for k, v in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in entries]
+
+    for b in builds[1:]:
+        for what, mine, theirs in (("kernel parameters", strip(b.entries), strip(first.entries)),
+                                   ("specialisation", b.conditions, first.conditions),
+                                   ("block", b.block, first.block), ("cluster", b.cluster, first.cluster)):
+            if mine != theirs:
+                raise ExportError(f"{b.arch} and {first.arch} compile to different {what} ({mine} vs {theirs}): "
+                                  f"export them as separate packages (one call per target)")
+    entries = [dict(e) for e in first.entries]
+    for e in entries:
+        if "scratch" in e:
+            sizes = [next(x for x in b.entries if x["name"] == e["name"])["scratch"] for b in builds]
+            e["scratch"] = {"bytes": max(s["bytes"] for s in sizes), "align": max(s["align"] for s in sizes)}
+    return entries, first.conditions, first.block, max(b.shared for b in builds), first.cluster, first.num_ctas
+
+
+# ---------------------------------------------------------------------------------------------
+# The export
+# ---------------------------------------------------------------------------------------------
+
+class Export:
+    """What an export wrote: `path` (the package folder), `manifest` (kiln.toml's text), `archs`
+    (the code objects' targets) and `compiled` (Triton's compiled kernel per arch)."""
+
+    def __init__(self, path, text, compiled):
+        self.path, self.manifest, self.compiled = pathlib.Path(path), text, compiled
+        self.archs = list(compiled)
+
+    def __repr__(self):
+        return f"Export({str(self.path)!r}, archs={self.archs})"
+
+
+def default_sample(params, shapes):
+    """The values Triton specialises on when none are given: the first fixed shape's values where
+    every shape is fixed (the kernel then fits them exactly); otherwise, for each integer scalar,
+    a value no shape excludes that is neither 1 nor a multiple of 16, so that Triton assumes
+    nothing and one kernel serves every call of the ranges (pass `sample` for a faster, narrower
+    kernel: its assumptions become `where` conditions)."""
+    integers = [p.name for p in params if isinstance(p, Scalar) and p.integer]
+    if shapes and all(s.fixed for s in shapes):
+        return dict(shapes[0].values)
+    sample = {}
+    for name in integers:
+        lo, hi = 2, 2**20
+        for s in shapes:
+            if name in s.ranges:
+                lo, hi = max(s.ranges[name][0], 2), max(min(s.ranges[name][1], 2**20), 2)
+                break
+            if name in s.values:
+                lo = hi = s.values[name]
+                break
+        value = next((v for v in range(lo, hi + 1) if v % 16 and v != 1), lo)
+        sample[name] = value
+    return sample
+
+
+def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options=None, config=None, targets=None,
+           sample=None, reference=None, tests=(), reference_kind="auto", tolerance=None, name=None, package=None,
+           sequence=1, description="", revision=None, sources=None, ptx=False):
+    """Compiles `fn` for each of `targets` and writes the kiln package folder `out`; returns an
+    Export. README.md (packager/python) documents every argument."""
+    triton = _triton()
+    fn, tuned_constexprs, tuned_options = unwrap(fn, config)
+    constexprs = {**tuned_constexprs, **(constexprs or {})}
+    options = {**tuned_options, **(options or {})}
+    params, shapes, tests = list(params), list(shapes), list(tests)
+    check_call(params, shapes, tests)
+    by_name = {p.name: p for p in params}
+    args = _resolve_args(fn, params, args, constexprs)
+    for s in shapes:
+        for key, value in s.values.items():
+            if not isinstance(by_name.get(key), Scalar) or not by_name[key].integer:
+                raise ExportError(f"shape {s.name!r}: {key!r} is not an integer scalar of the call")
+    grid = [str(g) for g in grid] + ["1"] * (3 - len(grid))
+    if len(grid) != 3:
+        raise ExportError(f"grid {grid}: at most three dimensions")
+    integers = {p.name for p in params if isinstance(p, Scalar) and p.integer}
+    for g in grid:
+        if names_in(g) - integers:
+            raise ExportError(f"grid {g!r} uses {sorted(names_in(g) - integers)}, which are not integer scalars of the call")
+    sample = dict(sample) if sample is not None else default_sample(params, shapes)
+    missing = integers - set(sample)
+    if missing:
+        raise ExportError(f"sample gives no value for {sorted(missing)}")
+
+    wanted = [parse_target(t) for t in (targets or [None])]
+    builds = []
+    for target in wanted:
+        compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target)
+        entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs)
+        builds.append(_Build(compiled, signature, attrs, entries, conditions, launch_config(compiled)))
+    archs = [b.arch for b in builds]
+    if len(set(archs)) != len(archs):
+        raise ExportError(f"targets {targets} compile to the same code targets {archs}")
+    entries, conditions, block, shared, cluster, num_ctas = merge(builds)
+    if num_ctas > 1:
+        grid[0] = f"{paren(grid[0])} * {num_ctas}"  # kiln's grid counts blocks, Triton's programs
+
+    kernel_name = name or fn.__name__
+    stem = kernel_name
+    files, code, ir = {}, [], []
+    for b in builds:
+        asm, arch = b.compiled.asm, b.arch
+        files[f"{stem}.{arch}.cubin"] = asm["cubin"]
+        code.append({"arch": arch, "file": f"{stem}.{arch}.cubin"})
+        for stage in ("ttir", "ttgir", "llir", "ptx"):
+            files[f"{stem}.{arch}.{stage}"] = asm[stage]
+            ir.append(f"{stem}.{arch}.{stage}")
+        if ptx:
+            code.append({"arch": f"compute_{arch[3:]}", "file": f"{stem}.{arch}.ptx"})
+        md = b.compiled.metadata
+        meta = {k: v for k, v in md._asdict().items() if k not in ("extern_libs",)}
+        meta["target"] = {"backend": md.target.backend, "arch": md.target.arch, "warp_size": md.target.warp_size}
+        meta["signature"] = {k: str(v) for k, v in b.signature.items()}
+        meta["specialisation"] = b.attrs
+        files[f"triton-metadata.{arch}.json"] = json.dumps(meta, indent=1, default=str) + "\n"
+    source_names = []
+    for s in sources or [inspect.getsourcefile(fn.fn)]:
+        p = pathlib.Path(s)
+        files[p.name] = p.read_bytes()
+        source_names.append(p.name)
+
+    shape_tables = [_shape_table(s, grid, block, shared, cluster, conditions) for s in shapes]
+    tolerance = tolerance or vectors.default_tolerance(params)
+    test_tables, test_files = vectors.build_tests(stem, params, shapes, tests, reference, reference_kind)
+    files.update(test_files)
+
+    first = builds[0].compiled.metadata
+    ptxas, ptxas_path = ptxas_release(first.target.arch)
+    pin = {"framework": "triton", "triton": triton.__version__}
+    pin.update(toolchain.python_stack())
+    if ptxas:
+        # Triton assembles with its own ptxas, not a CUDA toolkit's nvcc: recorded as ptxas (the
+        # `cuda` key is compared with nvcc at pack time, which would be comparing other tools).
+        bundled = ptxas_path and pathlib.Path(ptxas_path).resolve().is_relative_to(pathlib.Path(triton.__file__).resolve().parent)
+        pin.update({"ptxas": f"{ptxas} (bundled with triton {triton.__version__})" if bundled else f"{ptxas} ({ptxas_path})",
+                    "min_cuda_driver": ptxas})
+    pin.update(toolchain.local_gpu())
+    pin.update({"targets": " ".join(archs), "num_warps": str(first.num_warps), "num_stages": str(first.num_stages),
+                "num_ctas": str(num_ctas), "constexprs": ", ".join(f"{k}={v}" for k, v in constexprs.items()),
+                "sample": ", ".join(f"{k}={v}" for k, v in sample.items()),
+                "specialisation": "; ".join(conditions) or "none"})
+    for b in builds:
+        pin[f"triton_hash_{b.arch}"] = b.compiled.metadata.hash
+        pin[f"shared_mem_{b.arch}"] = str(b.shared)
+    text = manifest.render(
+        package=package or kernel_name.replace("_", "-"),
+        revision=revision or f"triton-{triton.__version__}-{'-'.join(archs)}-{builds[0].compiled.metadata.hash[:12]}",
+        sequence=sequence, description=description, toolchain=pin,
+        extra_files=[f"triton-metadata.{a}.json" for a in archs], generator=GENERATOR,
+        kernel={"name": kernel_name, "entry": first.name, "backend": "cuda", "sources": source_names, "ir": ir,
+                "params": [p.manifest() for p in params], "kernel_args": entries, "code": code,
+                "tolerance": tolerance, "shapes": shape_tables, "tests": test_tables})
+    files["kiln.toml"] = text
+    manifest.write_files(out, files)
+    return Export(out, text, {b.arch: b.compiled for b in builds})
+
+
+def _resolve_args(fn, params, args, constexprs):
+    """What each non-constexpr kernel parameter gets: `args` where given, else the call parameter
+    of the same name (or, for NAME_ptr, the tensor NAME). Refuses unknown names either way."""
+    by_name = {p.name: p for p in params}
+    args = dict(args or {})
+    kernel_names = [kp.name for kp in fn.params]
+    unknown = set(args) - set(kernel_names)
+    if unknown:
+        raise ExportError(f"args names {sorted(unknown)}, which are not parameters of {fn.__name__} "
+                          f"({', '.join(kernel_names)})")
+    unknown = set(constexprs) - set(kernel_names) - {"num_warps", "num_stages", "num_ctas"}
+    if unknown:
+        raise ExportError(f"constexprs names {sorted(unknown)}, which are not parameters of {fn.__name__}")
+    for kp in fn.params:
+        if kp.is_constexpr:
+            if kp.name not in constexprs and kp.default is inspect.Parameter.empty:
+                raise ExportError(f"constexpr {kp.name} of {fn.__name__} has no value: give constexprs={{'{kp.name}': ...}}")
+            continue
+        if kp.name not in args and kp.name.endswith("_ptr") and isinstance(by_name.get(kp.name[:-4]), Tensor):
+            args[kp.name] = kp.name[:-4]  # Triton's habit: x_ptr is the tensor x
+        if kp.name not in args:
+            if kp.name not in by_name:
+                raise ExportError(f"kernel parameter {kp.name!r} of {fn.__name__} is not a call parameter: map it "
+                                  f"with args={{'{kp.name}': <call parameter, expression or desc(...)>}}")
+            args[kp.name] = kp.name
+        a = args[kp.name]
+        if isinstance(a, Desc):
+            if not isinstance(by_name.get(a.tensor), Tensor):
+                raise ExportError(f"{kp.name}: desc over {a.tensor!r}, which is not a tensor of the call")
+        elif not isinstance(a, (str, int)):
+            raise ExportError(f"{kp.name}: args value {a!r} is neither a call parameter, an expression nor a desc")
+    return args
+
+
+def _shape_table(s, grid, block, shared, cluster, conditions):
+    table = {"name": s.name}
+    if s.fixed:
+        for c in conditions:
+            if not evaluate(c, s.values):
+                raise ExportError(f"fixed shape {s.name!r} breaks the compiled specialisation {c!r} (pass a sample "
+                                  f"that does not assume it, or drop the shape)")
+        g = [evaluate(x, s.values) for x in grid]
+        if min(g) < 1:
+            raise ExportError(f"fixed shape {s.name!r}: grid {grid} is {g}")
+        if cluster and g[0] % cluster[0]:
+            raise ExportError(f"fixed shape {s.name!r}: grid {g} is not a multiple of the cluster {cluster}")
+        table.update(values=s.values, grid=g)
+    else:
+        where = list(s.where)
+        for c in conditions:
+            if names_in(c) <= set(s.values):  # decided by the shape's fixed values alone
+                if not evaluate(c, s.values):
+                    raise ExportError(f"shape {s.name!r} breaks the compiled specialisation {c!r}")
+            elif c not in where:
+                where.append(c)
+        table.update(values=s.values, ranges=s.ranges, where=where,
+                     grid=[int(x) if x.isdigit() else x for x in grid])
+    table.update(block=block, shared_mem=shared)
+    if cluster:
+        table["cluster"] = cluster
+    return table
