@@ -25,3 +25,28 @@ def matmul_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 BLOCKS = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+
+
+def reference(a, b, c, m, n, k):
+    """C = relu(A x B) in float64, rounded to float32 (PyTorch or NumPy)."""
+    if hasattr(a, "double"):
+        c.copy_((a.double() @ b.double()).clamp_min(0).float())
+    else:
+        c[...] = (a.astype("f8") @ b.astype("f8")).clip(min=0)
+
+
+# kiln.export.triton's arguments (python -m kiln.export triton matmul_relu_triton.py:matmul_relu_kernel):
+# the seed's GEMM for every m, n, k (Triton assumes nothing of them: the default sample avoids
+# multiples of 16), with two tests.
+import kiln.export as kx  # noqa: E402
+
+kiln_matmul_relu_kernel = dict(
+    name="matmul_relu", package="matmul-relu-triton", description="C = relu(A x B), float32, compiled by Triton",
+    params=[kx.tensor("a", "f32", ["m", "k"], "read"), kx.tensor("b", "f32", ["k", "n"], "read"),
+            kx.tensor("c", "f32", ["m", "n"], "write"), kx.scalar("m"), kx.scalar("n"), kx.scalar("k")],
+    args={"M": "m", "N": "n", "K": "k"}, constexprs=BLOCKS,
+    grid=[f"cdiv(m, {BLOCKS['BLOCK_M']}) * cdiv(n, {BLOCKS['BLOCK_N']})"],
+    shapes=[kx.Shape("any", ranges={"m": [1, 16384], "n": [1, 16384], "k": [1, 16384]})],
+    tolerance={"rtol": 1e-4, "atol": 1e-4}, reference=reference,
+    tests=[kx.Test("any", {"m": 256, "n": 256, "k": 256}), kx.Test("any", {"m": 100, "n": 37, "k": 300})],
+)

@@ -56,3 +56,38 @@ def matmul(a, b_t, c):
     m, k = a.shape
     n = b_t.shape[0]
     return matmul_tma_kernel[grid(m, n)](*descriptors(a, b_t, c), m, n, k, **BLOCKS, **OPTIONS)
+
+
+def reference(a, b_t, c, m, n, k):
+    """C = A x B in float64, rounded to fp16 (PyTorch or NumPy)."""
+    if hasattr(a, "double"):
+        c.copy_((a.double() @ b_t.double().T).half())
+    else:
+        c[...] = a.astype("f8") @ b_t.astype("f8").T
+
+
+# kiln.export.triton's arguments (python -m kiln.export triton matmul_tma_triton.py:matmul_tma_kernel).
+# The call is (a, b_t, c, m, n, k); each descriptor parameter is a kx.desc over a tensor of the call.
+# Triton specialises N and K on divisibility by 16 for the sample 8192^3 (M is do_not_specialize):
+# that becomes the `where` of the range shapes.
+import kiln.export as kx  # noqa: E402
+
+_BM, _BN, _BK = BLOCKS["BLOCK_M"], BLOCKS["BLOCK_N"], BLOCKS["BLOCK_K"]
+kiln_matmul_tma_kernel = dict(
+    name="matmul_tma", package="matmul-tma-triton",
+    description="C = A x B, B given as B^T (N x K): fp16, fp32 accumulation, host TensorDescriptors (TMA)",
+    params=[kx.tensor("a", "f16", ["m", "k"], "read"), kx.tensor("b_t", "f16", ["n", "k"], "read"),
+            kx.tensor("c", "f16", ["m", "n"], "write"), kx.scalar("m"), kx.scalar("n"), kx.scalar("k")],
+    args={"a_desc": kx.desc("a", [_BM, _BK]), "b_desc": kx.desc("b_t", [_BN, _BK]), "c_desc": kx.desc("c", [_BM, _BN]),
+          "M": "m", "N": "n", "K": "k"},
+    constexprs=BLOCKS, options=OPTIONS, sample={"m": 8192, "n": 8192, "k": 8192},
+    grid=[f"cdiv(m, {_BM}) * cdiv(n, {_BN})"],
+    shapes=[kx.Shape("m8192n8192k8192", values={"m": 8192, "n": 8192, "k": 8192}),
+            kx.Shape("m256n256k256", values={"m": 256, "n": 256, "k": 256}),
+            kx.Shape("any_m", ranges={"m": [1, 8192]}, values={"n": 8192, "k": 8192}),
+            kx.Shape("general", ranges={"m": [1, 65536], "n": [16, 65536], "k": [16, 65536]})],
+    tolerance={"rtol": 1e-2, "atol": 1e-2},  # fp16 out: one ulp of |c| <= 64 is 0.03... at k <= 272, |c| < 16
+    reference=reference,
+    tests=[kx.Test("m256n256k256"), kx.Test("general", {"m": 100, "n": 272, "k": 80})],
+    targets=["sm_90a"],
+)

@@ -66,7 +66,7 @@ def evaluate(expr, env):
             if node.func.id == "cdiv":
                 if b == 0:
                     raise ExportError(f"expression {expr!r}: division by zero")
-                return -_tdiv(-a, b) if (a % b != 0 and (a >= 0) == (b >= 0)) else _tdiv(a, b)
+                return -((-a) // b)  # the exact ceiling of a / b (Python's // floors)
             return min(a, b) if node.func.id == "min" else max(a, b)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             a, b = ev(node.left), ev(node.comparators[0])
