@@ -317,7 +317,8 @@ class Kernel:
             info = _ParamInfo()
             info.size = ctypes.sizeof(info)
             _lib.kiln_kernel_param(handle, i, ctypes.byref(info))
-            self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype})
+            self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
+                                "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.
         self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]
         if any(slot is None for slot in self._slots):
