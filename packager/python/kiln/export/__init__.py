@@ -1,0 +1,1 @@
+"""Exporters that turn other compilers' kernels into kiln packages."""
