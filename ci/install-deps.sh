@@ -90,4 +90,23 @@ elif [ -x "$cuda/toolkit/bin/nvcc" ] && [ "$(cat "$cuda/pins.sha256" 2>/dev/null
 else
   step "CUDA compiler: NVIDIA's nvcc 13.0 wheels from PyPI into .cuda/ (pinned by hash)" install_cuda_wheels
 fi
+
+# Python tooling (ci/python-wheels.txt): Triton, for kiln.export's tests to cross-compile real
+# Triton kernels, and scikit-build-core, to build the kiln wheel. A venv that sees Debian's
+# pytest and NumPy; redone when the pins change.
+venv=$root/.venv
+py_pins=$root/ci/python-wheels.txt
+py_digest=$(sha256sum "$py_pins" | cut -d' ' -f1)
+install_python_wheels() {
+  rm -rf "$venv" &&
+    "$(command -v /usr/bin/python3 || command -v python3)" -m venv --system-site-packages "$venv" &&
+    "$venv/bin/pip" install --disable-pip-version-check --no-input --require-hashes -r "$py_pins" &&
+    "$venv/bin/python" -c 'import triton, scikit_build_core' &&
+    echo "$py_digest" > "$venv/pins.sha256"
+}
+if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/pins.sha256" 2>/dev/null)" = "$py_digest" ]; then
+  echo "kiln: Python tooling: already in .venv/ (Triton $("$venv/bin/python" -c 'import triton; print(triton.__version__)'))"
+else
+  step "Python tooling: Triton 3.6.0 and scikit-build-core from PyPI into .venv/ (pinned by hash)" install_python_wheels
+fi
 echo "kiln: dependencies ready (log: $log)"

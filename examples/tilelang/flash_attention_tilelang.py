@@ -86,3 +86,32 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=128, block_N=128, n
 # The configuration TileLang's example runs by default.
 SIZES = dict(batch=8, heads=32, seq_len=4096, dim=128, is_causal=False)
 TILES = dict(block_M=128, block_N=128, num_stages=1, threads=128)
+
+
+def reference(Q, K, V, O):
+    """softmax(Q K^T / sqrt(d)) V per batch and head, float64, rounded to float16 (PyTorch or NumPy);
+    tensors are [batch, seq_len, heads, dim]."""
+    if hasattr(Q, "double"):
+        q, k, v = (t.double().transpose(1, 2) for t in (Q, K, V))  # b h s d
+        p = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(dim=-1)
+        O.copy_((p @ v).transpose(1, 2).half())
+    else:
+        import numpy as np
+        q, k, v = (t.astype("f8").transpose(0, 2, 1, 3) for t in (Q, K, V))
+        s = q @ k.transpose(0, 1, 3, 2) / q.shape[-1] ** 0.5
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        O[...] = (p @ v).transpose(0, 2, 1, 3)
+
+
+# kiln.export.tilelang's arguments (python -m kiln.export tilelang flash_attention_tilelang.py:flashattn):
+# a configuration small enough for test vectors (batch 1, 8 heads, 1024 tokens, dim 128: 2 MiB a
+# tensor); SIZES above is TileLang's benchmark configuration.
+import kiln.export as kx  # noqa: E402
+
+TEST_SIZES = dict(batch=1, heads=8, seq_len=1024, dim=128, is_causal=False)
+kiln_flashattn = dict(args=tuple(TEST_SIZES.values()), name="flash_attention_fwd", package="flash-attention-tilelang",
+                      description="FlashAttention forward, bshd float16, batch 1, heads 8, seq 1024, dim 128, "
+                                  "TileLang's default Hopper lowering (TMA)",
+                      reference=reference, tests=[kx.Test("fixed")], tolerance={"rtol": 1e-2, "atol": 1e-2},
+                      targets=["sm_90a"])

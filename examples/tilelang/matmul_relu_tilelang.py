@@ -56,3 +56,30 @@ def matmul_relu_dynamic_m(N, K, block_M, block_N, block_K, dtype="float16", accu
 
 SIZES = dict(M=1024, N=1024, K=1024)
 TILES = dict(block_M=128, block_N=128, block_K=32)
+
+
+def reference(A, B, C, m=None):
+    """C = relu(A x B) in float64, rounded to float16 (PyTorch or NumPy); `m` is the dynamic M."""
+    if hasattr(A, "double"):
+        C.copy_((A.double() @ B.double()).clamp_min(0).half())
+    else:
+        C[...] = (A.astype("f8") @ B.astype("f8")).clip(min=0)
+
+
+# kiln.export.tilelang's arguments (python -m kiln.export tilelang matmul_relu_tilelang.py:matmul_relu):
+# the program's arguments, the reference and one test on the fixed shape.
+import kiln.export as kx  # noqa: E402
+
+_ARGS = (SIZES["M"], SIZES["N"], SIZES["K"], TILES["block_M"], TILES["block_N"], TILES["block_K"])
+kiln_matmul_relu = dict(args=_ARGS, name="matmul_relu", package="matmul-relu-tilelang",
+                        description="C = relu(A x B), float16 1024^3, TileLang's default Hopper lowering (TMA, "
+                                    "warp-specialised)",
+                        reference=reference, tests=[kx.Test("fixed")], tolerance={"rtol": 1e-2, "atol": 5e-2},
+                        targets=["sm_90a"])
+kiln_matmul_relu_cp_async = dict(kiln_matmul_relu, package="matmul-relu-tilelang-cp-async",
+                                 description="C = relu(A x B), float16 1024^3, cp.async lowering (no TMA)")
+kiln_matmul_relu_dynamic_m = dict(args=_ARGS[1:], name="matmul_relu", package="matmul-relu-tilelang-dynamic-m",
+                                  description="C = relu(A x B), float16, M dynamic, N = K = 1024, TMA",
+                                  ranges={"m": [1, 65536]}, reference=reference,
+                                  tests=[kx.Test("any_m", {"m": 1000}), kx.Test("any_m", {"m": 64})],
+                                  tolerance={"rtol": 1e-2, "atol": 5e-2}, targets=["sm_90a"])

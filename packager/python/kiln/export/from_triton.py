@@ -526,7 +526,8 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
 
     first = builds[0].compiled.metadata
     ptxas, ptxas_path = ptxas_release(first.target.arch)
-    pin = {"framework": "triton", "triton": triton.__version__}
+    pin = {"framework": "triton", "triton": triton.__version__,
+           "triton_record_sha256": toolchain.distribution_digest("triton") or "not installed as a distribution"}
     pin.update(toolchain.python_stack())
     if ptxas:
         # Triton assembles with its own ptxas, not a CUDA toolkit's nvcc: recorded as ptxas (the

@@ -76,8 +76,7 @@ TMA_WRITES = ("tma_store", "tma_reduce")
 TMA_NEITHER = ("prefetch_tma_descriptor",)
 
 
-class ExportError(Exception):
-    """The kernel cannot be described as a kiln kernel, or its IR is not what this reader knows."""
+from .errors import ExportError  # noqa: E402  (the kernel cannot be described, or its IR is not what this reader knows)
 
 
 def _tir():

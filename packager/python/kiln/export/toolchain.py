@@ -50,3 +50,15 @@ def local_gpu():
     cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
     cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)  # ..._MINOR
     return dict(pin, gpu=name.value.decode(errors="replace"), gpu_cc=f"{major.value}.{minor.value}")
+
+
+def distribution_digest(name):
+    """sha256 of an installed distribution's RECORD (the list of its files with their hashes):
+    identifies the exact build installed, where the package exposes no commit. None if absent."""
+    import hashlib
+    import importlib.metadata
+    try:
+        record = importlib.metadata.distribution(name).read_text("RECORD")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return hashlib.sha256(record.encode()).hexdigest() if record else None
