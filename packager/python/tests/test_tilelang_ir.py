@@ -18,16 +18,7 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "tilelang"
 
 
-def _load_tilelang_ir():
-    # By path: `import kiln` loads libkiln, which this module does not need.
-    spec = importlib.util.spec_from_file_location("kiln_export_tilelang_ir",
-                                                  REPO / "packager/python/kiln/export/tilelang_ir.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tl_ir = _load_tilelang_ir()
+from kiln.export import tilelang_ir as tl_ir  # noqa: E402
 
 
 def _have_nvcc():

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ctest python_wheel: builds the kiln wheel from packager/python with scikit-build-core (as
+# `pip install packager/python` does, here without network: the tooling venv .venv holds
+# scikit-build-core), installs it into a fresh venv and runs the package's tests against the
+# installed copy: the bundled libkiln and kiln command, no KILN_LIBRARY, no source tree on the
+# path. Exits 77 (skipped) without .venv (run ci/install-deps.sh).
+#   wheel_test.sh WORK_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+work=$1
+tooling=$root/.venv/bin/python
+if [ ! -x "$tooling" ]; then
+  echo "python_wheel: SKIPPED: no tooling venv at $root/.venv (ci/install-deps.sh makes it)"
+  exit 77
+fi
+rm -rf "$work" && mkdir -p "$work/dist"
+echo "== building the wheel (scikit-build-core, CMake Release build of libkiln and the kiln command)"
+"$tooling" -m pip wheel --disable-pip-version-check --no-build-isolation --no-deps "$root/packager/python" \
+  -w "$work/dist" > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 1; }
+wheel=$(ls "$work"/dist/kiln-*.whl)
+echo "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
+# A fresh venv over the base interpreter (Debian's pytest and NumPy); the tooling venv's
+# site-packages joins it through a .pth file so that Triton is there too, without a download.
+base=$("$tooling" -c 'import sys; print(sys._base_executable)')
+"$base" -m venv --system-site-packages "$work/venv"
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$tooling" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/kiln-test-tooling.pth"
+"$work/venv/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps "$wheel" > "$work/install.log" 2>&1 \
+  || { cat "$work/install.log"; exit 1; }
+cd "$work"
+env -u KILN_LIBRARY -u PYTHONPATH KILN_EXPECT_INSTALLED_WHEEL=1 KILN_CLI="$work/venv/bin/kiln" \
+  "$work/venv/bin/python" -m pytest -q -rs -p no:cacheprovider -m "not gpu" "$root/packager/python/tests"
