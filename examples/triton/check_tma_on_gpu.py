@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the packed Triton TMA matmul (export_triton_tma.py) through kiln's Python bindings and
+"""Runs the packed Triton TMA matmul (kiln.export of matmul_tma_triton.py) through kiln's Python bindings and
 holds it against Triton's own launch of the same kernel on the same inputs:
 
   1. 8192^3: bit-identical (torch.equal) and kiln's speed >= 0.98x Triton's (CUDA events, 20
@@ -84,7 +84,7 @@ check(rel < 1e-2, f"8192^3: kiln's first 64 rows are {rel:.3g} (relative) from P
 print(f"8192^3 via {route}: bit-identical to Triton: {same}; unwritten {torch.isnan(c_kiln).sum().item()}; "
       f"rows 0-63 against PyTorch fp32: max error {rel:.2e} of max |C|")
 if export_dir is not None:
-    meta = json.loads((export_dir / "triton-metadata.json").read_text())
+    meta = json.loads(next(export_dir.glob("triton-metadata.*.json")).read_text())
     cubins = list(export_dir.glob("*.cubin"))
     same_cubin = len(cubins) == 1 and cubins[0].read_bytes() == compiled.asm["cubin"]
     print(f"Triton here compiled hash {compiled.metadata.hash[:16]}, the archive's {meta['hash'][:16]}: "

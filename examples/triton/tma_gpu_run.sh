@@ -4,8 +4,9 @@
 # with the staged kiln and test key, inspect, verify --run (the test vectors), then
 # check_tma_on_gpu.py (bit-identity and speed at 8192^3, the m sweep, launch overhead).
 #   examples/triton/tma_gpu_run.sh [PKG_DIR]
-# PKG_DIR: a package folder exported beforehand (export_triton_tma.py DIR --arch sm_90, which
-# needs no GPU) instead of exporting here. Logs go to $OUT/tma-run.log when $OUT is set.
+# PKG_DIR: a package folder exported beforehand (python -m kiln.export triton
+# examples/triton/matmul_tma_triton.py:matmul_tma_kernel -o DIR, which needs no GPU) instead of
+# exporting here. Logs go to $OUT/tma-run.log when $OUT is set.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 stage=$(pwd)/.gpu-stage
@@ -27,7 +28,7 @@ run() {  # run NAME COMMAND...: records pass/fail, keeps the output in the log
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import triton, torch; print("triton", triton.__version__, "torch", torch.__version__)'; } 2>&1 | tee -a "$log"
 pkg=${1:-$work/pkg}
 if [ -z "${1:-}" ]; then
-  run export python3 examples/triton/export_triton_tma.py "$pkg"
+  run export python3 -m kiln.export triton examples/triton/matmul_tma_triton.py:matmul_tma_kernel -o "$pkg"
 fi
 archive=$work/matmul-tma-triton.kiln
 run pack "$stage/bin/kiln" pack "$pkg/kiln.toml" --key "$stage/keys/test.key" -o "$archive"
