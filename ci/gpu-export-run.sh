@@ -43,9 +43,9 @@ export_one() {
     cat "$work/$name.verify"
     if [ "$name" = softmax-sm80 ]; then
       # no code for this GPU: must be refused, with the reason, never run
-      grep -q 'not run' "$work/$name.verify" && ! grep -q ' PASS ' "$work/$name.verify" && verified="refused (expected)"
-    elif [ $rc -eq 0 ] && grep -q '^verified' "$work/$name.verify" && ! grep -qE ' FAIL |not run' "$work/$name.verify"; then
-      verified="PASS ($(grep -c ' PASS ' "$work/$name.verify") tests)"
+      grep -q ' not run$' "$work/$name.verify" && ! grep -q ' PASS$' "$work/$name.verify" && verified="refused (expected)"
+    elif [ $rc -eq 0 ] && grep -q '^verified' "$work/$name.verify" && ! grep -qE ' (FAIL|not run)$' "$work/$name.verify"; then
+      verified="PASS ($(grep -c ' PASS$' "$work/$name.verify") tests)"
     fi
   fi
   case "$verified" in PASS*|refused*) ;; *) status=1 ;; esac
