@@ -79,7 +79,7 @@ build_asan() {
 }
 build_or_stop "build (ASan+UBSan)" build_asan
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|python_bindings_gpu|install_and_embed_from_c_go_and_rust)$'
+  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|python_bindings_gpu|python_wheel|install_and_embed_from_c_go_and_rust)$'
 
 # ---- 3. Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) from seeds
 # made by the plain build, after replaying tests/fuzz/regressions. A target counts as passed
