@@ -42,7 +42,7 @@ def compile_uncached(prim_func, arch="sm_80", **kw):
 
 
 def compiled(key, arch="sm_90a"):
-    """(kernel, prim_func, spec) of export_tilelang.KERNELS[key] compiled for arch, uncached, once
+    """(kernel, prim_func, spec) of the example program `key` compiled for arch, uncached, once
     per test session; key "scale" is scale_program() (pointers, a float and an int scalar, a
     dynamic dimension)."""
     if (key, arch) not in _compiled:
@@ -51,16 +51,18 @@ def compiled(key, arch="sm_90a"):
             _compiled[key, arch] = (compile_uncached(prim_func, arch), prim_func, dict(ranges={"n": [1, 1 << 20]}))
             return _compiled[key, arch]
         sys.path.insert(0, str(EXAMPLES))
-        import export_tilelang as ex
+        import flash_attention_tilelang as fa
+        import matmul_relu_tilelang as mm
+        from kiln.export import from_tilelang
 
-        spec = ex.KERNELS[key]
-        module = ex.load_source(EXAMPLES / spec["source"])
-        tilelang.disable_cache()
-        try:
-            kernel, prim_func, _ = ex.compile_kernel(module, spec["jit"], spec["args"], spec.get("cp_async", False),
-                                                     {"kind": "cuda", "arch": arch})
-        finally:
-            tilelang.enable_cache()
+        jit, args, spec = {
+            "gemm": (mm.matmul_relu, mm._ARGS, {}),
+            "gemm-cp-async": (mm.matmul_relu_cp_async, mm._ARGS, {}),
+            "fa": (fa.flashattn, tuple(fa.SIZES.values()), {}),
+            "gemm-dynamic-m": (mm.matmul_relu_dynamic_m, mm._ARGS[1:], {"ranges": {"m": [1, 65536]}}),
+        }[key]
+        prim_func, settings, _ = from_tilelang.program(jit, args, None)
+        kernel, _ = from_tilelang.compile_for(prim_func, settings, {"kind": "cuda", "arch": arch})
         _compiled[key, arch] = (kernel, prim_func, spec)
     return _compiled[key, arch]
 

@@ -118,52 +118,8 @@ class Expr:
         self.i += 1
 
 
-def fold(tree):
-    """Evaluates what has no names (C semantics); returns an int or a tree."""
-    if not isinstance(tree, tuple) or tree[0] == "name":
-        return tree
-    op, a, b = tree[0], fold(tree[1]), fold(tree[2])
-    if isinstance(a, int) and isinstance(b, int):
-        if op in "/%" and b == 0:
-            raise ExportError("host expression divides by zero")
-        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
-        return {"+": a + b, "-": a - b, "*": a * b, "/": q, "%": a - q * b, "<<": a << b, ">>": a >> b,
-                "min": min(a, b), "max": max(a, b)}[op]
-    return (op, a, b)
-
-
-def kiln_expr(tree):
-    """A tree as the manifest's expression language (64-bit, C division). Shifts by a constant
-    become multiplications and divisions by the power of two: host values here are sizes (>= 0)."""
-    if isinstance(tree, int):
-        return str(tree) if tree >= 0 else f"(-{-tree})"
-    if tree[0] == "name":
-        return tree[1]
-    op, a, b = tree
-    if op in ("<<", ">>"):
-        if not isinstance(b, int) or not 0 <= b < 63:
-            raise ExportError(f"shift by a non-constant in a host expression: {tree}")
-        op, b = ("*" if op == "<<" else "/"), 1 << b
-    if op in ("min", "max"):
-        return f"{op}({kiln_expr(a)}, {kiln_expr(b)})"
-    return f"({kiln_expr(a)} {op} {kiln_expr(b)})"
-
-
-def manifest_value(tree):
-    tree = fold(tree)
-    if isinstance(tree, int):
-        return tree
-    text = kiln_expr(tree)
-    return text[1:-1] if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]) else text
-
-
-def _balanced(text):
-    depth = 0
-    for c in text:
-        depth += (c == "(") - (c == ")")
-        if depth < 0:
-            return False
-    return depth == 0
+# The expression trees are the same in both readers: only how they are read differs.
+fold, kiln_expr, manifest_value = tl_ir.fold, tl_ir.kiln_expr, tl_ir.manifest_value
 
 
 # ---------------------------------------------------------------- reading TileLang's output
