@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 stage=$(pwd)/.gpu-stage
 log=${OUT:-/tmp}/gpu-run.log
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KILN_TEST_ARCHIVES="$stage/archives" KILN_TEST_KEYS="$stage/keys" KILN_BINARY="$stage/bin/kiln"
+export KILN_TEST_ARCHIVES="$stage/archives" KILN_TEST_KEYS="$stage/keys" KILN_BINARY="$stage/bin/kiln" KILN_CLI="$stage/bin/kiln"
 
 declare -A result
 run() {  # run NAME COMMAND...: records pass/fail, keeps the output in the log
