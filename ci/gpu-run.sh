@@ -49,6 +49,8 @@ run verify_run_wrong_fails expect_out_of_tolerance "$stage/bin/kiln" verify "$st
   --trust "$stage/keys/test.pub" --run
 run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.kiln" --trust "$stage/keys/test.pub"
 run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mixed.kiln" --trust "$stage/keys/test.pub"
+# `--target sm_90 --driver 13.0` (no GPU consulted) must agree with this H200's own preflight.
+run preflight_target_agrees python3 ci/gpu_preflight_agree.py "$stage/bin/kiln" "$stage/keys/test.pub" sm_90 13.0 "$stage"/archives/*.kiln
 run diag_show sh -c "bundle=\$(ls -d /tmp/kiln-diag-gpu-*/kiln-diag-* | head -1) && \"$stage/bin/kiln\" diag show \"\$bundle\""
 # The Python bindings on the real driver (their native-route test runs only here).
 export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1

@@ -1,6 +1,7 @@
 // kiln preflight: for this host, without launching anything, which kernels run natively, via
 // PTX-JIT, via the reference, or are refused, and why. Through libkiln's C API, as a serving
-// process sees it: the JSON is kiln_archive_preflight's own.
+// process sees it: the JSON is kiln_archive_preflight's own. With --target or --fleet, for GPUs
+// described rather than present (preflight_targets.hpp), by the same resolver.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "commands.hpp"
 #include "json.hpp"
 #include "kiln/kiln.h"
+#include "preflight_targets.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -37,9 +39,10 @@ struct ArchiveDeleter {
 
 void add_preflight_command(CLI::App& app) {
   struct Options {
-    std::string file, trust;
+    std::string file, trust, driver, fleet;
+    std::vector<std::string> targets;
     int device = 0;
-    bool json = false, strict = false;
+    bool json = false, strict = false, require_device = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("preflight", "Say, for this host, the route every kernel will take and why");
@@ -48,7 +51,27 @@ void add_preflight_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "GPU device ordinal")->check(CLI::Range(0, 1023));
   cmd->add_flag("--strict", o->strict, "Judge under the strict policy (no reference fallback)");
   cmd->add_flag("--json", o->json, "Print JSON on stdout");
-  cmd->callback([o] {
+  CLI::Option* target = cmd->add_option("--target", o->targets,
+                                        "Judge for these GPUs instead of this host's (no GPU needed): sm_80,sm_90,sm_100,"
+                                        "gfx90a:xnack-,gfx942 (comma-separated or repeated)");
+  CLI::Option* fleet = cmd->add_option("--fleet", o->fleet, "Judge for the [[fleet]] targets of this TOML file");
+  cmd->add_option("--driver", o->driver, "With --target: the CUDA driver version of those GPUs (e.g. 12.4); "
+                                         "default: new enough for every code object")
+      ->needs(target);
+  cmd->add_flag("--require-device", o->require_device,
+                "With --target/--fleet: exit 1 when any kernel would not run on any target's GPU");
+  target->excludes(fleet);
+  cmd->callback([o, cmd] {
+    if (!o->targets.empty() || !o->fleet.empty()) {
+      if (cmd->count("--device") > 0) throw Error(Errc::invalid_argument, "--device is this host's GPU; with --target or --fleet there is none");
+      std::vector<FleetTarget> targets =
+          o->fleet.empty() ? targets_from_list(o->targets, o->driver) : read_fleet_file(o->fleet);
+      int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, targets);
+      if (o->require_device && off_device > 0) {
+        throw Error(Errc::refused, std::to_string(off_device) + " kernel(s) would not run on their target's GPU (--require-device)");
+      }
+      return;
+    }
     kiln_runtime_options options;
     check(kiln_runtime_options_init(&options, sizeof options));
     options.trust_path = o->trust.c_str();

@@ -60,6 +60,9 @@ class Writer {
   }
   Writer& value(double d);  // shortest round-trip form; NaN and infinities become null
   Writer& null();
+  // A value that is already a JSON document this writer (or another kiln::json::Writer) made,
+  // inserted as it is: for reports that embed libkiln's own reports. Never for foreign text.
+  Writer& embed(std::string_view document);
   template <typename T>
   Writer& field(std::string_view name, const T& v) {
     return key(name).value(v);

@@ -155,6 +155,12 @@ Writer& Writer::value(double d) {
   return *this;
 }
 
+Writer& Writer::embed(std::string_view document) {
+  before_value();
+  out_.append(document);
+  return *this;
+}
+
 Writer& Writer::null() {
   before_value();
   out_ += "null";

@@ -49,8 +49,8 @@ std::string EngineBackend::unmet_feature(const engine::DeviceInfo& device, const
   return feature_problem(kernel, native_device(device).spec, features, device.describe);
 }
 
-engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
-                                    ByteView content, const std::string& what) {
+engine::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
+                         const std::string& what) {
   engine::TagFit fit;
   Target target;
   if (!parse_target(tag, &target)) return fit;
@@ -64,12 +64,17 @@ engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std:
   }
   std::string isa;
   if (content.size > 0) isa = inspect_ptx(content, what).ptx_isa;
-  Judgement j = cuda::judge(target, native_device(device).spec, isa);
+  Judgement j = cuda::judge(target, spec, isa);
   fit.fits = j.verdict == Verdict::fits;
   fit.driver_too_old = j.verdict == Verdict::driver_too_old;
   fit.rank = j.rank;
   fit.why = j.why;
   return fit;
+}
+
+engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
+                                    ByteView content, const std::string& what) {
+  return judge_tag(native_device(device).spec, tag, kind, content, what);
 }
 
 engine::LoadOutcome EngineBackend::load(const engine::DeviceInfo& device, ByteView image, format::CodeKind kind,

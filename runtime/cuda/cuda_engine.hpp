@@ -9,6 +9,11 @@
 
 namespace kiln::cuda {
 
+// kiln's verdict on one target tag for a device of `spec` (the body of every CUDA backend's
+// judge: the driver's and a described target's, kiln preflight --target).
+engine::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
+                         const std::string& what);
+
 class EngineBackend final : public engine::Backend {
  public:
   explicit EngineBackend(std::string driver_path) : cuda_(std::move(driver_path)) {}

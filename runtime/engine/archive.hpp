@@ -40,6 +40,10 @@ class Archive {
   // preflight.cpp: every kernel resolved for `device` (code loaded, nothing launched), as the
   // JSON document kiln.h describes at kiln_archive_preflight (what `kiln preflight --json` prints).
   std::string preflight_json(int device);
+  // preflight.cpp: every kernel judged for a GPU described rather than present (described_target.hpp:
+  // "sm_80", "gfx90a:xnack-"; `driver` a CUDA version or ""), by the same resolver, as JSON.
+  // Resolves nothing for the real devices and keeps nothing.
+  std::string preflight_target_json(const std::string& target, const std::string& driver);
   // Writes a diagnostic bundle for a failed load or launch of `k`, if a directory is set.
   void diagnose(const Kernel& k, const std::string& event, const std::string& target, const std::string& member,
                 int cuda_error, const std::string& error, const std::string& call);
@@ -51,6 +55,7 @@ class Archive {
   };
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
   void resolve(Kernel& k);
+  void resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip);
   void check_code_references(const Kernel& k) const;
   void resolve_on(kiln::engine::Backend& backend, Kernel& k);
   bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,

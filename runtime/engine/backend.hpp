@@ -105,6 +105,7 @@ struct LoadOutcome {
   int error = 0;               // the driver's status
   std::string message;         // its description, with the JIT log for PTX
   std::uint64_t nanoseconds = 0;
+  bool simulated = false;      // a described target's: nothing was loaded (described_target.hpp)
 };
 
 class Backend {

@@ -80,18 +80,20 @@ void Archive::check_code_references(const Kernel& k) const {
   }
 }
 
-void Archive::resolve(Kernel& k) {
+void Archive::resolve(Kernel& k) { resolve(k, runtime_.cuda(), runtime_.hip()); }
+
+void Archive::resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip) {
   check_code_references(k);
-  if (k.spec_.backend == "cuda") return resolve_on(runtime_.cuda(), k);
-  if (k.spec_.backend == "hip") return resolve_on(runtime_.hip(), k);
+  if (k.spec_.backend == "cuda") return resolve_on(cuda, k);
+  if (k.spec_.backend == "hip") return resolve_on(hip, k);
   if (k.spec_.backend == "any") {
     // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
     // AMD one; where neither fits, the reason names both.
-    resolve_on(runtime_.cuda(), k);
+    resolve_on(cuda, k);
     if (k.runs_on_device()) return;
     kiln_reason cuda_reason = k.reason_;
     std::string cuda_text = k.reason_text_;
-    resolve_on(runtime_.hip(), k);
+    resolve_on(hip, k);
     if (k.runs_on_device()) return;
     bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
     return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason_, "CUDA: " + cuda_text + "; HIP: " + k.reason_text_);
@@ -187,6 +189,16 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     }
     kiln::engine::LoadOutcome r =
         backend.load(device, kiln::ByteView(image), c.kind, k.spec_.entry, k.shapes_.max_shared_mem());
+    if (r.simulated) {  // a described target: the route a device of its kind would take, nothing loaded
+      k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+      k.reason_ = KILN_REASON_MATCH;
+      k.target_ = c.tag;
+      k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c) +
+                       " (judged from the archive; the driver would load it there)";
+      std::string rejected_text = join_texts(rejected);
+      if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
+      return true;
+    }
     if (!r.code) {
       kiln::engine::Stats::bump(c.fit.jit ? s.jit_failures : s.load_failures);
       diagnose(k, "load", c.tag, c.path, r.error, r.message, "");

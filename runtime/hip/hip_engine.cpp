@@ -30,24 +30,32 @@ const Device& EngineBackend::native_device(const engine::DeviceInfo& device) {
   return *d;
 }
 
-std::string EngineBackend::unmet_feature(const engine::DeviceInfo& device, const KernelSpec& kernel) {
+std::string amd_feature_problem(const engine::DeviceInfo& device, const KernelSpec& kernel) {
   LaunchFeatures f = launch_features(kernel);
   if (!f.any()) return "";
   return "kernel '" + kernel.name + "' needs " + describe_first_feature(f) + ", which kiln launches only through CUDA; " +
          device.describe + " is an AMD device";
 }
 
-engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind,
-                                    ByteView, const std::string&) {
+std::string EngineBackend::unmet_feature(const engine::DeviceInfo& device, const KernelSpec& kernel) {
+  return amd_feature_problem(device, kernel);
+}
+
+engine::TagFit judge_tag(const TargetId& device, const std::string& tag) {
   engine::TagFit fit;
   TargetId id;
   if (!parse_target_id(tag, &id)) return fit;
   fit.recognised = true;
-  Judgement j = hip::judge(id, native_device(device).target);
+  Judgement j = hip::judge(id, device);
   fit.fits = j.fits;
   fit.rank = j.rank;
   fit.why = j.why;
   return fit;
+}
+
+engine::TagFit EngineBackend::judge(const engine::DeviceInfo& device, const std::string& tag, format::CodeKind,
+                                    ByteView, const std::string&) {
+  return judge_tag(native_device(device).target, tag);
 }
 
 engine::LoadOutcome EngineBackend::load(const engine::DeviceInfo& device, ByteView image, format::CodeKind,

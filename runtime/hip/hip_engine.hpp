@@ -9,6 +9,11 @@
 
 namespace kiln::hip {
 
+// kiln's verdict on one target tag for an AMD device whose own target ID is `device` (the body
+// of every HIP backend's judge), and why `kernel` cannot launch on an AMD device (or "").
+engine::TagFit judge_tag(const TargetId& device, const std::string& tag);
+std::string amd_feature_problem(const engine::DeviceInfo& device, const KernelSpec& kernel);
+
 class EngineBackend final : public engine::Backend {
  public:
   explicit EngineBackend(std::string library_path) : hip_(std::move(library_path)) {}

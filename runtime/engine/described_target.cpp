@@ -1,0 +1,193 @@
+#include "described_target.hpp"
+
+#include <climits>
+
+#include "code_object.hpp"
+#include "cuda_engine.hpp"
+#include "cuda_features.hpp"
+#include "error.hpp"
+#include "hip_engine.hpp"
+
+namespace kiln::engine {
+
+using kiln::Errc;
+using kiln::Error;
+
+namespace {
+
+// A described device's "loaded" code: never launches (nothing was loaded).
+class UnlaunchableCode final : public Code {
+ public:
+  int launch(const LaunchConfig&, void*, void**) const override { return -1; }
+  int encode_tensor_map(const TensorMapRequest&, void*) const override { return -1; }
+  int scratch(std::size_t, std::uint64_t, std::uint32_t, void*, std::uint64_t*) const override { return -1; }
+};
+
+LoadOutcome simulated_load(ByteView image, const std::string& entry) {
+  LoadOutcome out;
+  // The resolver has already checked the verified bytes' header against the index; the entry
+  // symbol is not looked up (that takes the driver).
+  (void)image;
+  (void)entry;
+  out.code = std::make_unique<UnlaunchableCode>();
+  out.simulated = true;
+  return out;
+}
+
+class DescribedCuda final : public Backend {
+ public:
+  explicit DescribedCuda(const DescribedTarget& t) : spec_(t.spec), driver_given_(t.spec.driver_version > 0) {
+    if (!driver_given_) spec_.driver_version = INT_MAX;  // "new enough for anything"
+    info_.name = t.text;
+    info_.arch = "sm_" + std::to_string(spec_.cc_major) + std::to_string(spec_.cc_minor);
+    info_.cc_major = spec_.cc_major;
+    info_.cc_minor = spec_.cc_minor;
+    info_.driver_version = driver_given_ ? cuda::driver_version_text(spec_.driver_version) : "";
+    info_.describe = "target " + t.text + " (cc " + std::to_string(spec_.cc_major) + "." + std::to_string(spec_.cc_minor) +
+                     ", " + (driver_given_ ? "driver " + info_.driver_version : "driver not given: assumed new enough") + ")";
+  }
+  const char* vendor() const override { return "CUDA"; }
+  format::Backend format_backend() const override { return format::Backend::cuda; }
+  const char* launch_call() const override { return "cuLaunchKernel"; }
+  const DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
+    info_.ordinal = ordinal;
+    return &info_;
+  }
+  std::string unmet_requirement(const DeviceInfo&, const KernelTable& table) override {
+    const std::string* min = table.toolchain_value("min_cuda_driver");
+    int major = 0, minor = 0;
+    if (min == nullptr || !cuda::parse_version_pair(*min, &major, &minor)) return "";
+    if (spec_.driver_version >= major * 1000 + minor * 10) return "";
+    return "the manifest needs a CUDA " + *min + " driver (min_cuda_driver)";
+  }
+  std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) override {
+    // A driver of the CUDA 12+ era has cuLaunchKernelEx, cuTensorMapEncodeTiled and the
+    // allocator; what a described device can lack is compute capability.
+    cuda::DriverFeatures features;
+    features.launch_ex = features.tensor_map_encode = features.memory = true;
+    return cuda::feature_problem(kernel, spec_, features, device.describe);
+  }
+  TagFit judge(const DeviceInfo&, const std::string& tag, format::CodeKind kind, ByteView content,
+               const std::string& what) override {
+    return cuda::judge_tag(spec_, tag, kind, content, what);
+  }
+  LoadOutcome load(const DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
+    return simulated_load(image, entry);
+  }
+  std::string describe_error(int) const override { return "no driver: a described target"; }
+
+ private:
+  cuda::DeviceSpec spec_;
+  bool driver_given_;
+  DeviceInfo info_;
+};
+
+class DescribedHip final : public Backend {
+ public:
+  explicit DescribedHip(const DescribedTarget& t) : target_(t.amd) {
+    info_.name = t.text;
+    info_.arch = t.amd.text;
+    info_.describe = "target " + t.text + " (an AMD device" +
+                     (t.amd.sramecc == hip::Feature::any || t.amd.xnack == hip::Feature::any
+                          ? "; a feature left out is unknown, so code built for either setting of it is judged not to fit"
+                          : "") +
+                     ")";
+  }
+  const char* vendor() const override { return "HIP"; }
+  format::Backend format_backend() const override { return format::Backend::hip; }
+  const char* launch_call() const override { return "hipModuleLaunchKernel"; }
+  const DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
+    info_.ordinal = ordinal;
+    return &info_;
+  }
+  std::string unmet_requirement(const DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) override {
+    return hip::amd_feature_problem(device, kernel);
+  }
+  TagFit judge(const DeviceInfo&, const std::string& tag, format::CodeKind, ByteView, const std::string&) override {
+    return hip::judge_tag(target_, tag);
+  }
+  LoadOutcome load(const DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
+    return simulated_load(image, entry);
+  }
+  std::string describe_error(int) const override { return "no runtime: a described target"; }
+
+ private:
+  hip::TargetId target_;
+  DeviceInfo info_;
+};
+
+// The vendor the described target is not: no device of it.
+class NoDevice final : public Backend {
+ public:
+  NoDevice(format::Backend which, std::string why) : which_(which), why_(std::move(why)) {}
+  const char* vendor() const override { return which_ == format::Backend::cuda ? "CUDA" : "HIP"; }
+  format::Backend format_backend() const override { return which_; }
+  const char* launch_call() const override { return ""; }
+  const DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
+    *reason = KILN_REASON_NO_DEVICE;
+    *why = why_;
+    return nullptr;
+  }
+  std::string unmet_requirement(const DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const DeviceInfo&, const KernelSpec&) override { return ""; }
+  TagFit judge(const DeviceInfo&, const std::string&, format::CodeKind, ByteView, const std::string&) override {
+    return TagFit();
+  }
+  LoadOutcome load(const DeviceInfo&, ByteView, format::CodeKind, const std::string&, unsigned) override {
+    return LoadOutcome();
+  }
+  std::string describe_error(int) const override { return ""; }
+
+ private:
+  format::Backend which_;
+  std::string why_;
+};
+
+}  // namespace
+
+DescribedTarget parse_described_target(const std::string& text, const std::string& driver) {
+  DescribedTarget t;
+  t.text = text;
+  cuda::Target code;
+  if (cuda::parse_target(text, &code)) {
+    if (code.is_ptx) {
+      throw Error(Errc::invalid_argument, "target '" + text + "' names PTX, not a GPU: give sm_" +
+                                              std::to_string(code.major) + std::to_string(code.minor));
+    }
+    t.cuda = true;
+    t.spec.cc_major = code.major;
+    t.spec.cc_minor = code.minor;
+    if (!driver.empty()) {
+      int major = 0, minor = 0;
+      if (!cuda::parse_version_pair(driver, &major, &minor)) {
+        throw Error(Errc::invalid_argument, "driver '" + driver + "' is not a CUDA version such as 12.4");
+      }
+      t.spec.driver_version = major * 1000 + minor * 10;
+    }
+    return t;
+  }
+  if (hip::parse_target_id(text, &t.amd)) {
+    if (!hip::generic_family(t.amd.processor).empty()) {
+      throw Error(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
+    }
+    if (!driver.empty()) throw Error(Errc::invalid_argument, "--driver is a CUDA driver version; target '" + text + "' is an AMD GPU");
+    return t;
+  }
+  throw Error(Errc::invalid_argument, "target '" + text +
+                                          "' is neither a CUDA GPU (sm_80, sm_90, sm_100, ...) nor an AMD target ID (gfx90a:xnack-, gfx942, ...)");
+}
+
+DescribedBackends described_backends(const DescribedTarget& target) {
+  DescribedBackends b;
+  if (target.cuda) {
+    b.cuda = std::make_unique<DescribedCuda>(target);
+    b.hip = std::make_unique<NoDevice>(format::Backend::hip, "target " + target.text + " is an NVIDIA GPU");
+  } else {
+    b.cuda = std::make_unique<NoDevice>(format::Backend::cuda, "target " + target.text + " is an AMD GPU");
+    b.hip = std::make_unique<DescribedHip>(target);
+  }
+  return b;
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,143 @@
+// kiln preflight --target / --fleet: the route each kernel of the test archives would take on
+// GPUs this host does not have, judged by libkiln's resolver from the archive alone. (That
+// `--target sm_90` agrees with a real H200's own preflight is checked on the GPU: ci/gpu-run.sh.)
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "json.hpp"
+#include "temp_dirs.hpp"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout, then stderr
+};
+
+Result kiln(const std::string& args) {
+  std::string command = std::string(KILN_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string archive(const std::string& name) { return std::string(KILN_TEST_ARCHIVES) + "/" + name; }
+const std::string kTrust = std::string(KILN_TEST_KEYS) + "/test.pub";
+
+// "target/kernel" -> "route reason chosen-target" from a --json report.
+std::map<std::string, std::string> routes(const std::string& json_text) {
+  kiln::json::Value doc = kiln::json::parse(json_text, "preflight --json");
+  std::map<std::string, std::string> out;
+  for (const kiln::json::Value& t : doc.get("targets")->array) {
+    for (const kiln::json::Value& k : t.get("kernels")->array) {
+      out[*t.get_string("target") + "/" + *k.get_string("kernel")] =
+          *k.get_string("route") + " " + *k.get_string("reason") + " " + *k.get_string("target");
+    }
+  }
+  return out;
+}
+
+#define NEED(file)                                                                              \
+  if (!std::ifstream(archive(file))) GTEST_SKIP() << file << " needs nvcc/hipcc at build time"
+
+TEST(PreflightTarget, CudaTargetsGetTheRouteTheMatchingRulesGive) {
+  NEED("matmul-relu.kiln");  // sm_80 and sm_90a cubins, compute_90 PTX
+  Result r = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
+                  " --target sm_75,sm_80,sm_86 --target sm_90,sm_100 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto got = routes(r.out);
+  EXPECT_EQ(got["sm_75/matmul_relu"], "reference arch-mismatch ");
+  EXPECT_EQ(got["sm_80/matmul_relu"], "native match sm_80");
+  EXPECT_EQ(got["sm_86/matmul_relu"], "native match sm_80");  // cc 8.0 code on cc 8.6
+  EXPECT_EQ(got["sm_90/matmul_relu"], "native match sm_90a");
+  EXPECT_EQ(got["sm_100/matmul_relu"], "ptx-jit match compute_90");
+  EXPECT_EQ(got.size(), 5u);
+}
+
+TEST(PreflightTarget, AnOldDriverAndAMissingFeatureAreNamed) {
+  NEED("matmul-relu.kiln");
+  Result old = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --target sm_100 --driver 12.0");
+  EXPECT_EQ(old.code, 0) << old.out;
+  EXPECT_NE(old.out.find("driver-too-old"), std::string::npos) << old.out;
+  EXPECT_NE(old.out.find("needs a CUDA 13.0 driver"), std::string::npos) << old.out;
+  Result gate = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
+                     " --target sm_90,sm_75 --require-device");
+  EXPECT_NE(gate.code, 0) << gate.out;
+  EXPECT_NE(gate.out.find("1 kernel(s) would not run on their target's GPU"), std::string::npos) << gate.out;
+  NEED("tma-pair-sum.kiln");
+  Result tma = kiln("preflight " + archive("tma-pair-sum.kiln") + " --trust " + kTrust + " --target sm_80,sm_90 --json");
+  auto got = routes(tma.out);
+  EXPECT_EQ(got["sm_80/tma_pair_sum"], "reference device-feature ");
+  EXPECT_EQ(got["sm_90/tma_pair_sum"], "native match sm_90a");
+}
+
+TEST(PreflightTarget, AmdTargetIdsAndTheOtherVendor) {
+  NEED("scale-amd.kiln");  // kernel scale: AMD code objects; scale_cuda: PTX
+  Result r = kiln("preflight " + archive("scale-amd.kiln") + " --trust " + kTrust +
+                  " --target gfx90a:xnack-,gfx90a:sramecc+:xnack-,gfx942,sm_90 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto got = routes(r.out);
+  EXPECT_EQ(got["gfx90a:xnack-/scale"], "native match gfx90a:xnack-");
+  EXPECT_EQ(got["gfx90a:sramecc+:xnack-/scale"], "native match gfx90a:sramecc+:xnack-");
+  EXPECT_EQ(got["gfx942/scale"], "reference arch-mismatch ");
+  EXPECT_EQ(got["gfx942/scale_cuda"], "reference no-device ");
+  EXPECT_EQ(got["sm_90/scale"], "reference no-device ");
+  EXPECT_EQ(got["sm_90/scale_cuda"], "ptx-jit match compute_80");
+}
+
+TEST(PreflightTarget, AFleetFileNamesItsPools) {
+  NEED("matmul-relu.kiln");
+  std::string dir = kiln::test::make_temp_dir("kiln-fleet-test");
+  std::ofstream(dir + "/fleet.toml") << "[[fleet]]\nname = \"a100-pool\"\ntarget = \"sm_80\"\ndriver = \"13.0\"\n\n"
+                                        "[[fleet]]\nname = \"h200-pool\"\ntarget = \"sm_90\"\n";
+  Result r = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  kiln::json::Value doc = kiln::json::parse(r.out, "fleet report");
+  const auto& targets = doc.get("targets")->array;
+  ASSERT_EQ(targets.size(), 2u);
+  EXPECT_EQ(*targets[0].get_string("name"), "a100-pool");
+  EXPECT_EQ(*targets[0].get_string("driver"), "13.0");
+  EXPECT_EQ(targets[1].get("driver")->type, kiln::json::Value::Type::null);
+  Result text = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml");
+  EXPECT_NE(text.out.find("a100-pool (sm_80)"), std::string::npos) << text.out;
+
+  std::ofstream(dir + "/bad.toml") << "[[fleet]]\nname = \"x\"\ntarjet = \"sm_80\"\n";
+  Result bad = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/bad.toml");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("bad.toml: fleet[0]: unknown key 'tarjet' (known: name, target, driver)"), std::string::npos) << bad.out;
+}
+
+TEST(PreflightTarget, WhatIsNotAGpuIsRefusedByName) {
+  NEED("matmul-relu.kiln");
+  const std::string base = "preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust;
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {" --target compute_90", "target 'compute_90' names PTX, not a GPU: give sm_90"},
+      {" --target h100", "target 'h100' is neither a CUDA GPU (sm_80, sm_90, sm_100, ...) nor an AMD target ID"},
+      {" --target gfx9-generic", "is a generic code target, not a GPU"},
+      {" --target gfx942 --driver 12.4", "--driver is a CUDA driver version; target 'gfx942' is an AMD GPU"},
+      {" --target sm_90 --driver twelve", "driver 'twelve' is not a CUDA version such as 12.4"},
+      {" --target sm_90,,sm_80", "has an empty item"},
+      {" --target sm_90 --device 1", "--device is this host's GPU; with --target or --fleet there is none"},
+  };
+  for (const Case& c : cases) {
+    Result r = kiln(base + c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+
+}  // namespace
