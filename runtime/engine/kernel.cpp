@@ -99,14 +99,14 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
         r = code_->launch(*config, stream, frame.args);
       }
       if (r != 0) {
-        kiln::engine::Stats::bump(rt.stats().launch_failures);
+        rt.stats().count(device_, Stats::Outcome::failure);
         std::string error = backend_->describe_error(r);
         std::string call = shapes_.describe_call(args) + " " + launch_text(*config);
         archive_->diagnose(*this, "launch", target_, "", r, error, call);
         throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + ") on " + device_info_->describe + ": " +
                                       backend_->launch_call() + " failed: " + error);
       }
-      kiln::engine::Stats::bump(route_ == KILN_ROUTE_NATIVE ? rt.stats().launches_native : rt.stats().launches_ptx_jit);
+      rt.stats().count(device_, route_ == KILN_ROUTE_NATIVE ? Stats::Outcome::native : Stats::Outcome::ptx_jit);
       return route_;
     }
     kiln::engine::Stats::bump(rt.stats().undeclared_shape_calls);
@@ -134,7 +134,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
                                       std::size_t arg_count, void* stream) {
   Runtime& rt = archive_->runtime();
   if (!reference_allowed_) {
-    kiln::engine::Stats::bump(rt.stats().launches_refused);
+    rt.stats().count(device_, Stats::Outcome::refused);
     throw Error(Errc::refused, "kernel '" + spec_.name + "' cannot run on device " + std::to_string(device_) + ": " +
                                    why_text +
                                    (rt.policy() == KILN_POLICY_STRICT ? " (the runtime's policy is strict)"
@@ -142,7 +142,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   }
   std::shared_ptr<const Runtime::Reference> ref = rt.reference(spec_.name);  // held for the whole call
   if (ref == nullptr) {
-    kiln::engine::Stats::bump(rt.stats().launches_refused);
+    rt.stats().count(device_, Stats::Outcome::refused);
     throw Error(Errc::refused, "kernel '" + spec_.name + "' routes to its reference (" + why_text +
                                    ") but no reference is registered for it (kiln_runtime_register_reference)");
   }
@@ -159,11 +159,11 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
     rc = ref->fn(&call.info, const_cast<void**>(args), arg_count, stream, ref->user);
   }
   if (rc != 0) {
-    kiln::engine::Stats::bump(rt.stats().launch_failures);
+    rt.stats().count(device_, Stats::Outcome::failure);
     throw Error(Errc::reference_failed, "the reference for kernel '" + spec_.name + "' returned " + std::to_string(rc) +
                                             (call.error.empty() ? "" : ": " + call.error));
   }
-  kiln::engine::Stats::bump(rt.stats().launches_reference);
+  rt.stats().count(device_, Stats::Outcome::reference);
   return KILN_ROUTE_REFERENCE;
 }
 

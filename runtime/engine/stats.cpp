@@ -5,6 +5,23 @@
 
 namespace kiln::engine {
 
+void Stats::count(int device, Outcome outcome) {
+  std::atomic<std::uint64_t>* total = nullptr;
+  switch (outcome) {
+    case Outcome::native: total = &launches_native; break;
+    case Outcome::ptx_jit: total = &launches_ptx_jit; break;
+    case Outcome::reference: total = &launches_reference; break;
+    case Outcome::refused: total = &launches_refused; break;
+    case Outcome::failure: total = &launch_failures; break;
+  }
+  bump(*total);
+  if (device < 0 || device >= kDevicesCounted) return;
+  bump(devices_[static_cast<std::size_t>(device)].by_outcome[static_cast<std::size_t>(outcome)]);
+  const std::uint64_t bit = std::uint64_t{1} << device;
+  // read first: after its first call a device's bit is set, and the hot path stays a load
+  if ((devices_seen_.load(std::memory_order_relaxed) & bit) == 0) devices_seen_.fetch_or(bit, std::memory_order_relaxed);
+}
+
 void Stats::snapshot(kiln_stats* out) const {
   kiln_stats full{};
   full.size = static_cast<std::uint32_t>(sizeof(kiln_stats));
@@ -59,6 +76,26 @@ std::string Stats::prometheus() const {
   s += "kiln_undeclared_shape_calls_total " + get(undeclared_shape_calls) + "\n";
   s += "# HELP kiln_tensor_map_encodes_total Tensor maps encoded at launch (cache misses).\n# TYPE kiln_tensor_map_encodes_total counter\n";
   s += "kiln_tensor_map_encodes_total " + get(tensor_map_encodes) + "\n";
+  const std::uint64_t seen = devices_seen_.load(std::memory_order_relaxed);
+  if (seen != 0) {
+    static const char* const kOutcomes[] = {"native", "ptx_jit", "reference", "refused"};
+    s += "# HELP kiln_device_launches_total Kernel calls on each device, by the route each took.\n"
+         "# TYPE kiln_device_launches_total counter\n";
+    for (int d = 0; d < kDevicesCounted; ++d) {
+      if ((seen >> d & 1) == 0) continue;
+      for (std::size_t o = 0; o < 4; ++o) {
+        s += "kiln_device_launches_total{device=\"" + std::to_string(d) + "\",route=\"" + kOutcomes[o] + "\"} " +
+             get(devices_[static_cast<std::size_t>(d)].by_outcome[o]) + "\n";
+      }
+    }
+    s += "# HELP kiln_device_launch_failures_total Calls on each device that failed in the driver or the reference.\n"
+         "# TYPE kiln_device_launch_failures_total counter\n";
+    for (int d = 0; d < kDevicesCounted; ++d) {
+      if ((seen >> d & 1) == 0) continue;
+      s += "kiln_device_launch_failures_total{device=\"" + std::to_string(d) + "\"} " +
+           get(devices_[static_cast<std::size_t>(d)].by_outcome[4]) + "\n";
+    }
+  }
   return s;
 }
 

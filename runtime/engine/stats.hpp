@@ -2,6 +2,7 @@
 // or as Prometheus text.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,14 @@ struct Stats {
   // misses of the per-kernel caches; a steady server stops adding to it.
   std::atomic<std::uint64_t> tensor_map_encodes{0};
 
+  // Calls by device and outcome, for a process serving from several GPUs (Prometheus only:
+  // kiln_device_launches_total{device, route}). Ordinals from 0 to kDevicesCounted - 1 have
+  // their own counters; higher ones count in the totals alone.
+  enum class Outcome { native, ptx_jit, reference, refused, failure };
+  static constexpr int kDevicesCounted = 64;
+  // Bumps the runtime's total for `outcome` and, where it has its own counters, the device's.
+  void count(int device, Outcome outcome);
+
   static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
     counter.fetch_add(by, std::memory_order_relaxed);
   }
@@ -36,6 +45,13 @@ struct Stats {
   // shorter kiln_stats gets its fields and nothing past them).
   void snapshot(kiln_stats* out) const;
   std::string prometheus() const;
+
+ private:
+  struct DeviceCounters {
+    std::array<std::atomic<std::uint64_t>, 5> by_outcome{};  // indexed by Outcome
+  };
+  std::array<DeviceCounters, kDevicesCounted> devices_{};
+  std::atomic<std::uint64_t> devices_seen_{0};  // bit d: ordinal d has counted something
 };
 
 }  // namespace kiln::engine

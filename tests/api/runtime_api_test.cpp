@@ -262,14 +262,26 @@ TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
   EXPECT_NE(last_error(rt).find("returned 42"), std::string::npos);
   ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", nullptr, nullptr), KILN_OK);  // removed
   EXPECT_EQ(kiln_kernel_launch(k, args, 4, nullptr, nullptr), KILN_ERR_REFUSED);
+  // the same kernel resolved for device 5: its calls are counted for that device too
+  kiln_kernel* k5 = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 5, &k5), KILN_OK);
+  ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", record_reference, &seen), KILN_OK);
+  ASSERT_EQ(kiln_kernel_launch(k5, args, 4, nullptr, nullptr), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_kernel_launch(k5, args, 4, nullptr, nullptr), KILN_OK) << last_error(rt);
 
-  char prom[4096];
+  char prom[8192];
   size_t needed = 0;
   ASSERT_EQ(kiln_runtime_stats_prometheus(rt, prom, sizeof prom, &needed), KILN_OK);
   std::string text = prom;
-  EXPECT_NE(text.find("kiln_launches_total{route=\"reference\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_launches_total{route=\"reference\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_launch_failures_total 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_launches_total{route=\"refused\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_device_launches_total{device=\"0\",route=\"reference\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_device_launches_total{device=\"0\",route=\"refused\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_device_launch_failures_total{device=\"0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_device_launches_total{device=\"5\",route=\"reference\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_device_launch_failures_total{device=\"5\"} 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("device=\"1\""), std::string::npos) << "a device with no calls is not listed";
   char tiny[8];
   EXPECT_EQ(kiln_runtime_stats_prometheus(rt, tiny, sizeof tiny, &needed), KILN_ERR_BUFFER_TOO_SMALL);
   EXPECT_EQ(needed, text.size() + 1);

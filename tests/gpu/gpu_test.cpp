@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -486,3 +487,85 @@ TEST(Gpu, ScratchMemoryIsProvidedPerProgramAlignedAndGrown) {
 }
 
 }  // namespace
+
+// Several GPUs in one process (nvidia-h200-x2): one archive opened once, the kernel resolved
+// and warmed on every device (each in its own primary context), three threads per device
+// launching at once, each on its own data; every result checked and every launch counted for its
+// device (Prometheus kiln_device_launches_total).
+TEST(Gpu, OneArchiveServesEveryDeviceFromSeveralThreadsAtOnce) {
+  REQUIRE_GPU();
+  int devices = 0;
+  CU_OK(cu.cuDeviceGetCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "one CUDA device here; this test needs two or more (the device tool's nvidia-h200-x2)";
+  Runtime r;
+  ASSERT_EQ(r.status, KILN_OK);
+  ASSERT_EQ(kiln_archive_open(r.rt, (kArchives + "/matmul-relu.kiln").c_str(), &r.archive), KILN_OK) << r.error();
+  std::vector<kiln_kernel*> kernels(static_cast<size_t>(devices), nullptr);
+  std::vector<CUcontext> contexts(static_cast<size_t>(devices), nullptr);
+  for (int d = 0; d < devices; ++d) {
+    ASSERT_EQ(kiln_archive_warm(r.archive, d), KILN_OK) << r.error();
+    ASSERT_EQ(kiln_archive_get_kernel(r.archive, "matmul_relu", d, &kernels[static_cast<size_t>(d)]), KILN_OK);
+    kiln_kernel* k = kernels[static_cast<size_t>(d)];
+    ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+    std::string said = kiln_kernel_reason_text(k);
+    EXPECT_NE(said.find("device " + std::to_string(d) + " '"), std::string::npos) << said;
+    CUdevice dev = 0;
+    CU_OK(cu.cuDeviceGet(&dev, d));
+    CU_OK(cu.cuDevicePrimaryCtxRetain(&contexts[static_cast<size_t>(d)], dev));
+  }
+  const int per_device = 3, launches = 40, m = 192, n = 160, k = 96;
+  std::vector<std::string> failures(static_cast<size_t>(devices * per_device));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < devices * per_device; ++t) {
+    threads.emplace_back([&, t] {
+      const int d = t % devices;
+      std::string& failed = failures[static_cast<size_t>(t)];
+      if (cu.cuCtxSetCurrent(contexts[static_cast<size_t>(d)]) != CUDA_SUCCESS) return void(failed = "cuCtxSetCurrent");
+      std::mt19937 rng(1000 + static_cast<unsigned>(t));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(static_cast<size_t>(m) * k), b(static_cast<size_t>(k) * n), c(static_cast<size_t>(m) * n);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      DeviceBuffer da{&cu}, db{&cu}, dc{&cu};
+      if (cu.cuMemAlloc(&da.ptr, a.size() * 4) || cu.cuMemAlloc(&db.ptr, b.size() * 4) ||
+          cu.cuMemAlloc(&dc.ptr, c.size() * 4) || cu.cuMemcpyHtoD(da.ptr, a.data(), a.size() * 4) ||
+          cu.cuMemcpyHtoD(db.ptr, b.data(), b.size() * 4)) {
+        return void(failed = "allocating on device " + std::to_string(d));
+      }
+      int mm = m, nn = n, kk = k;
+      void* args[] = {&da.ptr, &db.ptr, &dc.ptr, &mm, &nn, &kk};
+      for (int i = 0; i < launches; ++i) {
+        if (cu.cuMemsetD8(dc.ptr, 0xff, c.size() * 4)) return void(failed = "cuMemsetD8");
+        kiln_route route = KILN_ROUTE_REFUSED;
+        if (kiln_kernel_launch(kernels[static_cast<size_t>(d)], args, 6, nullptr, &route) != KILN_OK ||
+            route != KILN_ROUTE_NATIVE) {
+          return void(failed = "launch " + std::to_string(i) + " on device " + std::to_string(d) + ": " + r.error());
+        }
+      }
+      if (cu.cuCtxSynchronize() || cu.cuMemcpyDtoH(c.data(), dc.ptr, c.size() * 4)) return void(failed = "sync/copy");
+      std::vector<double> ref = cpu_matmul_relu(a, b, m, n, k);
+      for (size_t i = 0; i < c.size(); ++i) {
+        if (!(std::fabs(c[i] - ref[i]) <= 1e-3 + 1e-3 * std::fabs(ref[i]))) {
+          return void(failed = "device " + std::to_string(d) + " thread " + std::to_string(t) + ": c[" +
+                               std::to_string(i) + "] = " + std::to_string(c[i]) + ", expected " + std::to_string(ref[i]));
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::string& f : failures) EXPECT_TRUE(f.empty()) << f;
+  char prom[16384];
+  ASSERT_EQ(kiln_runtime_stats_prometheus(r.rt, prom, sizeof prom, nullptr), KILN_OK);
+  std::string text = prom;
+  for (int d = 0; d < devices; ++d) {
+    std::string line = "kiln_device_launches_total{device=\"" + std::to_string(d) + "\",route=\"native\"} " +
+                       std::to_string(per_device * launches) + "\n";
+    EXPECT_NE(text.find(line), std::string::npos) << line << "in\n" << text;
+  }
+  std::printf("%d devices, %d threads each, %d launches per thread: all native, all correct\n", devices, per_device, launches);
+  for (int d = 0; d < devices; ++d) {
+    CUdevice dev = 0;
+    cu.cuDeviceGet(&dev, d);
+    cu.cuDevicePrimaryCtxRelease(dev);
+  }
+}
