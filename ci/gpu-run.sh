@@ -83,7 +83,7 @@ if [ -n "${OUT:-}" ]; then
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails preflight preflight_mixed diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails preflight preflight_mixed preflight_target_agrees diag_show python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
