@@ -173,3 +173,17 @@ def test_the_command_line_exports_and_packs(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "kiln.export", "triton", str(ROOT / "examples/triton/softmax.py") +
                           ":nothing", "-o", str(tmp_path / "x")], capture_output=True, text=True, env=env)
     assert bad.returncode == 1 and "defines no 'nothing'" in bad.stderr
+
+
+def test_sample_dtypes_are_stable_objects(tmp_path):
+    # Triton caches what a dtype object maps to by the object: a short-lived stand-in whose id()
+    # a later one reused once made an f32 tensor compile as fp16 (CI, in this order of exports).
+    from kiln.export.from_triton import _FakeDtype
+    assert _FakeDtype("f16") is _FakeDtype("f16") and _FakeDtype("f32") is not _FakeDtype("f16")
+    assert {_FakeDtype("f32"): 1}[_FakeDtype("f32")] == 1 and str(_FakeDtype("bf16")) == "torch.bfloat16"
+    import gc
+    _tma(tmp_path / "fp16", "sm_90a")
+    gc.collect()
+    for i, sample in enumerate(({"m": 64, "n": 64, "k": 64}, {"m": 65, "n": 66, "k": 67})):
+        spec = dict(relu.kiln_matmul_relu_kernel, tests=(), sample=sample)
+        kx.triton(relu.matmul_relu_kernel, tmp_path / f"f32-{i}", targets=["sm_90a"], **spec)

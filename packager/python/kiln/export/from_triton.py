@@ -92,9 +92,25 @@ def _gpu_target(target):
 # ---------------------------------------------------------------------------------------------
 
 class _FakeDtype:
-    def __init__(self, kiln_dtype):
-        self.itemsize, self._name = DTYPES[kiln_dtype][0], DTYPES[kiln_dtype][2]
-        self.is_floating_point = kiln_dtype.startswith(("f", "bf"))
+    """Stands for a torch dtype in the sample call. One instance per kiln dtype, kept for the
+    process, and equal and hashed by name: Triton caches what a dtype maps to by the object, so
+    a short-lived instance whose id() a later one reused would be taken for the earlier type."""
+
+    _instances = {}
+
+    def __new__(cls, kiln_dtype):
+        if kiln_dtype not in cls._instances:
+            self = super().__new__(cls)
+            self.itemsize, self._name = DTYPES[kiln_dtype][0], DTYPES[kiln_dtype][2]
+            self.is_floating_point = kiln_dtype.startswith(("f", "bf"))
+            cls._instances[kiln_dtype] = self
+        return cls._instances[kiln_dtype]
+
+    def __eq__(self, other):
+        return isinstance(other, _FakeDtype) and other._name == self._name
+
+    def __hash__(self):
+        return hash(("kiln-fake-dtype", self._name))
 
     def __str__(self):
         return f"torch.{self._name}"
