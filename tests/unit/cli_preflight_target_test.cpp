@@ -11,27 +11,14 @@
 #include <string>
 
 #include "json.hpp"
+#include "run_command.hpp"
 #include "temp_dirs.hpp"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout, then stderr
-};
+using Result = kiln::test::CommandResult;
 
-Result kiln(const std::string& args) {
-  std::string command = std::string(KILN_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run_kiln(const std::string& args) { return kiln::test::run_command(std::string(KILN_BINARY) + " " + args); }
 
 std::string archive(const std::string& name) { return std::string(KILN_TEST_ARCHIVES) + "/" + name; }
 const std::string kTrust = std::string(KILN_TEST_KEYS) + "/test.pub";
@@ -54,7 +41,7 @@ std::map<std::string, std::string> routes(const std::string& json_text) {
 
 TEST(PreflightTarget, CudaTargetsGetTheRouteTheMatchingRulesGive) {
   NEED("matmul-relu.kiln");  // sm_80 and sm_90a cubins, compute_90 PTX
-  Result r = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
+  Result r = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
                   " --target sm_75,sm_80,sm_86 --target sm_90,sm_100 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto got = routes(r.out);
@@ -68,16 +55,16 @@ TEST(PreflightTarget, CudaTargetsGetTheRouteTheMatchingRulesGive) {
 
 TEST(PreflightTarget, AnOldDriverAndAMissingFeatureAreNamed) {
   NEED("matmul-relu.kiln");
-  Result old = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --target sm_100 --driver 12.0");
+  Result old = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --target sm_100 --driver 12.0");
   EXPECT_EQ(old.code, 0) << old.out;
   EXPECT_NE(old.out.find("driver-too-old"), std::string::npos) << old.out;
   EXPECT_NE(old.out.find("needs a CUDA 13.0 driver"), std::string::npos) << old.out;
-  Result gate = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
+  Result gate = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust +
                      " --target sm_90,sm_75 --require-device");
   EXPECT_NE(gate.code, 0) << gate.out;
   EXPECT_NE(gate.out.find("1 kernel(s) would not run on their target's GPU"), std::string::npos) << gate.out;
   NEED("tma-pair-sum.kiln");
-  Result tma = kiln("preflight " + archive("tma-pair-sum.kiln") + " --trust " + kTrust + " --target sm_80,sm_90 --json");
+  Result tma = run_kiln("preflight " + archive("tma-pair-sum.kiln") + " --trust " + kTrust + " --target sm_80,sm_90 --json");
   auto got = routes(tma.out);
   EXPECT_EQ(got["sm_80/tma_pair_sum"], "reference device-feature ");
   EXPECT_EQ(got["sm_90/tma_pair_sum"], "native match sm_90a");
@@ -85,7 +72,7 @@ TEST(PreflightTarget, AnOldDriverAndAMissingFeatureAreNamed) {
 
 TEST(PreflightTarget, AmdTargetIdsAndTheOtherVendor) {
   NEED("scale-amd.kiln");  // kernel scale: AMD code objects; scale_cuda: PTX
-  Result r = kiln("preflight " + archive("scale-amd.kiln") + " --trust " + kTrust +
+  Result r = run_kiln("preflight " + archive("scale-amd.kiln") + " --trust " + kTrust +
                   " --target gfx90a:xnack-,gfx90a:sramecc+:xnack-,gfx942,sm_90 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto got = routes(r.out);
@@ -102,7 +89,7 @@ TEST(PreflightTarget, AFleetFileNamesItsPools) {
   std::string dir = kiln::test::make_temp_dir("kiln-fleet-test");
   std::ofstream(dir + "/fleet.toml") << "[[fleet]]\nname = \"a100-pool\"\ntarget = \"sm_80\"\ndriver = \"13.0\"\n\n"
                                         "[[fleet]]\nname = \"h200-pool\"\ntarget = \"sm_90\"\n";
-  Result r = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml --json");
+  Result r = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml --json");
   ASSERT_EQ(r.code, 0) << r.out;
   kiln::json::Value doc = kiln::json::parse(r.out, "fleet report");
   const auto& targets = doc.get("targets")->array;
@@ -110,11 +97,11 @@ TEST(PreflightTarget, AFleetFileNamesItsPools) {
   EXPECT_EQ(*targets[0].get_string("name"), "a100-pool");
   EXPECT_EQ(*targets[0].get_string("driver"), "13.0");
   EXPECT_EQ(targets[1].get("driver")->type, kiln::json::Value::Type::null);
-  Result text = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml");
+  Result text = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/fleet.toml");
   EXPECT_NE(text.out.find("a100-pool (sm_80)"), std::string::npos) << text.out;
 
   std::ofstream(dir + "/bad.toml") << "[[fleet]]\nname = \"x\"\ntarjet = \"sm_80\"\n";
-  Result bad = kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/bad.toml");
+  Result bad = run_kiln("preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust + " --fleet " + dir + "/bad.toml");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("bad.toml: fleet[0]: unknown key 'tarjet' (known: name, target, driver)"), std::string::npos) << bad.out;
 }

@@ -12,28 +12,15 @@
 
 #include "file_io.hpp"
 #include "json.hpp"
+#include "run_command.hpp"
 #include "test_support.hpp"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = kiln::test::CommandResult;
 
 // Runs a shell command line (sh), stdout and stderr together.
-Result shell(const std::string& line) {
-  std::string command = line + " 2>&1";
-  Result r;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result shell(const std::string& line) { return kiln::test::run_command(line); }
 
 Result run(const std::string& args) { return shell(std::string(KILN_BINARY) + " " + args); }
 
