@@ -121,7 +121,7 @@ TEST(PreflightTarget, WhatIsNotAGpuIsRefusedByName) {
       {" --target sm_90 --device 1", "--device is this host's GPU; with --target or --fleet there is none"},
   };
   for (const Case& c : cases) {
-    Result r = kiln(base + c.args);
+    Result r = run_kiln(base + c.args);
     EXPECT_NE(r.code, 0) << c.args;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << ": " << r.out;
   }
