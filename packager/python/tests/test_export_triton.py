@@ -187,3 +187,13 @@ def test_sample_dtypes_are_stable_objects(tmp_path):
     for i, sample in enumerate(({"m": 64, "n": 64, "k": 64}, {"m": 65, "n": 66, "k": 67})):
         spec = dict(relu.kiln_matmul_relu_kernel, tests=(), sample=sample)
         kx.triton(relu.matmul_relu_kernel, tmp_path / f"f32-{i}", targets=["sm_90a"], **spec)
+
+
+def test_an_i64_size_triton_types_i32_is_passed_converted(tmp_path):
+    spec = dict(softmax.kiln_softmax_kernel, tests=(), targets=["sm_90a"],
+                params=[kx.tensor("y", "f32", ["m", "n"], "write"), kx.tensor("x", "f32", ["m", "n"], "read"),
+                        kx.scalar("m", "i64"), kx.scalar("n", "i64")])
+    k = _kernel(kx.triton(softmax.softmax_kernel, tmp_path, **spec).manifest)
+    assert k["kernel_args"][2:5] == [{"name": "x_row_stride", "type": "i32", "value": "n"},
+                                     {"name": "y_row_stride", "type": "i32", "value": "n"},
+                                     {"name": "n_cols", "type": "i32", "value": "n"}]

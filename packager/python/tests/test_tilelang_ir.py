@@ -4,7 +4,6 @@ code with it; no GPU is needed: the targets are given as sm_90a and sm_80). Skip
 
     PYTHONPATH=<tilelang site> python -m pytest -q packager/python/tests/test_tilelang_ir.py
 """
-import importlib.util
 import os
 import pathlib
 import shutil

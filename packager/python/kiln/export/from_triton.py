@@ -32,7 +32,7 @@ import pathlib
 import re
 
 from . import manifest, toolchain, vectors
-from .declare import DTYPES, Desc, Scalar, Shape, Tensor, check_call
+from .declare import DTYPES, INTEGER_TYPES, Desc, Scalar, Tensor, check_call
 from .errors import ExportError
 from .expr import evaluate, names_in, paren
 
@@ -326,7 +326,11 @@ def kernel_abi(compiled, fn, params, args, signature, attrs):
             kiln_type = TRITON_TO_KILN[ty]
             bytes_ = 1 if ty in ("i1", "u1") else DTYPES[kiln_type][0]
             p = by_name.get(a)
-            if isinstance(p, Scalar):
+            if isinstance(p, Scalar) and p.type != kiln_type and p.integer and kiln_type in INTEGER_TYPES:
+                # e.g. an i64 size that Triton typed i32 for the sample: passed converted, and a call
+                # whose value does not fit the kernel's type is refused at launch by libkiln
+                computed(kp.name, kiln_type, a)
+            elif isinstance(p, Scalar):
                 if p.type != kiln_type:
                     raise ExportError(f"kernel parameter {kp.name}: Triton passes {ty}, the call's {a} is {p.type}")
                 if any(e.get("name") == a and len(e) == 1 for e in entries):
