@@ -25,6 +25,9 @@ packages=(
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests
   abigail-tools               # abidiff: libkiln against the checked-in v1 ABI baseline
   clang-14 libclang-rt-14-dev # libFuzzer for tests/fuzz
+  libcurl4-openssl-dev        # kiln push/pull: the OCI Distribution API over HTTPS (the kiln command only)
+  docker-registry skopeo      # the registry tests: a real registry (CNCF Distribution) and a second client
+  apache2-utils               # htpasswd: the registry tests' Basic-auth registry (bcrypt password file)
 )
 
 # step "WHAT" COMMAND...: prints one line for the step, runs COMMAND with its output in the log,

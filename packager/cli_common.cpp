@@ -89,4 +89,16 @@ unsigned default_threads() {
   return n == 0 ? 1 : n;
 }
 
+std::string store_dir(const std::string& option) {
+  if (!option.empty()) return option;
+  if (const char* env = std::getenv("KILN_STORE")) return env;
+  fail(Errc::invalid_argument, "no store: pass --store DIR or set KILN_STORE");
+}
+
+std::string actor_name(const std::string& option) {
+  if (!option.empty()) return option;
+  const char* user = std::getenv("USER");
+  return user ? user : "unknown";
+}
+
 }  // namespace kiln::cli

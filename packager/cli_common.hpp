@@ -31,4 +31,9 @@ std::string default_signer_name(const std::string& key_path);
 
 unsigned default_threads();
 
+// The store a `kiln store` command works on: --store DIR, else $KILN_STORE, else an error.
+std::string store_dir(const std::string& option);
+// Who a store decision is recorded as: --who, else $USER, else "unknown".
+std::string actor_name(const std::string& option);
+
 }  // namespace kiln::cli

@@ -19,16 +19,8 @@ struct StoreOptions {
   std::string dir, trust, file, digest, package, to, who, reason, head;
   unsigned keep = 2;
   bool json = false;
-  std::string resolve() const {
-    if (!dir.empty()) return dir;
-    if (const char* env = std::getenv("KILN_STORE")) return env;
-    fail(Errc::invalid_argument, "no store: pass --store DIR or set KILN_STORE");
-  }
-  std::string actor() const {
-    if (!who.empty()) return who;
-    const char* user = std::getenv("USER");
-    return user ? user : "unknown";
-  }
+  std::string resolve() const { return store_dir(dir); }
+  std::string actor() const { return actor_name(who); }
 };
 
 std::string when(std::uint64_t t) {
@@ -169,6 +161,10 @@ void add_store_command(CLI::App& app) {
     for (const std::string& why : r.skipped) std::cout << "note: " << why << "\n";
     std::cout << r.imported.size() << " archive(s) imported\n";
   });
+
+#ifdef KILN_HAVE_REGISTRY
+  add_store_pull_command(store);  // cmd_store_pull.cpp: only in a kiln built with libcurl
+#endif
 
   CLI::App* gc = sub(store, "gc", "Remove archives no rule keeps (see schema/STORE.md)", o);
   gc->add_option("--keep", o->keep, "Previously active archives kept per package for rollback")->check(CLI::Range(1u, 1000u));

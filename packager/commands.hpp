@@ -18,5 +18,9 @@ void add_digest_command(CLI::App& app);
 void add_preflight_command(CLI::App& app);
 void add_diag_command(CLI::App& app);
 void add_store_command(CLI::App& app);
+// In a kiln built with registry support (KILN_REGISTRY, libcurl) only.
+void add_push_command(CLI::App& app);
+void add_pull_command(CLI::App& app);
+void add_store_pull_command(CLI::App* store);
 
 }  // namespace kiln::cli

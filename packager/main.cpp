@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   kiln::cli::add_preflight_command(app);
   kiln::cli::add_diag_command(app);
   kiln::cli::add_store_command(app);
+#ifdef KILN_HAVE_REGISTRY
+  kiln::cli::add_push_command(app);
+  kiln::cli::add_pull_command(app);
+#endif
 
   std::string command = "kiln";
   try {

@@ -14,10 +14,9 @@
 namespace kiln::store {
 namespace {
 
-constexpr const char* kManifestType = "application/vnd.oci.image.manifest.v1+json";
-constexpr const char* kIndexType = "application/vnd.oci.image.index.v1+json";
-constexpr const char* kEmptyType = "application/vnd.oci.empty.v1+json";
-constexpr std::uint64_t kMaxManifest = 4u << 20;  // OCI's recommended manifest bound
+constexpr const char* kManifestType = kOciManifestType;
+constexpr const char* kIndexType = kOciIndexType;
+constexpr std::uint64_t kMaxManifest = kMaxOciManifest;
 
 // Every file of the layout is written beside its name and renamed onto it: a link planted at
 // the name is replaced, never written through.
@@ -93,8 +92,6 @@ std::string put_blob(const std::string& dir, const std::string& bytes) {
   return digest;
 }
 
-using Annotations = std::vector<std::pair<std::string, std::string>>;
-
 void write_descriptor(json::Writer& w, const std::string& media_type, const std::string& digest, std::uint64_t size,
                       const Annotations& annotations) {
   w.begin_object().field("mediaType", media_type).field("digest", digest).field("size", size);
@@ -154,7 +151,7 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
     write_file(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
   }
   for (const char* sub : {"/blobs", "/blobs/sha256"}) plain_folder(dir + sub);
-  std::string empty_digest = put_blob(dir, "{}");
+  put_blob(dir, kOciEmptyConfig);
   std::vector<std::string> written;  // manifest digests of this export
   json::Writer index;
   index.begin_object().field("schemaVersion", 2).field("mediaType", kIndexType).key("manifests").begin_array();
@@ -162,22 +159,12 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
   for (const ArchiveInfo& a : chosen) {
     std::string bytes = read_regular_file_text_nofollow(store.archive_path(a.digest), 1ull << 40);
     std::string layer = put_blob(dir, bytes);
-    const Annotations notes = {{"org.opencontainers.image.title", a.package + ".kiln"},
-                               {"dev.kiln.digest", a.digest},
-                               {"dev.kiln.package", a.package},
-                               {"dev.kiln.kernel_revision", a.kernel_revision},
-                               {"dev.kiln.sequence", std::to_string(a.sequence)}};
-    json::Writer manifest;
-    manifest.begin_object().field("schemaVersion", 2).field("mediaType", kManifestType).field("artifactType", kArchiveMediaType);
-    write_descriptor(manifest.key("config"), kEmptyType, empty_digest, 2, {});
-    write_descriptor(manifest.key("layers").begin_array(), kArchiveMediaType, layer, bytes.size(), notes);
-    manifest.end_array().key("annotations").begin_object();
-    for (const auto& [name, value] : notes) manifest.field(name, value);
-    manifest.end_object().end_object();
-    std::string manifest_digest = put_blob(dir, manifest.str());
+    const Annotations notes = artifact_annotations(a);
+    const std::string manifest = artifact_manifest(a, BlobRef{layer, bytes.size()});  // what `kiln push` sends too
+    std::string manifest_digest = put_blob(dir, manifest);
     Annotations ref = {{"org.opencontainers.image.ref.name", a.package + "-" + a.kernel_revision}};
     ref.insert(ref.end(), notes.begin(), notes.end());
-    write_descriptor(index, kManifestType, manifest_digest, manifest.str().size(), ref);
+    write_descriptor(index, kManifestType, manifest_digest, manifest.size(), ref);
     written.push_back(manifest_digest);
     exported.push_back(a.digest);
   }

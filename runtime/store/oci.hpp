@@ -9,11 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "oci_manifest.hpp"
 #include "store.hpp"
 
 namespace kiln::store {
-
-constexpr const char* kArchiveMediaType = "application/vnd.kiln.archive.v2";
 
 // Writes the store's archives (all, or those named) as an OCI layout at `dir` (new or empty).
 std::vector<std::string> export_oci(const Store& store, const std::string& dir, const std::vector<std::string>& digests);

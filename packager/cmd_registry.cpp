@@ -1,0 +1,92 @@
+// kiln push, kiln pull: archives to and from an OCI registry (schema/STORE.md, "Pushing to and
+// pulling from a registry").
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "error.hpp"
+#include "registry_cli.hpp"
+#include "transfer.hpp"
+
+namespace kiln::cli {
+
+void add_push_command(CLI::App& app) {
+  struct Options {
+    std::string file, reference, trust;
+    unsigned threshold = 1;
+    RegistryCli registry;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("push", "Upload an archive to an OCI registry as a kiln artifact");
+  cmd->add_option("file", o->file, "The archive")->required();
+  cmd->add_option("reference", o->reference, "REGISTRY/REPO[:TAG] (default tag: the archive's kernel_revision)")->required();
+  cmd->add_option("--trust,-t", o->trust, "Check the archive's signatures against these keys before pushing");
+  cmd->add_option("--threshold", o->threshold, "Distinct trusted signers required (with --trust)")->check(CLI::Range(1u, 64u));
+  o->registry.add_to(cmd);
+  cmd->callback([o] {
+    registry::Reference ref = registry::parse_reference(o->reference);
+    if (!ref.digest.empty() || !ref.kiln_digest.empty()) {
+      fail(Errc::invalid_argument, o->reference + ": push takes REGISTRY/REPO[:TAG]; the digests are the archive's own");
+    }
+    std::unique_ptr<TrustSet> trust;
+    if (!o->trust.empty()) trust = std::make_unique<TrustSet>(TrustSet::load(o->trust));
+    registry::Client client(ref, o->registry.http(ref));
+    registry::PushResult r = registry::push_archive(client, o->file, ref.tag, trust.get(), o->threshold);
+    std::cout << "pushed " << o->file << " to " << ref.name() << ":" << r.tag << " (also tagged " << r.kiln_tag << ")\n"
+              << "  kiln digest      " << r.archive.digest << "\n"
+              << "  manifest digest  " << r.manifest_digest << "\n"
+              << "  layer            " << r.layer.digest << " (" << human_size(r.layer.size) << ")\n"
+              << "  package          " << r.archive.package << "  revision " << r.archive.kernel_revision << "  sequence "
+              << r.archive.sequence << "\n"
+              << "  blobs            " << r.blobs_uploaded << " uploaded, " << r.blobs_present << " already there\n";
+    o->registry.report(client);
+  });
+}
+
+void add_pull_command(CLI::App& app) {
+  struct Options {
+    std::string reference, out, trust;
+    unsigned threshold = 1;
+    RegistryCli registry;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("pull", "Download an archive from an OCI registry, checked end to end");
+  cmd->add_option("reference", o->reference,
+                  "REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:<manifest digest> or REGISTRY/REPO@kiln:sha256:<kiln digest>")
+      ->required();
+  cmd->add_option("--output,-o", o->out, "The archive file to write (written only once every check has passed)")->required();
+  cmd->add_option("--trust,-t", o->trust, "Check the archive's signatures against these keys (as kiln verify)");
+  cmd->add_option("--threshold", o->threshold, "Distinct trusted signers required (with --trust)")->check(CLI::Range(1u, 64u));
+  o->registry.add_to(cmd);
+  cmd->callback([o] {
+    registry::Reference ref = registry::parse_reference(o->reference);
+    std::unique_ptr<TrustSet> trust;
+    if (!o->trust.empty()) trust = std::make_unique<TrustSet>(TrustSet::load(o->trust));
+    registry::Client client(ref, o->registry.http(ref));
+    registry::FetchOptions options;
+    options.trust = trust.get();
+    options.threshold = o->threshold;
+    options.max_blob = o->registry.max_blob;
+    // Written beside the target under a temporary name and renamed onto it only when complete
+    // and checked: a failure or a kill never leaves a partial archive at the name.
+    AtomicFileWriter out(o->out, 0644);
+    registry::FetchResult r = registry::fetch_archive(client, ref, out, options);
+    out.commit();
+    std::cout << "pulled " << ref.str() << "\n"
+              << "  manifest digest  " << r.manifest_digest << "\n"
+              << "  kiln digest      " << r.archive.digest << "\n"
+              << "  package          " << r.archive.package << "  revision " << r.archive.kernel_revision << "  sequence "
+              << r.archive.sequence << "\n"
+              << "  signatures       "
+              << (trust ? std::to_string(r.trusted_signers) + " distinct trusted signer(s), " + std::to_string(o->threshold) +
+                              " required"
+                        : std::string("not checked (no --trust)"))
+              << "\n"
+              << "  wrote            " << o->out << " (" << human_size(r.archive.size) << ")\n";
+    o->registry.report(client);
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,38 @@
+#include "registry_cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+namespace kiln::cli {
+
+void RegistryCli::add_to(CLI::App* c) {
+  c->add_flag("--insecure-http", insecure_http,
+              "Speak plain http to this registry (no TLS: anyone on the path can read and change the traffic; "
+              "127.0.0.1, ::1 and localhost get plain http without it)");
+  c->add_option("--ca-file", ca_file, "A PEM bundle of CA certificates to verify the registry with (default: the system's)");
+  c->add_option("--timeout", timeout_s, "Seconds one request may take in all (default 0: no limit; a transfer "
+                                        "stalled under 1 KiB/s for 30 s is abandoned anyway)")
+      ->check(CLI::Range(0L, 86400L));
+  c->add_option("--max-blob-size", max_blob, "The largest archive accepted from the registry, in bytes (default 16 GiB)")
+      ->transform(CLI::AsSizeValue(false));
+  c->add_flag("--stats", stats, "Print the requests made and bytes moved on stderr when done");
+}
+
+registry::HttpOptions RegistryCli::http(const registry::Reference& ref) const {
+  registry::HttpOptions o;
+  o.ca_file = ca_file;
+  o.total_timeout_s = timeout_s;
+  return registry::http_options_for(ref, insecure_http, o);
+}
+
+void RegistryCli::report(const registry::Client& client) const {
+  if (!stats) return;
+  const registry::HttpStats& s = client.stats();
+  std::fprintf(stderr, "kiln-registry-stats requests=%llu get=%llu head=%llu post=%llu put=%llu bytes_received=%llu bytes_sent=%llu\n",
+               static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.get),
+               static_cast<unsigned long long>(s.head), static_cast<unsigned long long>(s.post),
+               static_cast<unsigned long long>(s.put), static_cast<unsigned long long>(s.bytes_received),
+               static_cast<unsigned long long>(s.bytes_sent));
+}
+
+}  // namespace kiln::cli
