@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 
 namespace kiln::cli {
 
@@ -27,6 +28,7 @@ registry::HttpOptions RegistryCli::http(const registry::Reference& ref) const {
 
 void RegistryCli::report(const registry::Client& client) const {
   if (!stats) return;
+  std::cout.flush();  // after the command's own report, in this order, even when both go to one file
   const registry::HttpStats& s = client.stats();
   std::fprintf(stderr, "kiln-registry-stats requests=%llu get=%llu head=%llu post=%llu put=%llu bytes_received=%llu bytes_sent=%llu\n",
                static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.get),

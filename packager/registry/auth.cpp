@@ -1,6 +1,9 @@
 #include "auth.hpp"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 #include "error.hpp"
@@ -80,13 +83,8 @@ std::string base64_encode(const std::string& bytes) {
 std::optional<Credentials> docker_credentials(const std::string& registry) {
   std::string path = config_path();
   if (path.empty()) return std::nullopt;
-  std::string text;
-  try {
-    text = read_small_file(path, 1u << 20);
-  } catch (const Error& e) {
-    if (e.code() == Errc::not_found) return std::nullopt;
-    throw;
-  }
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return std::nullopt;  // no config: anonymous
+  std::string text = read_small_file(path, 1u << 20);
   json::Value config = json::parse(text, path);
   const json::Value* auths = config.get("auths");
   if (auths == nullptr || auths->type != json::Value::Type::object) return std::nullopt;

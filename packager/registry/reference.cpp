@@ -1,5 +1,7 @@
 #include "reference.hpp"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 
 #include "error.hpp"
@@ -101,8 +103,11 @@ std::string Reference::host() const {
 }
 
 bool Reference::is_loopback() const {
+  // A numeric address only: a name such as 127.example.com can point anywhere.
   std::string h = host();
-  return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return h == "localhost" || h == "::1";
 }
 
 Reference parse_reference(const std::string& text) {

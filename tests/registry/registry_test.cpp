@@ -1,0 +1,325 @@
+// kiln push / kiln pull / kiln store pull against a real registry (Debian's docker-registry,
+// CNCF Distribution 2.8) started here on 127.0.0.1, through the kiln command as an operator runs
+// it. Skipped, saying why, where docker-registry (or, for its test, skopeo) is not installed.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "client.hpp"
+#include "file_io.hpp"
+#include "oci.hpp"
+#include "oci_manifest.hpp"
+#include "registry_fixture.hpp"
+#include "sha256.hpp"
+#include "store.hpp"
+#include "../store/store_fixture.hpp"
+
+namespace kiln {
+namespace {
+
+using test::read_text;
+
+struct Outcome {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Outcome shell(const std::string& line) {
+  Outcome r;
+  FILE* p = ::popen((line + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// The value after `label` on its line of the command's output ("  kiln digest      sha256:...").
+std::string field(const std::string& out, const std::string& label) {
+  std::size_t at = out.find(label);
+  if (at == std::string::npos) return "";
+  at = out.find_first_not_of(' ', at + label.size());
+  return out.substr(at, out.find_first_of(" \n", at) - at);
+}
+
+// A ~3 MB archive of package `scale` that does not compress (random bytes), packed by the kiln
+// command: big enough that a transfer can be cut in the middle of it.
+std::string pack_big_archive(const std::string& dir) {
+  std::string pkg = dir + "/big";
+  ::mkdir(pkg.c_str(), 0755);
+  spit(pkg + "/kiln.toml",
+       "[package]\nname = \"scale\"\nkernel_revision = \"big\"\nsequence = 9\n[[kernel]]\nname = \"k\"\nentry = \"k\"\n"
+       "backend = \"cuda\"\ncode = [{ arch = \"compute_80\", file = \"k.ptx\" }]\n[files]\nextra = [\"bulk.bin\"]\n");
+  spit(pkg + "/k.ptx", ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n");
+  spit(pkg + "/bulk.bin", random_hex(1500000));  // 3 MB of hex: compresses to about half, still ~1.5 MB
+  std::string out = dir + "/big.kiln";
+  Outcome packed = shell(std::string(KILN_BINARY) + " pack " + pkg + "/kiln.toml --key " + kKeys + "/test.key -o " + out + " -q");
+  EXPECT_EQ(packed.code, 0) << packed.out;
+  return out;
+}
+
+// Every test: archives v1..v3 of package `scale` (Fixture), a registry, and an empty docker
+// config (so that the user's own credentials are never read).
+struct RegistryTest : ::testing::Test {
+  Fixture f;
+  std::unique_ptr<test::Registry> registry;
+  std::string docker_config;
+  void SetUp() override {
+    if (!test::executable(test::kRegistryBinary)) {
+      GTEST_SKIP() << "docker-registry is not installed (Debian package docker-registry; ci/install-deps.sh installs it)";
+    }
+    ::mkdir((f.dir + "/registry").c_str(), 0755);
+    registry = std::make_unique<test::Registry>(f.dir + "/registry", registry_config());
+    ASSERT_TRUE(registry->ready()) << "docker-registry did not start:\n" << registry->log();
+    docker_config = f.dir + "/docker";
+    ::mkdir(docker_config.c_str(), 0755);
+  }
+  virtual std::string registry_config() { return ""; }
+  Outcome kiln(const std::string& args) { return shell("DOCKER_CONFIG='" + docker_config + "' " + KILN_BINARY + " " + args); }
+  std::string repo() const { return registry->address() + "/kiln/scale"; }
+  std::string pub() const { return kKeys + "/test.pub"; }
+  // No file at `path`, and no temporary file beside it either.
+  void expect_nothing_written(const std::string& path) {
+    EXPECT_FALSE(exists(path)) << path;
+    std::string dir = path.substr(0, path.rfind('/'));
+    for (const std::string& n : list_directory(dir)) EXPECT_EQ(n.find(".tmp-"), std::string::npos) << dir << "/" << n;
+  }
+};
+
+TEST_F(RegistryTest, PushThenPullByManifestDigestTagAndKilnDigestGivesTheSameBytes) {
+  Outcome push = kiln("push " + f.v1 + " " + repo() + " --trust " + pub());
+  ASSERT_EQ(push.code, 0) << push.out;
+  EXPECT_EQ(field(push.out, "kiln digest"), f.d1) << push.out;
+  std::string manifest = field(push.out, "manifest digest");
+  ASSERT_EQ(manifest.size(), 71u) << push.out;
+  EXPECT_NE(push.out.find(":v1 (also tagged kiln-" + f.d1.substr(7) + ")"), std::string::npos) << push.out;
+  EXPECT_NE(push.out.find("2 uploaded, 0 already there"), std::string::npos) << push.out;
+
+  // The manifest is the one `kiln store export --oci` writes for the same archive, byte for byte.
+  store::Store::init(f.store, pub());
+  store::Store s(f.store);
+  s.add(f.v1);
+  store::export_oci(s, f.dir + "/layout", {});
+  EXPECT_TRUE(exists(f.dir + "/layout/blobs/sha256/" + manifest.substr(7))) << "export --oci wrote another manifest";
+
+  const std::string original = read_text(f.v1);
+  for (const std::string& ref : {repo() + "@" + manifest, repo() + ":v1", repo() + "@kiln:" + f.d1}) {
+    std::string out = f.dir + "/pulled.kiln";
+    ::unlink(out.c_str());
+    Outcome pull = kiln("pull " + ref + " -o " + out + " --trust " + pub());
+    ASSERT_EQ(pull.code, 0) << ref << "\n" << pull.out;
+    EXPECT_EQ(field(pull.out, "manifest digest"), manifest) << pull.out;
+    EXPECT_EQ(field(pull.out, "kiln digest"), f.d1) << pull.out;
+    EXPECT_NE(pull.out.find("1 distinct trusted signer(s)"), std::string::npos) << pull.out;
+    EXPECT_TRUE(read_text(out) == original) << ref << ": the pulled bytes differ";
+    Outcome digest = shell(std::string(KILN_BINARY) + " digest " + out);
+    EXPECT_EQ(digest.out, f.d1 + "\n");
+  }
+  // Pushing again uploads nothing: both blobs are found by HEAD.
+  Outcome again = kiln("push " + f.v1 + " " + repo() + ":release --stats");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("0 uploaded, 2 already there"), std::string::npos) << again.out;
+  EXPECT_EQ(field(again.out, "manifest digest"), manifest);
+  EXPECT_NE(again.out.find("kiln-registry-stats requests=4 get=0 head=2 post=0 put=2"), std::string::npos) << again.out;
+}
+
+TEST_F(RegistryTest, PullWithoutTrustSaysSignaturesWereNotCheckedAndAnUntrustedKeyIsRefused) {
+  ASSERT_EQ(kiln("push " + f.v1 + " " + repo()).code, 0);
+  Outcome pull = kiln("pull " + repo() + ":v1 -o " + f.dir + "/a.kiln");
+  ASSERT_EQ(pull.code, 0) << pull.out;
+  EXPECT_NE(pull.out.find("not checked (no --trust)"), std::string::npos) << pull.out;
+  ASSERT_EQ(shell(std::string(KILN_BINARY) + " keygen --out " + f.dir + "/other").code, 0);
+  Outcome refused = kiln("pull " + repo() + ":v1 -o " + f.dir + "/b.kiln --trust " + f.dir + "/other.pub");
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  expect_nothing_written(f.dir + "/b.kiln");
+}
+
+TEST_F(RegistryTest, ATamperedBlobIsRefusedNamingItsDigestAndNothingIsWritten) {
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  ASSERT_EQ(push.code, 0) << push.out;
+  std::string layer = field(push.out, "layer");
+  std::string blob = registry->blob_path(layer);
+  std::string bytes = read_text(blob);
+  ASSERT_EQ(bytes, read_text(f.v1)) << "the registry's storage layout is not where the test looks";
+  bytes[bytes.size() / 2] ^= 1;  // same size: only the hash can tell
+  spit(blob, bytes);
+
+  std::string out = f.dir + "/pulled.kiln";
+  Outcome pull = kiln("pull " + repo() + ":v1 -o " + out + " --trust " + pub());
+  EXPECT_EQ(pull.code, 1) << pull.out;  // refused
+  EXPECT_NE(pull.out.find(registry->address() + "/kiln/scale: GET blob " + layer), std::string::npos) << pull.out;
+  EXPECT_NE(pull.out.find("hash to"), std::string::npos) << pull.out;
+  expect_nothing_written(out);
+
+  store::Store::init(f.store, pub());
+  Outcome store_pull = kiln("store pull --store " + f.store + " " + repo() + ":v1 --activate");
+  EXPECT_EQ(store_pull.code, 1) << store_pull.out;
+  store::Store s(f.store);
+  EXPECT_TRUE(s.archives().empty());
+  EXPECT_TRUE(s.packages().empty());
+  for (const std::string& n : list_directory(f.store + "/archives")) ADD_FAILURE() << "left in the store: " << n;
+}
+
+TEST_F(RegistryTest, TheConnectionCutMidPullLeavesNothingAndARetryAfterARestartSucceeds) {
+  std::string big = pack_big_archive(f.dir);
+  ASSERT_GT(read_text(big).size(), 1000000u);
+  ASSERT_EQ(kiln("push " + big + " " + repo() + ":v1").code, 0);
+  std::string digest = shell(std::string(KILN_BINARY) + " digest " + big).out;
+  digest.pop_back();
+  store::Store::init(f.store, pub());
+  {
+    // 256 KiB reach the client, then every connection is cut: the manifest arrives, the
+    // ~1.5 MB archive does not.
+    test::CuttingProxy proxy(registry->port(), 256 * 1024);
+    std::string via = "127.0.0.1:" + std::to_string(proxy.port()) + "/kiln/scale:v1";
+    Outcome pull = kiln("pull " + via + " -o " + f.dir + "/pulled.kiln");
+    EXPECT_EQ(pull.code, 4) << pull.out;  // I/O
+    EXPECT_NE(pull.out.find("GET blob sha256:"), std::string::npos) << pull.out;
+    expect_nothing_written(f.dir + "/pulled.kiln");
+    Outcome store_pull = kiln("store pull --store " + f.store + " " + via + " --activate");
+    EXPECT_EQ(store_pull.code, 4) << store_pull.out;
+    EXPECT_GE(proxy.forwarded(), 256u * 1024);
+  }
+  store::Store s(f.store);
+  EXPECT_TRUE(s.archives().empty());
+  EXPECT_TRUE(s.packages().empty()) << "something was activated";
+  for (const std::string& n : list_directory(f.store + "/archives")) ADD_FAILURE() << "left in the store: " << n;
+
+  // The registry itself dies: refused connections name it. Restarted on the same storage, the
+  // same pull succeeds.
+  registry->kill();
+  Outcome down = kiln("store pull --store " + f.store + " " + repo() + ":v1 --activate");
+  EXPECT_EQ(down.code, 4) << down.out;
+  EXPECT_NE(down.out.find(registry->address() + "/kiln/scale: GET manifest v1"), std::string::npos) << down.out;
+  registry->start();
+  ASSERT_TRUE(registry->ready()) << registry->log();
+  Outcome retry = kiln("store pull --store " + f.store + " " + repo() + ":v1 --activate --who test");
+  ASSERT_EQ(retry.code, 0) << retry.out;
+  EXPECT_NE(retry.out.find("activated " + digest), std::string::npos) << retry.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").active, digest);
+  EXPECT_TRUE(store::Store(f.store).verify().empty());
+}
+
+TEST_F(RegistryTest, StorePullFollowsTheStoreRulesAndActivatesNothingItRefuses) {
+  ASSERT_EQ(kiln("push " + f.v1 + " " + repo()).code, 0);
+  ASSERT_EQ(kiln("push " + f.v2 + " " + repo()).code, 0);
+  store::Store::init(f.store, pub());
+  std::string st = "store pull --store " + f.store + " ";
+  Outcome one = kiln(st + repo() + ":v1 --activate");
+  ASSERT_EQ(one.code, 0) << one.out;
+  Outcome two = kiln(st + repo() + "@kiln:" + f.d2 + " --activate");
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").active, f.d2);
+  // Again: already active, nothing recorded.
+  Outcome again = kiln(st + repo() + ":v2 --activate");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("already active"), std::string::npos) << again.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").history.size(), 2u);
+  // v1 is older than the highest activated: added (it is already there) but refused by the
+  // store's anti-rollback rule, and v2 stays active.
+  Outcome back = kiln(st + repo() + ":v1 --activate");
+  EXPECT_EQ(back.code, 1) << back.out;
+  EXPECT_NE(back.out.find("is below 2"), std::string::npos) << back.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").active, f.d2);
+
+  // A store that trusts another key refuses the archive before adding it.
+  ASSERT_EQ(shell(std::string(KILN_BINARY) + " keygen --out " + f.dir + "/other").code, 0);
+  store::Store::init(f.dir + "/other-store", f.dir + "/other.pub");
+  Outcome untrusted = kiln("store pull --store " + f.dir + "/other-store " + repo() + ":v1 --activate");
+  EXPECT_EQ(untrusted.code, 1) << untrusted.out;
+  EXPECT_TRUE(store::Store(f.dir + "/other-store").archives().empty());
+}
+
+// What the registry serves is checked against the archive: a manifest whose claims do not
+// match the layer it names (pushed here through the client, as a hostile publisher could) is refused.
+TEST_F(RegistryTest, AManifestWhoseClaimsDisagreeWithTheArchiveIsRefused) {
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  ASSERT_EQ(push.code, 0) << push.out;
+  store::BlobRef layer{field(push.out, "layer"), static_cast<std::uint64_t>(read_text(f.v1).size())};
+  store::ArchiveInfo lie{f.d2, "scale", "v1", 1, layer.size};  // claims v2's kiln digest for v1's bytes
+  std::string manifest = store::artifact_manifest(lie, layer);
+  std::string digest = digest_string(sha256(manifest.data(), manifest.size()));
+  registry::Reference ref = registry::parse_reference(repo());
+  registry::Client client(ref, registry::http_options_for(ref, false, {}));
+  client.put_manifest(store::kiln_digest_tag(f.d2), manifest, digest);
+
+  Outcome pull = kiln("pull " + repo() + "@kiln:" + f.d2 + " -o " + f.dir + "/x.kiln");
+  EXPECT_EQ(pull.code, 1) << pull.out;
+  EXPECT_NE(pull.out.find("the archive's kiln digest is " + f.d1 + "; the manifest claims " + f.d2), std::string::npos)
+      << pull.out;
+  expect_nothing_written(f.dir + "/x.kiln");
+
+  // Asked by a digest the registry does not hold: 404, naming registry, repository and digest.
+  std::string absent = "sha256:" + std::string(64, 'e');
+  Outcome missing = kiln("pull " + repo() + "@" + absent + " -o " + f.dir + "/y.kiln");
+  EXPECT_EQ(missing.code, 3) << missing.out;
+  EXPECT_NE(missing.out.find(registry->address() + "/kiln/scale: GET manifest " + absent + ": HTTP 404"), std::string::npos)
+      << missing.out;
+}
+
+TEST_F(RegistryTest, SkopeoCopiesWhatKilnPushedAndTheLayoutImportsIntoAStore) {
+  if (!test::executable("/usr/bin/skopeo")) GTEST_SKIP() << "skopeo is not installed (Debian package skopeo; ci/install-deps.sh installs it)";
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  ASSERT_EQ(push.code, 0) << push.out;
+  std::string layer = field(push.out, "layer");
+  std::string manifest = field(push.out, "manifest digest");
+  std::string layout = f.dir + "/skopeo-layout";
+  Outcome copy = shell("skopeo --insecure-policy copy --src-tls-verify=false docker://" + repo() + ":v1 oci:" + layout + ":v1");
+  ASSERT_EQ(copy.code, 0) << copy.out;
+  EXPECT_TRUE(read_text(layout + "/blobs/sha256/" + layer.substr(7)) == read_text(f.v1)) << "the archive blob differs";
+  EXPECT_TRUE(exists(layout + "/blobs/sha256/" + manifest.substr(7))) << "skopeo rewrote the manifest";
+  store::Store::init(f.store, pub());
+  Outcome import = kiln("store import --store " + f.store + " --oci " + layout);
+  ASSERT_EQ(import.code, 0) << import.out;
+  EXPECT_NE(import.out.find("imported " + f.d1), std::string::npos) << import.out;
+}
+
+// A registry that wants a user and password (htpasswd, bcrypt): refused anonymously with the
+// registry named, accepted with the docker config's "auths" entry.
+struct BasicAuthRegistryTest : RegistryTest {
+  std::string registry_config() override {
+    std::string file = f.dir + "/htpasswd";
+    if (shell("htpasswd -Bbn fleet 's3cret' > " + file).code != 0) return "";
+    return "auth:\n  htpasswd:\n    realm: kiln-test\n    path: " + file + "\n";
+  }
+  void SetUp() override {
+    if (!test::executable("/usr/bin/htpasswd")) GTEST_SKIP() << "htpasswd is not installed (Debian package apache2-utils)";
+    RegistryTest::SetUp();
+  }
+};
+
+TEST_F(BasicAuthRegistryTest, RefusedAnonymouslyAcceptedWithDockerConfigCredentials) {
+  Outcome anonymous = kiln("push " + f.v1 + " " + repo());
+  EXPECT_EQ(anonymous.code, 1) << anonymous.out;
+  EXPECT_NE(anonymous.out.find(registry->address() + "/kiln/scale: HEAD blob"), std::string::npos) << anonymous.out;
+  EXPECT_NE(anonymous.out.find("HTTP 401"), std::string::npos) << anonymous.out;
+  EXPECT_NE(anonymous.out.find("has none for " + registry->address()), std::string::npos) << anonymous.out;
+
+  spit(docker_config + "/config.json", "{\"auths\":{\"" + registry->address() + "\":{\"auth\":\"" +
+                                           registry::base64_encode("fleet:wrong") + "\"}}}");
+  Outcome wrong = kiln("push " + f.v1 + " " + repo());
+  EXPECT_EQ(wrong.code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("refused with the credentials given (from " + docker_config + "/config.json)"), std::string::npos)
+      << wrong.out;
+
+  spit(docker_config + "/config.json", "{\"auths\":{\"http://" + registry->address() + "/v1/\":{\"auth\":\"" +
+                                           registry::base64_encode("fleet:s3cret") + "\"}}}");
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  ASSERT_EQ(push.code, 0) << push.out;
+  Outcome pull = kiln("pull " + repo() + ":v1 -o " + f.dir + "/pulled.kiln --trust " + pub());
+  ASSERT_EQ(pull.code, 0) << pull.out;
+  EXPECT_TRUE(read_text(f.dir + "/pulled.kiln") == read_text(f.v1));
+}
+
+}  // namespace
+}  // namespace kiln
