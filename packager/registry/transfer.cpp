@@ -112,7 +112,12 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
   try {
     a = open_verified(out.temp_path(), options.trust, options.threshold, false);
   } catch (const Error& e) {
-    fail(e.code(), where + ": blob " + claims.layer.digest + " as an archive: " + e.what());
+    // Name the blob, not the temporary file (removed as this unwinds).
+    std::string what = e.what();
+    for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {
+      what.replace(at, out.temp_path().size(), "the downloaded archive");
+    }
+    fail(e.code(), where + ": blob " + claims.layer.digest + ": " + what);
   }
   r.archive = info_of(*a);
   auto differs = [&](const char* what, const std::string& archive, const std::string& claimed) {
