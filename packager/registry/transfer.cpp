@@ -69,8 +69,12 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
   r.manifest_digest = digest_string(sha256(manifest.data(), manifest.size()));
 
   const store::BlobRef config = store::empty_config_blob();
-  if (client.has_blob(config)) ++r.blobs_present;
-  else client.upload_blob(config, std::string(store::kOciEmptyConfig)), ++r.blobs_uploaded;
+  if (client.has_blob(config)) {
+    ++r.blobs_present;
+  } else {
+    client.upload_blob(config, std::string(store::kOciEmptyConfig));
+    ++r.blobs_uploaded;
+  }
   if (client.has_blob(r.layer)) {
     ++r.blobs_present;
   } else {
@@ -96,7 +100,14 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
   std::string asked = !ref.digest.empty()        ? ref.digest
                       : !ref.kiln_digest.empty() ? store::kiln_digest_tag(ref.kiln_digest)
                                                  : ref.tag;
-  std::string bytes = client.get_manifest(asked, &r.manifest_digest);
+  std::string bytes;
+  try {
+    bytes = client.get_manifest(asked, &r.manifest_digest);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found || ref.kiln_digest.empty()) throw;
+    fail(e.code(), std::string(e.what()) + " (kiln push tags every archive it pushes " + asked +
+                       "; an archive pushed another way is pulled by its tag or manifest digest)");
+  }
   std::string where = ref.name() + "@" + r.manifest_digest;
   store::ArtifactClaims claims = store::read_artifact_manifest(bytes, where, options.max_blob);
   if (!ref.kiln_digest.empty() && claims.kiln_digest != ref.kiln_digest) {

@@ -1,7 +1,7 @@
 # Sourced by run.sh and coverage.sh: configures a clang build of kiln with the libFuzzer
 # targets only, instrumented with COMPILE_FLAGS, and builds the four targets.
 #   build_fuzz_targets BUILD_DIR COMPILE_FLAGS LINK_FLAGS
-fuzz_targets=(archive manifest code_object npy)
+fuzz_targets=(archive manifest code_object npy oci_manifest)
 
 build_fuzz_targets() {
   local dir=$1 flags=$2 link_flags=$3

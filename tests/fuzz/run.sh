@@ -24,6 +24,7 @@ seed() {  # seed TARGET: prints the seed files for TARGET, one per line; a folde
     code_object) find "$main_build/tests/amd" "$main_build/examples" -type f \
                    \( -name '*.co' -o -name '*.ptx' -o -name '*.cubin' -o -name '*.fatbin' -o -name '*.hipfb' \) ;;
     npy) find tests/fuzz/seeds/npy "$main_build/examples" -name '*.npy' ;;
+    oci_manifest) find tests/fuzz/seeds/oci_manifest -name '*.json' ;;
   esac 2>/dev/null || true
 }
 
