@@ -26,6 +26,7 @@ sources() {  # the files each target is there to exercise
     code_object) echo runtime/core/code_object.cpp runtime/core/cuda_code_object.cpp \
                       runtime/core/amdgpu_code_object.cpp runtime/core/elf64.cpp ;;
     npy) echo runtime/core/npy.cpp ;;
+    oci_manifest) echo runtime/store/oci_manifest.cpp runtime/core/json_reader.cpp ;;
   esac
 }
 
