@@ -10,6 +10,9 @@ void RegistryCli::add_to(CLI::App* c) {
   c->add_flag("--insecure-http", insecure_http,
               "Speak plain http to this registry (no TLS: anyone on the path can read and change the traffic; "
               "127.0.0.1, ::1 and localhost get plain http without it)");
+  c->add_flag("--tls", tls, "Use https with certificate verification for a loopback registry too (127.0.0.1, ::1 and "
+                           "localhost otherwise get plain http; every other registry always gets https)")
+      ->excludes("--insecure-http");
   c->add_option("--ca-file", ca_file, "A PEM bundle of CA certificates to verify the registry with (default: the system's)");
   c->add_option("--timeout", timeout_s, "Seconds one request may take in all (default 0: no limit; a transfer "
                                         "stalled under 1 KiB/s for 30 s is abandoned anyway)")
@@ -23,7 +26,7 @@ registry::HttpOptions RegistryCli::http(const registry::Reference& ref) const {
   registry::HttpOptions o;
   o.ca_file = ca_file;
   o.total_timeout_s = timeout_s;
-  return registry::http_options_for(ref, insecure_http, o);
+  return registry::http_options_for(ref, insecure_http, tls, o);
 }
 
 void RegistryCli::report(const registry::Client& client) const {

@@ -15,6 +15,7 @@ namespace kiln::cli {
 
 struct RegistryCli {
   bool insecure_http = false;
+  bool tls = false;  // https for a loopback registry too
   std::string ca_file;
   long timeout_s = 0;
   std::uint64_t max_blob = 16ull << 30;

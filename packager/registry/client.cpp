@@ -40,8 +40,8 @@ bool header_safe(const std::string& s) { return s.find_first_of("\r\n") == std::
 
 }  // namespace
 
-HttpOptions http_options_for(const Reference& ref, bool insecure_http, HttpOptions base) {
-  base.allow_plain_http = insecure_http || ref.is_loopback();
+HttpOptions http_options_for(const Reference& ref, bool insecure_http, bool tls, HttpOptions base) {
+  base.allow_plain_http = insecure_http || (ref.is_loopback() && !tls);
   return base;
 }
 

@@ -16,9 +16,9 @@
 
 namespace kiln::registry {
 
-// Over http:// when the registry is on the loopback interface or `insecure_http` is set;
-// otherwise https:// with the certificate verified.
-HttpOptions http_options_for(const Reference& ref, bool insecure_http, HttpOptions base);
+// Over http:// when `insecure_http` is set, or when the registry is on the loopback interface and
+// `tls` is not; otherwise https:// with the certificate verified (and http refused, redirects included).
+HttpOptions http_options_for(const Reference& ref, bool insecure_http, bool tls, HttpOptions base);
 
 class Client {
  public:

@@ -250,7 +250,7 @@ TEST_F(RegistryTest, AManifestWhoseClaimsDisagreeWithTheArchiveIsRefused) {
   std::string manifest = store::artifact_manifest(lie, layer);
   std::string digest = digest_string(sha256(manifest.data(), manifest.size()));
   registry::Reference ref = registry::parse_reference(repo());
-  registry::Client client(ref, registry::http_options_for(ref, false, {}));
+  registry::Client client(ref, registry::http_options_for(ref, false, false, {}));
   client.put_manifest(store::kiln_digest_tag(f.d2), manifest, digest);
 
   Outcome pull = kiln("pull " + repo() + "@kiln:" + f.d2 + " -o " + f.dir + "/x.kiln");
@@ -376,6 +376,41 @@ TEST_F(BearerTokenRegistryTest, TheTokenFlowGrantsPullAndPushWithCredentialsAndR
   std::string log = read_text(f.dir + "/token.log");
   EXPECT_NE(log.find("scope=repository%3Akiln%2Fscale%3Apull%2Cpush HTTP/1.1\" 200"), std::string::npos) << log;
   EXPECT_NE(log.find("scope=repository%3Akiln%2Fscale%3Apull HTTP/1.1\" 200"), std::string::npos) << log;
+}
+
+// A registry speaking TLS with a certificate made here for 127.0.0.1: with --tls, kiln verifies
+// it, refusing it until it is given the certificate's CA (--ca-file).
+struct TlsRegistryTest : RegistryTest {
+  std::string registry_config() override {
+    std::string key = f.dir + "/tls.key", cert = f.dir + "/tls.crt";
+    if (shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+              " -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1").code != 0) {
+      return "";
+    }
+    return "  tls:\n    certificate: " + cert + "\n    key: " + key + "\n";  // under http:
+  }
+  void SetUp() override {
+    if (!test::executable("/usr/bin/openssl")) GTEST_SKIP() << "openssl is needed to make the registry's certificate";
+    RegistryTest::SetUp();
+  }
+};
+
+TEST_F(TlsRegistryTest, HttpsWithTheCertificateVerified) {
+  Outcome untrusted = kiln("push " + f.v1 + " " + repo() + " --tls");
+  EXPECT_EQ(untrusted.code, 4) << untrusted.out;
+  EXPECT_NE(untrusted.out.find("https://" + registry->address() + "/v2/"), std::string::npos) << untrusted.out;
+  EXPECT_NE(untrusted.out.find("certificate"), std::string::npos) << untrusted.out;
+  Outcome plain = kiln("pull " + repo() + ":v1 -o " + f.dir + "/x.kiln");  // loopback default: plain http
+  EXPECT_NE(plain.code, 0) << plain.out;
+  EXPECT_EQ(kiln("push " + f.v1 + " " + repo() + " --tls --insecure-http").code, 2);
+
+  Outcome push = kiln("push " + f.v1 + " " + repo() + " --tls --ca-file " + f.dir + "/tls.crt");
+  ASSERT_EQ(push.code, 0) << push.out;
+  Outcome pull = kiln("pull " + repo() + "@kiln:" + f.d1 + " -o " + f.dir + "/pulled.kiln --tls --ca-file " + f.dir +
+                      "/tls.crt --trust " + pub());
+  ASSERT_EQ(pull.code, 0) << pull.out;
+  EXPECT_TRUE(read_text(f.dir + "/pulled.kiln") == read_text(f.v1));
+  expect_nothing_written(f.dir + "/x.kiln");
 }
 
 }  // namespace
