@@ -2,7 +2,7 @@
 # Builds kiln and runs the whole test suite in four stages, then prints one summary: each
 # stage with its tests passed / failed / skipped and its time, and a verdict line. A stage whose
 # tests fail does not stop the next ones (the summary shows everything that is wrong at once);
-# a build that fails does. About 30 minutes on 2 cores. Run ci/install-deps.sh first (the
+# a build that fails does. About 35 minutes on 2 cores. Run ci/install-deps.sh first (the
 # README's second set-up command does both).
 #   KILN_BUILD_DIR     build folder (default: build; the stages add -asan, -fuzz, -tsan)
 #   KILN_FUZZ_SECONDS  libFuzzer time per target (default: 60)
