@@ -79,7 +79,7 @@ def main(argv=None):
         if not cli:
             print("kiln.export: --pack needs the kiln command (install this package, or put kiln on PATH)", file=sys.stderr)
             return 1
-        archive = a.out.with_suffix(".kiln") if a.out.suffix else pathlib.Path(str(a.out) + ".kiln")
+        archive = pathlib.Path(str(a.out).rstrip("/") + ".kiln")  # OUT.kiln beside the folder
         return subprocess.call([cli, "pack", str(a.out / "kiln.toml"), "--key", a.pack, "-o", str(archive)])
     return 0
 
