@@ -13,6 +13,7 @@
 #include "oci.hpp"
 #include "oci_manifest.hpp"
 #include "registry_fixture.hpp"
+#include "../unit/run_command.hpp"
 #include "sha256.hpp"
 #include "store.hpp"
 #include "../store/store_fixture.hpp"
@@ -22,22 +23,9 @@ namespace {
 
 using test::read_text;
 
-struct Outcome {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Outcome = kiln::test::CommandResult;
 
-Outcome shell(const std::string& line) {
-  Outcome r;
-  FILE* p = ::popen((line + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Outcome shell(const std::string& line) { return kiln::test::run_command(line); }
 
 bool exists(const std::string& path) {
   struct stat st {};
