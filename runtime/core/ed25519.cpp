@@ -9,6 +9,7 @@
 #include "error.hpp"
 #include "file_io.hpp"
 #include "sha256.hpp"
+#include "verification_cache.hpp"
 
 namespace kiln {
 namespace {
@@ -107,12 +108,18 @@ std::string PublicKey::to_pem() const {
 }
 
 bool PublicKey::verify(const std::uint8_t* message, std::size_t size, const Ed25519Signature& signature) const {
+  // These exact inputs verified before in this process: verifying again would say the same
+  // (verification_cache.hpp says why that is safe).
+  VerificationKey memo_key = verification_key(raw_, signature, message, size);
+  if (verified_before(memo_key)) return true;
   MdCtxPtr ctx(EVP_MD_CTX_new());
   if (!ctx) fail(Errc::internal, "OpenSSL could not allocate a verification context");
   if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, pkey_.get()) != 1) {
     fail(Errc::internal, "OpenSSL could not start an Ed25519 verification");
   }
-  return EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), message, size) == 1;
+  if (EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), message, size) != 1) return false;
+  remember_verified(memo_key);
+  return true;
 }
 
 struct PrivateKey::Impl {
