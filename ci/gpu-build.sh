@@ -12,7 +12,7 @@ stage=.gpu-stage
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON -DKILN_REGISTRY=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
-cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
+cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_open_profile,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
 cp -P "$build"/lib/libkiln.so* "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 # The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU

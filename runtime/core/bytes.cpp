@@ -29,11 +29,8 @@ void store_le64(std::uint8_t* p, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
-void ByteReader::need(std::size_t n) const {
-  if (n > remaining()) {
-    fail_here("needs " + std::to_string(n) + " more bytes but only " + std::to_string(remaining()) +
-              " remain");
-  }
+void ByteReader::ran_out(std::size_t n) const {
+  fail_here("needs " + std::to_string(n) + " more bytes but only " + std::to_string(remaining()) + " remain");
 }
 
 void ByteReader::fail_here(const std::string& message) const {

@@ -42,7 +42,11 @@ class ByteReader {
   [[noreturn]] void fail_here(const std::string& message) const;
 
  private:
-  void need(std::size_t n) const;
+  // Inline: every field of every index entry read passes here; only the failure is out of line.
+  void need(std::size_t n) const {
+    if (n > remaining()) ran_out(n);
+  }
+  [[noreturn]] void ran_out(std::size_t n) const;
   ByteView bytes_;
   std::string what_;
   std::size_t pos_ = 0;

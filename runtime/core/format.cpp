@@ -10,10 +10,19 @@
 namespace kiln::format {
 namespace {
 
-bool is_portable_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-' || c == '+' || c == '@' || c == '=';
-}
+// [A-Za-z0-9._+@=-] as a table: every byte of every path of every index page read is looked up.
+struct PortableNameChars {
+  bool allowed[256] = {};
+  constexpr PortableNameChars() {
+    for (int c = 'a'; c <= 'z'; ++c) allowed[c] = true;
+    for (int c = 'A'; c <= 'Z'; ++c) allowed[c] = true;
+    for (int c = '0'; c <= '9'; ++c) allowed[c] = true;
+    for (char c : {'.', '_', '-', '+', '@', '='}) allowed[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr PortableNameChars kPortableNameChars;
+
+bool is_portable_name_char(char c) { return kPortableNameChars.allowed[static_cast<unsigned char>(c)]; }
 
 template <std::size_t N>
 void expect_magic(ByteReader& r, const std::array<std::uint8_t, N>& magic, const char* what) {
@@ -149,19 +158,18 @@ std::string member_path_problem(const std::string& path) {
   // Component by component without copying: every index entry passes through here.
   std::size_t start = 0;
   while (start <= path.size()) {
-    std::size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
+    // One pass finds the component's end and checks its characters ('/' is not portable).
+    std::size_t end = start;
+    while (end < path.size() && is_portable_name_char(path[end])) ++end;
+    if (end < path.size() && path[end] != '/') {
+      if (path[end] == '\\') return "the path " + quoted(path) + " contains a backslash";
+      return "the path " + quoted(path) +
+             " has a character outside [A-Za-z0-9._+@=-] (non-ASCII names are refused because "
+             "two byte strings can name one file after Unicode normalisation)";
+    }
     std::string_view part(path.data() + start, end - start);
     if (part.empty()) return "the path " + quoted(path) + " has an empty component";
     if (part == "." || part == "..") return "the path " + quoted(path) + " has a '" + std::string(part) + "' component";
-    for (char c : part) {
-      if (c == '\\') return "the path " + quoted(path) + " contains a backslash";
-      if (!is_portable_name_char(c)) {
-        return "the path " + quoted(path) +
-               " has a character outside [A-Za-z0-9._+@=-] (non-ASCII names are refused because "
-               "two byte strings can name one file after Unicode normalisation)";
-      }
-    }
     // NAME_MAX on Linux, macOS and Windows alike: a longer name cannot be created anywhere.
     if (part.size() > kMaxPathComponentLength) {
       return "the path " + quoted(path) + " has a component of " + std::to_string(part.size()) + " bytes, over " +
