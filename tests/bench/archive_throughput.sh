@@ -14,14 +14,21 @@ cores=$(nproc)
 mkdir -p "$work"
 [ -f "$work/bench.key" ] || "$kiln" keygen --out "$work/bench" >/dev/null
 
-best_of_3() {  # prints the best wall time in seconds of 3 runs of "$@"
-  local best="" t0 t1
+best_of_3() {  # prints the best wall time in seconds of 3 runs of "$@"; a failing run fails the script
+  local best="" t0 t1 log
+  log=$(mktemp)
   for _ in 1 2 3; do
     t0=$(date +%s.%N)
-    "$@" >/dev/null 2>&1
+    if ! "$@" >/dev/null 2>"$log"; then
+      echo "archive_throughput.sh: failed: $*" >&2
+      tail -n 20 "$log" >&2
+      rm -f "$log"
+      exit 1
+    fi
     t1=$(date +%s.%N)
     best=$(python3 -c "t=$t1-$t0; b='$best'; print(t if b=='' or t<float(b) else b)")
   done
+  rm -f "$log"
   echo "$best"
 }
 

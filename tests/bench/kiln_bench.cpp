@@ -1,9 +1,17 @@
 // The host-side half of kiln's benchmark harness (Google Benchmark). Every kiln figure has its
 // baseline registered beside it, measured in the same run on the same bytes:
-//   open+load-one/SHAPE/kernels:N  open + authenticate + read one code member of an archive of N
-//                                  kernels (against N = 1, and against reading that code object
-//                                  from a plain file); resident memory added (counter rss_kib)
-//                                  against the index, kernel table and member read (bound_kib)
+//   open+load-one/SHAPE/kernels:N  open + authenticate + load one kernel (its record and its
+//                                  sm_90a code member) of an archive of N kernels, uncached: the
+//                                  curve against kernel count
+//   open+load-one-pair/SHAPE/kernels:N  the same for the N-kernel archive and the 1-kernel one,
+//                                  alternating within every iteration, both uncached (counters
+//                                  many_us and one_us): the scale goal
+//   read-plain-cubin/SHAPE         that code object read from its own file (open, fstat, one
+//                                  read, close): what a program shipping bare cubins does
+//   memory/SHAPE/kernels:N         resident memory added by open + load one kernel in a fresh
+//                                  process (kiln_bench --memory, below): heap (anon_kib) and
+//                                  file-backed (file_kib) apart, against what the reader has to
+//                                  hold (bound_kib); the time of this row is the spawn, not a figure
 //   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
 //   verify/threads:T               `kiln verify -j T` against `openssl dgst -sha256`, same file
 //   pack/threads:T                 `kiln pack -l L -j T` against `zstd -L -T T` on the same bytes
@@ -18,7 +26,12 @@
 //                                  pass-throughs) against passing the call as it is; the driver's
 //                                  encode is stood in for by a 128-byte copy (the H200 figure of
 //                                  the real one is kiln_runtime_bench's); needs no BENCH_DIR files
+// Every timed benchmark runs repeatedly (9 repetitions; the commands and full verifications 3)
+// and the figure is the MEDIAN of the repetitions (Google Benchmark's `_median` aggregate, which
+// tests/bench/report.py reads; each repetition is itself a mean over its iterations). Nothing
+// reads memory inside a timed loop: memory is measured in fresh processes only.
 // usage: kiln_bench BENCH_DIR [google benchmark flags]
+//        kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER   (what the memory rows run)
 // BENCH_DIR is what tests/bench/run.sh prepares: scale/{small,big}-N.kiln (N kernels x 4 code
 // objects), verify.kiln, pack/ (a kiln.toml and its files) and pack.concat (the same bytes as one
 // file), and test.pub. The GPU half is kiln_runtime_bench.
@@ -30,75 +43,199 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "archive_reader.hpp"
+#include "bench_util.hpp"
 #include "kernel_abi.hpp"
+#include "kernel_table.hpp"
 #include "manifest.hpp"
 #include "shape_match.hpp"
 #include "trust.hpp"
 
-extern char** environ;
-
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 std::string bench_dir;
+constexpr int kRepetitions = 9;      // timed benchmarks: the median of 9
+constexpr int kSlowRepetitions = 3;  // commands and full verifications (seconds each): the median of 3
 
-// Resident set in KiB from /proc/self/smaps_rollup: `Rss` (file-backed pages of the mapping
-// included: a member that was read counts) or `Anonymous` (the process's own heap). On kernels
-// with large page-cache folios, touching one byte of a mapped file maps its whole folio, so the
-// file-backed part depends on how the page cache holds the archive; the heap part does not.
-long smaps_kib(const char* key) {
-  std::ifstream rollup("/proc/self/smaps_rollup");
-  std::string field;
-  long value = 0;
-  while (rollup >> field) {
-    if (field == key) {
-      rollup >> value;
-      return value;
-    }
-  }
-  return -1;
+// Repeated, the console showing the aggregates (mean, median, stddev, cv); the JSON file keeps
+// every repetition too, so that report.py sees a repetition that failed.
+benchmark::internal::Benchmark* repeated(benchmark::internal::Benchmark* b, int repetitions = kRepetitions) {
+  return b->Repetitions(repetitions)->DisplayAggregatesOnly(true);
 }
 
-// Drops the archive's pages from this process's view between iterations is not possible
-// without root, so memory is measured on the first open only (cold mapping), and time as the
-// median of warm-cache iterations, for kiln and its baseline alike.
-void open_load_one(benchmark::State& state, const std::string& archive, const std::string& member) {
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Loads one kernel as the runtime does: opens (and authenticates) the archive, reads the kernel's
+// record and its code member.
+void load_one(const std::string& archive, const std::string& kernel, const std::string& member,
+              const kiln::ReadOptions& options) {
+  std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+  kiln::KernelSpec spec = a->kernel(kernel);
+  std::vector<std::uint8_t> code = a->read_member(member);
+  benchmark::DoNotOptimize(spec);
+  benchmark::DoNotOptimize(code.data());
+}
+
+// Open + load one kernel, uncached, timed alone (the verification cache cleared outside the timed
+// part of each iteration). Time only: memory is measured by memory_fresh_process.
+void open_load_one(benchmark::State& state, const std::string& archive, const std::string& kernel,
+                   const std::string& member) {
   kiln::TrustSet trust = kiln::TrustSet::load(bench_dir + "/test.pub");
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{&trust, 1};
-  long rss_added = -1, anon_added = -1;
-  double bound_kib = 0;
   for (auto _ : state) {
-    const bool first = rss_added < 0;  // memory is read on the first iteration only (reading it costs)
-    long before = first ? smaps_kib("Rss:") : 0, anon_before = first ? smaps_kib("Anonymous:") : 0;
-    std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
-    std::vector<std::uint8_t> code = a->read_member(member);
-    benchmark::DoNotOptimize(code.data());
-    if (first) {
-      rss_added = smaps_kib("Rss:") - before;
-      anon_added = smaps_kib("Anonymous:") - anon_before;
-      // Through the lazy lookup, not index(): decoding every page here would inflate the
-      // resident set of the next measurement (freed heap stays resident).
-      double stored = static_cast<double>(a->entry(static_cast<std::size_t>(a->find(member))).stored_size);
-      bound_kib = (static_cast<double>(a->header().index_size) + stored + static_cast<double>(code.size()) +
-                   static_cast<double>(a->kernel_table().bytes().size())) / 1024.0;
+    kiln_bench::start_uncached();
+    auto t0 = Clock::now();
+    load_one(archive, kernel, member, options);
+    state.SetIterationTime(seconds(t0, Clock::now()));
+  }
+  state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
+}
+
+// The scale goal: the N-kernel archive and the 1-kernel one opened and loaded alternately in
+// every iteration (which goes first alternates too), each uncached, so that drift of the machine
+// hits both alike. many_us and one_us are the means per iteration of each.
+void open_load_pair(benchmark::State& state, const std::string& one, const std::string& many,
+                    const std::string& many_kernel, const std::string& many_member) {
+  kiln::TrustSet trust = kiln::TrustSet::load(bench_dir + "/test.pub");
+  kiln::ReadOptions options;
+  options.policy = kiln::TrustPolicy{&trust, 1};
+  double one_s = 0, many_s = 0;
+  bool many_first = false;
+  for (auto _ : state) {
+    double t[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      const bool is_many = (i == 0) == many_first;
+      kiln_bench::start_uncached();
+      auto t0 = Clock::now();
+      if (is_many) {
+        load_one(many, many_kernel, many_member, options);
+      } else {
+        load_one(one, "noop_00000", "code/noop.00000.sm_90a.cubin", options);
+      }
+      t[is_many ? 1 : 0] = seconds(t0, Clock::now());
+    }
+    one_s += t[0];
+    many_s += t[1];
+    state.SetIterationTime(t[0] + t[1]);
+    many_first = !many_first;
+  }
+  state.counters["one_us"] = benchmark::Counter(one_s * 1e6, benchmark::Counter::kAvgIterations);
+  state.counters["many_us"] = benchmark::Counter(many_s * 1e6, benchmark::Counter::kAvgIterations);
+  state.counters["archive_mib"] = static_cast<double>(fs::file_size(many)) / (1 << 20);
+}
+
+// ---- memory: what open + load one kernel adds to a fresh process ----------------------------
+// Resident pages of this process's mappings of `path` (the archive's own pages, where it is
+// mapped), in KiB, from /proc/self/smaps.
+long mapped_rss_kib(const std::string& path) {
+  const std::string real = fs::canonical(path).string();
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  long total = 0;
+  while (std::getline(smaps, line)) {
+    std::size_t dash = line.find('-'), space = line.find(' ');
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && dash != std::string::npos && dash < space) {
+      inside = line.size() >= real.size() && line.compare(line.size() - real.size(), real.size(), real) == 0;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      total += std::strtol(line.c_str() + 4, nullptr, 10);
     }
   }
-  state.counters["rss_kib"] = static_cast<double>(rss_added);
-  state.counters["anon_kib"] = static_cast<double>(anon_added);
-  state.counters["bound_kib"] = bound_kib;
+  return total;
+}
+
+// kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER: run by memory_fresh_process as a fresh
+// process (/proc/self/exe). It loads the trust set (a runtime does that once, at creation), reads
+// its resident set, opens the archive and loads one kernel (record + code member, as load_one),
+// reads the resident set again with the archive still open and the code in hand, and prints one
+// JSON line. Nothing is warmed up first: what the first open of a fresh process brings in (the
+// allocator growing its arena, OpenSSL's digest and signature code setting itself up, the zstd
+// context, the reader's code pages executed for the first time) is part of the figure.
+//
+// The bound is what the reader has to hold for that: the index head (what the digest covers),
+// the signature block, the index pages it decoded for its three lookups (kiln/kernels.bin at open,
+// the record kiln/kernels/<name>, the code member: one, two or three distinct pages of 128
+// entries) and the three members it read (content, plus the stored copy where it is compressed,
+// which is a second buffer while it is decompressed). It is not the whole index: an archive of
+// 5,000 kernels has a ~3 MB index of which a lookup needs ~12 KiB of head and one page.
+int memory_mode(const std::string& trust_path, const std::string& archive, const std::string& kernel,
+                const std::string& member) {
+  kiln::TrustSet trust = kiln::TrustSet::load(trust_path);
+  kiln::ReadOptions options;
+  options.policy = kiln::TrustPolicy{&trust, 1};
+  const kiln_bench::Resident before = kiln_bench::resident_now();
+  std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+  kiln::KernelSpec spec = a->kernel(kernel);
+  std::vector<std::uint8_t> code = a->read_member(member);
+  const kiln_bench::Resident after = kiln_bench::resident_now();
+  benchmark::DoNotOptimize(spec);
+  benchmark::DoNotOptimize(code.data());
+  const long archive_kib = mapped_rss_kib(archive);  // after both readings: this read allocates
+
+  const kiln::format::Header& h = a->header();
+  const kiln::ByteView file = a->unchecked_file_bytes();
+  kiln::format::IndexHead head =
+      kiln::format::decode_index_head(file.sub(h.index_offset, h.index_head_size), h.index_size, h.index_offset);
+  const std::string paths[3] = {kiln::kKernelTablePath, kiln::kernel_record_path(kernel), member};
+  std::set<long> pages;
+  double members = 0;
+  for (const std::string& path : paths) {
+    pages.insert(head.page_for(path));
+    long i = a->find(path);
+    if (i < 0) throw std::runtime_error(archive + ": no member " + path);
+    const kiln::format::Entry& e = a->entry(static_cast<std::size_t>(i));
+    members += static_cast<double>(e.content_size) +
+               (e.compression == kiln::format::Compression::none ? 0.0 : static_cast<double>(e.stored_size));
+  }
+  double page_bytes = 0;
+  for (long p : pages) page_bytes += static_cast<double>(head.pages.at(static_cast<std::size_t>(p)).size);
+  const double head_bytes = static_cast<double>(h.index_head_size) + static_cast<double>(h.signature_block_size);
+  std::printf("{\"rss_kib\": %ld, \"anon_kib\": %ld, \"file_kib\": %ld, \"archive_kib\": %ld, \"bound_kib\": %.1f, "
+              "\"head_kib\": %.1f, \"pages\": %zu, \"pages_kib\": %.1f, \"members_kib\": %.1f, \"index_kib\": %.1f}\n",
+              after.rss_kib - before.rss_kib, after.anon_kib - before.anon_kib, after.file_kib() - before.file_kib(),
+              archive_kib, (head_bytes + page_bytes + members) / 1024, head_bytes / 1024, pages.size(),
+              page_bytes / 1024, members / 1024, static_cast<double>(h.index_size) / 1024);
+  return 0;
+}
+
+// Runs kiln_bench --memory for one archive in 3 fresh processes; counters are the medians.
+void memory_fresh_process(benchmark::State& state, const std::string& archive, const std::string& kernel,
+                          const std::string& member) {
+  const char* keys[] = {"rss_kib", "anon_kib", "file_kib", "archive_kib", "bound_kib", "head_kib", "pages_kib",
+                        "members_kib", "index_kib"};
+  std::vector<std::vector<double>> values(std::size(keys));
+  for (auto _ : state) {
+    for (int r = 0; r < 3; ++r) {
+      try {
+        std::string line =
+            kiln_bench::run_fresh_process({"kiln_bench", "--memory", bench_dir + "/test.pub", archive, kernel, member});
+        for (std::size_t k = 0; k < std::size(keys); ++k) values[k].push_back(kiln_bench::json_number(line, keys[k]));
+      } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+        return;
+      }
+    }
+  }
+  for (std::size_t k = 0; k < std::size(keys); ++k) {
+    std::sort(values[k].begin(), values[k].end());
+    state.counters[keys[k]] = values[k][values[k].size() / 2];
+  }
   state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
 }
 
@@ -109,18 +246,19 @@ void verify_in_process(benchmark::State& state, const std::string& archive) {
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{&trust, 1};
   for (auto _ : state) {
+    kiln_bench::start_uncached();
     std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
     a->verify_all(1, false, nullptr);
   }
   state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
 }
 
-// The baseline of a load: the code object read from its own file, as a program that ships
-// bare cubins does before handing them to the driver.
+// The baseline of a load: the code object read from its own file (bench_util.hpp: open, fstat,
+// one read into a buffer sized once, close), as a program that ships bare cubins does before
+// handing them to the driver.
 void read_plain_file(benchmark::State& state, const std::string& path) {
   for (auto _ : state) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<char> bytes = kiln_bench::read_whole_file(path);
     benchmark::DoNotOptimize(bytes.data());
   }
 }
@@ -154,7 +292,8 @@ std::string kiln_binary() {
 }
 
 void register_scale(const std::string& shape) {
-  // Archives named <shape>-<kernels>.kiln; the member read is the middle kernel's sm_90a cubin.
+  // Archives named <shape>-<kernels>.kiln; the kernel loaded is the middle one, its member the
+  // sm_90a cubin.
   std::vector<std::pair<long, fs::path>> found;
   for (const fs::directory_entry& e : fs::directory_iterator(bench_dir + "/scale")) {
     std::string name = e.path().filename().string();
@@ -163,20 +302,40 @@ void register_scale(const std::string& shape) {
     }
   }
   std::sort(found.begin(), found.end());
-  for (const auto& [kernels, path] : found) {
+  auto kernel_of = [](long kernels) {
+    char name[32];
+    std::snprintf(name, sizeof name, "noop_%05ld", kernels / 2);
+    return std::string(name);
+  };
+  auto member_of = [](long kernels) {
     char member[64];
     std::snprintf(member, sizeof member, "code/noop.%05ld.sm_90a.cubin", kernels / 2);
-    std::string label = "open+load-one/" + shape + "/kernels:" + std::to_string(kernels);
-    benchmark::RegisterBenchmark(label.c_str(), open_load_one, path.string(), std::string(member))
-        ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-    benchmark::RegisterBenchmark(("verify-in-process/" + shape + "/kernels:" + std::to_string(kernels)).c_str(),
-                                 verify_in_process, path.string())
+    return std::string(member);
+  };
+  for (const auto& [kernels, path] : found) {
+    const std::string suffix = shape + "/kernels:" + std::to_string(kernels);
+    repeated(benchmark::RegisterBenchmark(("open+load-one/" + suffix).c_str(), open_load_one, path.string(),
+                                          kernel_of(kernels), member_of(kernels)))
+        ->Unit(benchmark::kMicrosecond)->UseManualTime()->MinTime(0.1);
+    benchmark::RegisterBenchmark(("memory/" + suffix).c_str(), memory_fresh_process, path.string(), kernel_of(kernels),
+                                 member_of(kernels))
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Repetitions(1);
+    repeated(benchmark::RegisterBenchmark(("verify-in-process/" + suffix).c_str(), verify_in_process, path.string()),
+             kSlowRepetitions)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.2);
+  }
+  // The scale goal: the largest archive against the 1-kernel one, interleaved.
+  if (found.size() > 1 && found.front().first == 1) {
+    const auto& [kernels, path] = found.back();
+    repeated(benchmark::RegisterBenchmark(("open+load-one-pair/" + shape + "/kernels:" + std::to_string(kernels)).c_str(),
+                                          open_load_pair, found.front().second.string(), path.string(),
+                                          kernel_of(kernels), member_of(kernels)))
+        ->Unit(benchmark::kMicrosecond)->UseManualTime()->MinTime(0.2);
   }
   std::string plain = bench_dir + "/scale/" + shape + ".sm_90a.cubin";
   if (fs::exists(plain)) {
-    benchmark::RegisterBenchmark(("read-plain-cubin/" + shape).c_str(), read_plain_file, plain)
-        ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+    repeated(benchmark::RegisterBenchmark(("read-plain-cubin/" + shape).c_str(), read_plain_file, plain))
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.1);
   }
 }
 
@@ -187,29 +346,25 @@ void register_commands() {
   for (unsigned t = 1; t <= cores; t *= 2) threads.push_back(t);
   if (threads.back() != cores) threads.push_back(cores);
   const int level = 9;
+  // One run per repetition, the median of 3.
+  auto command = [](const std::string& name, std::vector<std::string> argv) {
+    repeated(benchmark::RegisterBenchmark(name.c_str(), command_benchmark, std::move(argv)), kSlowRepetitions)
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+  };
   if (fs::exists(dir + "/verify.kiln")) {
-    benchmark::RegisterBenchmark("verify/openssl-dgst-sha256", command_benchmark,
-                                 std::vector<std::string>{"openssl", "dgst", "-sha256", dir + "/verify.kiln"})
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    command("verify/openssl-dgst-sha256", {"openssl", "dgst", "-sha256", dir + "/verify.kiln"});
     for (unsigned t : threads) {
-      benchmark::RegisterBenchmark(("verify/kiln/threads:" + std::to_string(t)).c_str(), command_benchmark,
-                                   std::vector<std::string>{kiln, "verify", dir + "/verify.kiln", "--trust",
-                                                            dir + "/test.pub", "-j", std::to_string(t)})
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+      command("verify/kiln/threads:" + std::to_string(t),
+              {kiln, "verify", dir + "/verify.kiln", "--trust", dir + "/test.pub", "-j", std::to_string(t)});
     }
   }
   if (fs::exists(dir + "/pack/kiln.toml")) {
     for (unsigned t : threads) {
       std::string ts = std::to_string(t);
-      benchmark::RegisterBenchmark(("pack/zstd/threads:" + ts).c_str(), command_benchmark,
-                                   std::vector<std::string>{"zstd", "-q", "-f", "-" + std::to_string(level), "-T" + ts,
-                                                            dir + "/pack.concat", "-o", dir + "/pack.concat.zst"})
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-      benchmark::RegisterBenchmark(("pack/kiln/threads:" + ts).c_str(), command_benchmark,
-                                   std::vector<std::string>{kiln, "pack", dir + "/pack/kiln.toml", "--key",
-                                                            dir + "/test.key", "-o", dir + "/pack.out.kiln", "-l",
-                                                            std::to_string(level), "-j", ts, "-q"})
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+      command("pack/zstd/threads:" + ts, {"zstd", "-q", "-f", "-" + std::to_string(level), "-T" + ts,
+                                          dir + "/pack.concat", "-o", dir + "/pack.concat.zst"});
+      command("pack/kiln/threads:" + ts, {kiln, "pack", dir + "/pack/kiln.toml", "--key", dir + "/test.key", "-o",
+                                          dir + "/pack.out.kiln", "-l", std::to_string(level), "-j", ts, "-q"});
     }
   }
 }
@@ -256,7 +411,8 @@ void BM_shape_match_fixed(benchmark::State& state) {
   // The last two declared shapes (the one shape twice when there is one: a repeated call).
   run_match(state, shape_kernel(shapes), 16 * count, 16 * (count > 1 ? count - 1 : count));
 }
-BENCHMARK(BM_shape_match_fixed)->Name("shape-match/fixed/shapes")->Arg(1)->Arg(64)->Arg(512);
+BENCHMARK(BM_shape_match_fixed)->Name("shape-match/fixed/shapes")->Arg(1)->Arg(64)->Arg(512)
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
 
 const char* kAnyM =
     "[[kernel.shape]]\nname = \"any_m\"\nranges = { m = [1, 8192] }\nvalues = { n = 4096, k = 4096 }\n"
@@ -264,9 +420,11 @@ const char* kAnyM =
     "shared_mem = \"min(65536, 1024 * cdiv(k, 64))\"\n";
 
 void BM_shape_match_range(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096, 4080); }
-BENCHMARK(BM_shape_match_range)->Name("shape-match/range/one-shape");
+BENCHMARK(BM_shape_match_range)->Name("shape-match/range/one-shape")
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
 void BM_shape_match_range_repeated(benchmark::State& state) { run_match(state, shape_kernel(kAnyM), 4096, 4096); }
-BENCHMARK(BM_shape_match_range_repeated)->Name("shape-match/range/one-shape-repeated-call");
+BENCHMARK(BM_shape_match_range_repeated)->Name("shape-match/range/one-shape-repeated-call")
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
 
 // A small-M specialisation declared first, which the call (m = 4096) falls through.
 void BM_shape_match_range_second(benchmark::State& state) {
@@ -274,7 +432,8 @@ void BM_shape_match_range_second(benchmark::State& state) {
                       "grid = [\"cdiv(n, 128)\", 1]\nblock = [128]\n";
   run_match(state, shape_kernel(small + kAnyM), 4096, 4080);
 }
-BENCHMARK(BM_shape_match_range_second)->Name("shape-match/range/second-of-two");
+BENCHMARK(BM_shape_match_range_second)->Name("shape-match/range/second-of-two")
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
 
 }  // namespace
 
@@ -347,19 +506,34 @@ void BM_kernel_args(benchmark::State& state) {
     benchmark::DoNotOptimize(config);
   }
 }
-BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match-only")->Arg(0);
-BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build")->Arg(1);
-BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build-alternating-calls")->Arg(2);
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match-only")->Arg(0)
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build")->Arg(1)
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
+BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build-alternating-calls")->Arg(2)
+    ->MinTime(0.1)->Repetitions(kRepetitions)->DisplayAggregatesOnly(true);
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The memory rows' child: before anything else, so that the process has warmed up nothing.
+  if (argc == 6 && std::strcmp(argv[1], "--memory") == 0) {
+    try {
+      return memory_mode(argv[2], argv[3], argv[4], argv[5]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln_bench --memory %s: %s\n", argv[3], e.what());
+      return 1;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: kiln_bench BENCH_DIR [--benchmark_* flags]\n");
+    std::fprintf(stderr, "usage: kiln_bench BENCH_DIR [--benchmark_* flags]\n       kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER\n");
     return 2;
   }
   bench_dir = argv[1];
+  // The machine and the date the figures belong to, in the JSON's context (report.py prints them).
+  benchmark::AddCustomContext("cpu_model", kiln_bench::cpu_model());
+  benchmark::AddCustomContext("date_utc", kiln_bench::utc_now());
   if (fs::exists(bench_dir + "/scale")) {
     register_scale("small");
     register_scale("big");

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Draws the scaling curves of a benchmark run (tests/bench/run.sh writes scaling.csv):
-open + load one kernel against kernel count, resident memory against archive size (with the
-bound: index + kernel table + the member used), verify time against archive size, and verify
-against thread count beside openssl.
+open + load one kernel against kernel count, the heap a fresh process adds by open + load one
+against archive size (with the bound: what the reader holds, index head, decoded pages and the
+members read), verify time against archive size, and verify against thread count beside openssl.
 usage: plot_scaling.py SCALING_CSV OUT.png"""
 import collections
 import csv
@@ -30,11 +30,11 @@ ax.legend()
 
 ax = axes[1]
 for shape in ("small", "big"):
-    for measure, style in (("resident", "-o"), ("bound", "--")):
-        pts = sorted((float(r["archive_mib"]), float(r["value"]) / 1024) for r in series[(measure, shape)])
+    for measure, style, label in (("heap", "-o", "heap added, fresh process"), ("bound", "--", "what the reader holds")):
+        pts = sorted((float(r["archive_mib"]), float(r["value"])) for r in series[(measure, shape)])
         if pts:
-            ax.plot(*zip(*pts), style, label=f"{shape}: {'resident added' if measure == 'resident' else 'index+table+member'}")
-ax.set(xscale="log", yscale="log", xlabel="archive size (MiB)", ylabel="MiB", title="Memory after open + load one")
+            ax.plot(*zip(*pts), style, label=f"{shape}: {label}")
+ax.set(xscale="log", yscale="symlog", xlabel="archive size (MiB)", ylabel="KiB", title="Memory after open + load one")
 ax.legend(fontsize=8)
 
 ax = axes[2]

@@ -2,8 +2,9 @@
 # kiln's benchmark harness: prepares the archives, runs kiln_bench (host side, Google Benchmark)
 # and, with --gpu, kiln_runtime_bench (on a GPU), then prints one comparison table last.
 #   tests/bench/run.sh --bin DIR --keys DIR --code DIR --work DIR [--counts "1 10 100 1000 5000"] [--gpu]
-# Prepared archives are kept in the work folder and reused; results are kiln_bench.json,
-# *.rows.json and scaling.csv there (tests/bench/plot_scaling.py draws the curves from it).
+# Prepared archives are kept in the work folder and reused; results are kiln_bench.json (every
+# repetition and the median aggregates report.py reads), *.rows.json, report.json (the table, with
+# the machine and the date) and scaling.csv there (tests/bench/plot_scaling.py draws the curves).
 # --bin holds kiln, kiln_bench, kiln_runtime_bench; --keys test.key and test.pub; --code the
 # code objects the build made in tests/bench (noop.* and big.*). After a build here:
 #   tests/bench/run.sh --bin build/bin --keys build/tests/keys --code build/tests/bench --work /tmp/kb
@@ -110,4 +111,5 @@ if [ $gpu = 1 ]; then
 fi
 # Rows from other programs of the same run (kiln_runtime_bench, python_launch_bench.py) are
 # *.rows.json files in the work folder.
-python3 "$here/report.py" "$work/kiln_bench.json" $(ls "$work"/*.rows.json 2>/dev/null) --csv "$work/scaling.csv"
+python3 "$here/report.py" "$work/kiln_bench.json" $(ls "$work"/*.rows.json 2>/dev/null) --csv "$work/scaling.csv" \
+  --json "$work/report.json"
