@@ -19,26 +19,17 @@
 #include <string>
 #include <vector>
 
+#include "verification_cache.hpp"
+
 extern char** environ;
 
 // Every cold open must start with nothing cached in the process: a second open of an archive
-// already verified skips its Ed25519 check once the process-wide verification cache exists
-// (kiln::clear_verification_cache(), runtime/core/trust.hpp). Until it does, the call is compiled
-// out; define KILN_BENCH_CLEAR_VERIFICATION_CACHE (or remove this guard) when it lands.
-// TODO(lead): remove the #ifdef once kiln::clear_verification_cache() is in trust.hpp.
-#ifdef KILN_BENCH_CLEAR_VERIFICATION_CACHE
-namespace kiln {
-void clear_verification_cache();
-}
-#endif
-
+// already verified skips its Ed25519 check (the process-wide memo of verification_cache.hpp).
+// Programs that time first opens clear it; they must link the runtime statically (kiln_core,
+// kiln_c_api), so that the memo cleared is the one their opens consult.
 namespace kiln_bench {
 
-inline void start_uncached() {
-#ifdef KILN_BENCH_CLEAR_VERIFICATION_CACHE
-  kiln::clear_verification_cache();
-#endif
-}
+inline void start_uncached() { kiln::clear_verification_cache(); }
 
 // The whole file into one buffer sized once: open, fstat, read until every byte is in (a read
 // may return fewer bytes than asked), close. What a program that ships bare code objects does.

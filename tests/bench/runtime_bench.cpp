@@ -71,12 +71,9 @@ std::vector<char> read_file(const std::string& path) {
   }
 }
 
-// Every kiln cold open starts uncached. TODO(lead): kiln_bench::start_uncached() calls
-// kiln::clear_verification_cache() (bench_util.hpp, behind KILN_BENCH_CLEAR_VERIFICATION_CACHE),
-// but this program reaches the runtime through libkiln.so, which holds its own copy of kiln_core
-// (linked into both, exported by neither): clearing the copy linked into this executable does not
-// clear libkiln.so's cache. The clear must reach libkiln.so (an exported hook) or this program must
-// link kiln_c_api statically instead of libkiln.
+// Every kiln cold open starts uncached. This program links the C API statically (kiln_c_api,
+// the sources of libkiln.so), so the memo it clears is the one its opens use; libkiln.so keeps
+// its copy of kiln_core to itself.
 void start_uncached() { kiln_bench::start_uncached(); }
 
 struct Kiln {
