@@ -16,9 +16,15 @@
 namespace kiln {
 namespace {
 
-// A member is kept raw when zstd saves less than 1/32 of it: cubins full of already
-// dense machine code often do not pay for the decompression at load time.
-bool compression_pays(std::size_t content, std::size_t compressed) { return compressed < content - content / 32; }
+// A member is kept raw when zstd saves less than 1/32 of it (cubins full of already dense
+// machine code often do not pay for the decompression at load time), or less than 512 bytes:
+// decoding a zstd frame has a fixed cost (its tables are rebuilt per frame: a few microseconds,
+// measured on the GPU host) that the runtime pays on every open for the kernel table and every
+// kernel record it reads, to save a hundred bytes each.
+constexpr std::size_t kMinCompressionSaving = 512;
+bool compression_pays(std::size_t content, std::size_t compressed) {
+  return compressed < content && content - compressed > std::max(content / 32, kMinCompressionSaving - 1);
+}
 
 // Where the bytes go: appended in order, and the header patched in place at the end
 // (its offsets are known only once every member has been written).

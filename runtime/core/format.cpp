@@ -428,11 +428,28 @@ long IndexHead::page_for(const std::string& path) const {
   return static_cast<long>(lo) - 1;
 }
 
+// Where the writer ends the page that starts at `first`: after kEntriesPerPage entries, and
+// also around the two members every open of the archive reads, so that they sit alone in a
+// small page: a new page starts at kiln.toml and right after kiln/kernels.bin (kiln.toml sorts
+// just before it). Opening an archive of thousands of kernels then hashes and decodes a page
+// of two entries, not one of 128, to find its kernel table.
+namespace {
+std::size_t page_end(const std::vector<Entry>& entries, std::size_t first) {
+  constexpr const char* kKernelTablePagePath = "kiln/kernels.bin";  // kernel_table.hpp's kKernelTablePath
+  std::size_t end = first + 1;
+  while (end < entries.size() && end - first < kEntriesPerPage && entries[end].path != kManifestPath &&
+         entries[end - 1].path != kKernelTablePagePath) {
+    ++end;
+  }
+  return end;
+}
+}  // namespace
+
 EncodedIndex encode_index(const Index& index) {
   std::vector<std::vector<std::uint8_t>> pages;
   std::vector<PageRef> refs;
-  for (std::size_t first = 0; first < index.entries.size(); first += kEntriesPerPage) {
-    std::size_t end = std::min(index.entries.size(), first + kEntriesPerPage);
+  for (std::size_t first = 0, end = 0; first < index.entries.size(); first = end) {
+    end = page_end(index.entries, first);
     ByteWriter w;
     w.bytes(kIndexPageMagic.data(), kIndexPageMagic.size());
     for (std::size_t i = first; i < end; ++i) encode_entry(w, index.entries[i]);

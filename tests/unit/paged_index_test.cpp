@@ -56,6 +56,11 @@ TEST_F(PagedIndex, EveryMemberIsFoundAcrossPages) {
       format::decode_index_head(ByteView(bytes.data() + h.index_offset, h.index_head_size), h.index_size, h.index_offset);
   ASSERT_GE(head.pages.size(), 3u);
   EXPECT_EQ(head.pages[0].entry_count, format::kEntriesPerPage);
+  // kiln.toml and kiln/kernels.bin, which every open reads, sit alone in a page of two (FORMAT.md §3).
+  long table_page = head.page_for("kiln/kernels.bin");
+  ASSERT_GE(table_page, 0);
+  EXPECT_EQ(head.pages[static_cast<std::size_t>(table_page)].first_path, "kiln.toml");
+  EXPECT_EQ(head.pages[static_cast<std::size_t>(table_page)].entry_count, 2u);
   for (int i = 0; i < kDataMembers; ++i) {
     long position = a->find(data_path(i));
     ASSERT_GE(position, 0) << data_path(i);
@@ -179,15 +184,15 @@ TEST_F(PagedHead, RoundTripsAndRefusesHeadsThatDisagreeWithTheirPages) {
             "the next page's members (or the index) begin");
 
   // A head size that cuts a page reference, or that moves the pages past the end of the index.
-  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size - 1), "index head at offset 206: needs 13 more bytes but only 12 remain");
+  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size - 1), "index head at offset 269: needs 9 more bytes but only 8 remain");
   EXPECT_EQ(refusal(encoded.bytes, encoded.head_size + 1),
-            "index head at offset 219: index page 2: 4800 bytes cannot hold 44 entries within the index");
-  EXPECT_EQ(refusal(encoded.bytes, 0), "header: index head size 0 is outside 1..32939 (the index size)");
+            "index head at offset 278: index page 3: 113 bytes cannot hold 1 entries within the index");
+  EXPECT_EQ(refusal(encoded.bytes, 0), "header: index head size 0 is outside 1..33006 (the index size)");
   // A byte after the last page reference (the pages moved along with it, so that only the
   // head is wrong), and a byte after the last page that no page covers.
   std::vector<std::uint8_t> trailing = encoded.bytes;
   trailing.insert(trailing.begin() + static_cast<std::ptrdiff_t>(encoded.head_size), 0);
-  EXPECT_EQ(refusal(trailing, encoded.head_size + 1), "index head at offset 219: 1 trailing bytes after the last page reference");
+  EXPECT_EQ(refusal(trailing, encoded.head_size + 1), "index head at offset 278: 1 trailing bytes after the last page reference");
   std::vector<std::uint8_t> uncovered = encoded.bytes;
   uncovered.push_back(0);
   EXPECT_EQ(refusal(uncovered, encoded.head_size),

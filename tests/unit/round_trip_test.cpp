@@ -42,8 +42,38 @@ TEST_F(RoundTrip, EveryMemberComesBackIdentical) {
     saw_raw = saw_raw || e.compression == format::Compression::none;
     saw_zstd = saw_zstd || e.compression == format::Compression::zstd;
   }
-  EXPECT_TRUE(saw_raw) << "the random blob should have been stored raw";
-  EXPECT_TRUE(saw_zstd) << "the text members should have been compressed";
+  EXPECT_TRUE(saw_raw) << "the random blob and the small text members should have been stored raw";
+  EXPECT_FALSE(saw_zstd) << "every member here is too small for a frame to pay (FORMAT.md §4)";
+}
+
+// The writer's compression rule (FORMAT.md §4): a zstd frame is stored exactly when it saves more
+// than 1/32 of the member and at least 512 bytes.
+TEST_F(RoundTrip, AFrameIsStoredOnlyWhereItSavesEnough) {
+  PackageIdentity id = test::default_identity();
+  std::string text;
+  while (text.size() < 8192) text += "__global__ void kernel_" + std::to_string(text.size()) + "(float* x) {}\n";
+  std::vector<std::uint8_t> random(8192);
+  std::uint32_t state = 12345;
+  for (std::uint8_t& b : random) b = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  std::vector<MemberInput> extra(4);
+  extra[0].path = "extra/text-8k.txt";  // compresses well: a frame
+  extra[0].content = test::bytes_of(text);
+  extra[1].path = "extra/text-300.txt";  // compresses, but saves under 512 bytes: raw
+  extra[1].content = test::bytes_of(text.substr(0, 300));
+  extra[2].path = "extra/random-8k.bin";  // zstd cannot shrink it: raw
+  extra[2].content = random;
+  extra[3].path = "extra/empty.bin";  // empty: raw
+  for (MemberInput& m : extra) m.role = format::Role::meta;
+  std::vector<MemberInput> members = test::small_members_with(id, extra);
+  std::vector<std::uint8_t> bytes = build_archive(id, members, {Signer{&key, "t", 0}}, {});
+  std::unique_ptr<Archive> a = test::open_and_verify(bytes, test::trust_of({&key}));
+  auto compression = [&](const std::string& path) { return a->entry(static_cast<std::size_t>(a->find(path))).compression; };
+  EXPECT_EQ(compression("extra/text-8k.txt"), format::Compression::zstd);
+  EXPECT_EQ(compression("extra/text-300.txt"), format::Compression::none);
+  EXPECT_EQ(compression("extra/random-8k.bin"), format::Compression::none);
+  EXPECT_EQ(compression("extra/empty.bin"), format::Compression::none);
+  EXPECT_EQ(compression("kiln/kernels.bin"), format::Compression::none);
+  for (const MemberInput& m : extra) EXPECT_EQ(a->read_member(m.path), m.content) << m.path;
 }
 
 TEST_F(RoundTrip, SameInputsAndKeyGiveIdenticalBytesWhateverTheThreadCount) {
