@@ -13,7 +13,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON -DKILN_R
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
 cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_open_profile,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
-cp -P "$build"/lib/libkiln.so* "$stage/lib/"
+# The current library and its two links only: an older libkiln.so.0.x.y left in the build folder
+# would take megabytes of the 64 MiB the device tool carries.
+cp -P "$build"/lib/libkiln.so "$build"/lib/libkiln.so.0 "$(readlink -f "$build"/lib/libkiln.so.0)" "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 # The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU
 # machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.

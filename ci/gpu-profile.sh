@@ -4,9 +4,11 @@
 # tests/bench/run.sh does), runs kiln_open_profile on both (signature memo cleared each time, and
 # not), then again under `perf record` and prints perf's top symbols. Prints the phase table last.
 #   ci/gpu-profile.sh [REPS]    (default 3000)
+# KILN_STAGE names the staged folder (.gpu-stage by default; ci/gpu-profile-stage.sh makes
+# .gpu-prof, which brings perf and its libraries in tools/: the GPU machine has none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage=$(pwd)/.gpu-stage
+stage=$(pwd)/${KILN_STAGE:-.gpu-stage}
 reps=${1:-3000}
 work=/tmp/kiln-profile
 out=${OUT:-/tmp}
@@ -28,16 +30,21 @@ for n in 1 5000; do
     table+=("$(cat "$work/phases.txt")")
   done
 done
-if command -v perf >/dev/null; then
+perf=perf
+if [ -x "$stage/tools/perf" ]; then
+  perf="$stage/tools/perf"
+  export LD_LIBRARY_PATH="$stage/tools/lib:$LD_LIBRARY_PATH"
+fi
+if command -v "$perf" >/dev/null; then
   for n in 1 5000; do
     for mode in --uncached ""; do
       name="small-$n${mode:+-uncached}"
-      perf record -q -F 15000 -g -o "$work/$name.perf" "$stage/bin/kiln_open_profile" "$work/small-$n.kiln" "$stage/keys/test.pub" \
+      "$perf" record -q -e cpu-clock -F 20000 --call-graph dwarf,16384 -o "$work/$name.perf" "$stage/bin/kiln_open_profile" "$work/small-$n.kiln" "$stage/keys/test.pub" \
         "noop_$(printf %05d $((n / 2)))" "$reps" $mode >/dev/null 2>&1 || echo "perf record failed for $name"
       echo "===== perf: $name, self time by shared object and symbol (top 45)"
-      perf report -i "$work/$name.perf" --no-children --sort dso,sym --stdio -g none 2>/dev/null | grep '%' | head -45
+      "$perf" report -i "$work/$name.perf" --no-children --sort dso,sym --stdio -g none 2>/dev/null | grep '%' | head -45
       echo "===== perf: $name, time including callees, kiln's functions (top 40)"
-      perf report -i "$work/$name.perf" --children --sort sym --stdio -g none 2>/dev/null | grep '%' | grep -E 'kiln|EVP|ZSTD|cu[A-Z]|sha|ossl|ed25519|malloc|free|read|open|mmap|munmap' | head -40
+      "$perf" report -i "$work/$name.perf" --children --sort sym --stdio -g none 2>/dev/null | grep '%' | grep -E 'kiln|EVP|ZSTD|cu[A-Z]|sha|ossl|ed25519|malloc|free|read|open|mmap|munmap' | head -40
     done
   done
 else
