@@ -14,6 +14,10 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
 cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
 cp -P "$build"/lib/libkiln.so* "$stage/lib/"
+# kiln._fastlaunch (packager/python/CMakeLists.txt), abi3 for CPython >= 3.11 (the GPU machine
+# runs 3.12): beside libkiln, where kiln/__init__.py finds it with PYTHONPATH=packager/python and
+# KILN_LIBRARY=$stage/lib/libkiln.so.0 (ci/gpu-run.sh). Built wherever python3-dev is installed.
+cp "$build/lib/_fastlaunch.abi3.so" "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 # The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU
 # machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.

@@ -508,8 +508,9 @@ def _kernel_class():
                         lo, hi = _INT_BOUNDS[p["dtype"]]
                         spec.append((ext.KIND_SIGNED if lo < 0 else ext.KIND_UNSIGNED, _DTYPES[p["dtype"]][1], lo, hi))
                 routes = tuple(_ROUTES.get(r) for r in range(max(_ROUTES) + 1))
-                self._setup(_lib.get().launch_address, self._handle.value or 0, tuple(spec), self._references,
-                            self.name, _call, routes)
+                self._launch_spec = (_lib.get().launch_address, self._handle.value or 0, tuple(spec),
+                                     self._references, self.name, _call, routes)
+                self._setup(*self._launch_spec)
 
         _ExtensionKernel.__name__ = _ExtensionKernel.__qualname__ = "Kernel"
         _extension_kernel[0] = _ExtensionKernel

@@ -215,6 +215,8 @@ def test_the_installed_wheel_carries_libkiln_and_the_command():
     assert "site-packages" in package, package
     assert kiln.library_version().startswith("0.")
     assert kiln._lib.get()._name == os.path.join(package, "lib", "libkiln.so.0")  # the bundled one was loaded
+    if os.environ.get("KILN_TEST_EXPECT_EXTENSION"):  # kiln._fastlaunch, inside the package
+        assert kiln._lib.get().extension_status == "in the package", kiln._lib.get().extension_status
     cli = os.environ["KILN_CLI"]
     import subprocess
     out = subprocess.run([cli, "--version"], capture_output=True, text=True)
