@@ -365,7 +365,8 @@ class Kernel:
             self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
                                 "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.
-        self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]
+        self._slots = [ctypes.c_uint64() if p["pointer"] else (_DTYPES[p["dtype"]][0] or type(None))()
+                       for p in self.params]
         if any(slot is None for slot in self._slots):
             raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
         self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])

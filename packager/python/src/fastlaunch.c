@@ -296,7 +296,8 @@ static int fill(Launcher* self, Py_ssize_t i, PyObject* value, void* slot, long*
     return rc;
   }
   if (p->kind == KIND_FLOAT) {
-    if (!PyFloat_CheckExact(value)) return convert_in_python(self, s_convert, i, value, slot);
+    /* PyFloat_AsDouble, as ctypes' own setter: an int too large for a double raises the same error */
+    if (!PyFloat_CheckExact(value) && !PyLong_CheckExact(value)) return convert_in_python(self, s_convert, i, value, slot);
     return store_converted(slot, p, value);
   }
   if (!PyLong_CheckExact(value)) return convert_in_python(self, s_convert, i, value, slot);

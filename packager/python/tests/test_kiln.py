@@ -225,16 +225,14 @@ def test_the_installed_wheel_carries_libkiln_and_the_command():
 
 # ---- The two call paths (kiln._fastlaunch and ctypes) against each other: what libkiln receives.
 
-def capture_launches(rt, name="scale"):
+def capture_launches(rt, name, sizes):
     """Registers a reference at the C level (not through register_reference, so the launch takes
-    the path a native launch takes) that records what libkiln was handed: the four arguments of
-    `scale` (y, x pointers; a float32; n uint32) as stored in the argument array, and the stream."""
+    the path a native launch takes) that records what libkiln was handed: each argument's bytes as
+    stored in the argument array (sizes: one byte count per parameter), and the stream."""
     seen = []
 
     def reference(info_p, argv, argc, stream, user):
-        value = lambda i, t: ctypes.cast(argv[i], ctypes.POINTER(t)).contents.value  # noqa: E731
-        seen.append((value(0, ctypes.c_uint64), value(1, ctypes.c_uint64), value(2, ctypes.c_float),
-                     value(3, ctypes.c_uint32), stream))
+        seen.append((tuple(ctypes.string_at(argv[i], size).hex() for i, size in enumerate(sizes)), stream))
         return 0
 
     callback = kiln._REFERENCE_FN(reference)
@@ -248,32 +246,50 @@ def outcome(kernel, seen, args, kwargs):
         route = kernel(*args, **kwargs)
     except Exception as e:
         return ("raised", type(e), str(e))
-    return ("ran", route, repr(seen))  # repr: NaN equals itself
+    return ("ran", route, list(seen))
 
 
-def test_both_paths_hand_libkiln_the_same_arguments_and_raise_the_same_errors(monkeypatch):
-    np = pytest.importorskip("numpy")
+def both_paths(monkeypatch, archive_name, kernel_name):
+    """(runtime, kernel through ctypes, kernel through the extension, what the launches were handed)"""
+    path = os.path.join(ARCHIVES, archive_name)
+    if not os.path.exists(path):
+        pytest.skip(f"{archive_name} is not in this build")
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
-    seen, keep = capture_launches(rt)
-    archive = rt.open(os.path.join(ARCHIVES, "scale.kiln"))
+    archive = rt.open(path)
     monkeypatch.setenv("KILN_PYTHON_NO_EXTENSION", "1")
-    by_ctypes = archive.kernel("scale")
+    by_ctypes = archive.kernel(kernel_name)
     monkeypatch.delenv("KILN_PYTHON_NO_EXTENSION")
-    by_extension = archive.kernel("scale")
+    by_extension = archive.kernel(kernel_name)
     assert by_ctypes.launcher == "ctypes"
     if by_extension.launcher != "extension":
         if os.environ.get("KILN_TEST_EXPECT_EXTENSION"):
             pytest.fail(f"kiln._fastlaunch is not loaded: {kiln._lib.get().extension_status}")
         pytest.skip(f"no kiln._fastlaunch: {kiln._lib.get().extension_status}")
+    sizes = [8 if p["pointer"] else kiln._DTYPES[p["dtype"]][1] for p in by_ctypes.params]
+    seen, keep = capture_launches(rt, kernel_name, sizes)
+    return rt, by_ctypes, by_extension, seen, keep
+
+
+def assert_same_outcomes(by_ctypes, by_extension, seen, cases):
+    for args, kwargs in cases:
+        want = outcome(by_ctypes, seen, args, kwargs)
+        got = outcome(by_extension, seen, args, kwargs)
+        assert got == want, (args, kwargs)
+
+
+class IntLike(int):
+    pass
+
+
+def test_both_paths_hand_libkiln_the_same_arguments_and_raise_the_same_errors(monkeypatch):
+    np = pytest.importorskip("numpy")
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "scale.kiln", "scale")  # y, x, a: f32, n: u32
     y, x = (ctypes.c_float * 4)(), np.zeros(4, dtype=np.float32)
-
-    class IntLike(int):
-        pass
-
-    cases = [
+    assert_same_outcomes(by_ctypes, by_extension, seen, [
         ((y, x, 2.5, 4), {}), ((y, x, 2, 4), {}), ((y, x, True, 4), {}), ((y, x, 2.5, True), {}),
         ((y, x, 1e300, 4), {}), ((y, x, -0.0, 0), {}), ((y, x, float("nan"), 4294967295), {}),
-        ((y, x, 2**200, 4), {}), ((y, x, np.float32(0.1), np.uint32(7)), {}), ((y, x, 0.1, np.int64(9)), {}),
+        ((y, x, 2**200, 4), {}), ((y, x, 2**2000, 4), {}), ((y, x, IntLike(3), IntLike(4)), {}),
+        ((y, x, np.float32(0.1), np.uint32(7)), {}), ((y, x, 0.1, np.int64(9)), {}),
         ((0x1000, 2**64 - 1, 1.0, 1), {}), ((-1, IntLike(5), 1.0, 1), {}), ((2**64 + 7, 0, 1.0, 1), {}),
         ((y, x, 2.5, 4), {"stream": 1234}), ((y, x, 2.5, 4), {"stream": -1}), ((y, x, 2.5, 4), {"stream": 2**64 + 5}),
         ((y, x, 2.5, 4), {"stream": "default"}), ((y, x, 2.5, 4), {"stream": 1.5}), ((y, x, 2.5, 4), {"strm": None}),
@@ -281,13 +297,22 @@ def test_both_paths_hand_libkiln_the_same_arguments_and_raise_the_same_errors(mo
         ((y, x, 2.5, 4.0), {}), ((y, x, "2.5", 4), {}), ((y, x, 2.5, "4"), {}), ((y, x, None, 4), {}),
         ((y, "x", 2.5, 4), {}), ((y, None, 2.5, 4), {}), ((y, 1.5, 2.5, 4), {}), ((y, x, 2.5), {}), ((), {}),
         ((y, x, 2.5, 4, 5), {}),
-    ]
-    for args, kwargs in cases:
-        want = outcome(by_ctypes, seen, args, kwargs)
-        got = outcome(by_extension, seen, args, kwargs)
-        assert got == want, (args, kwargs)
+    ])
     assert outcome(by_extension, seen, (y, x, 2.5, 4), {})[0] == "ran"
     assert outcome(by_extension, seen, (y, x, 2.5, -1), {})[0] == "raised"
+
+
+def test_both_paths_agree_on_signed_scalars(monkeypatch):
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "matmul-relu.kiln", "matmul_relu")  # m, n, k: i32
+    a = (ctypes.c_float * 4)()
+    assert_same_outcomes(by_ctypes, by_extension, seen, [
+        ((a, a, a, m, 2, 3), {}) for m in (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**63, -(2**63) - 1,
+                                          2**64, True, IntLike(-7), 7.0, "7", None)])
+
+
+def test_a_kernel_without_parameters_is_called_alike(monkeypatch):
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "table-edges.kiln", "Alpha")
+    assert_same_outcomes(by_ctypes, by_extension, seen, [((), {}), ((1,), {}), ((), {"stream": 9})])
 
 
 class FakeTensor:
@@ -312,15 +337,17 @@ def test_tensors_give_their_data_ptr_and_the_current_stream_of_their_device(laun
     fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: streams.append(device) or 0x5000 + device)
     monkeypatch.setitem(sys.modules, "torch", fake)
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
-    seen, keep = capture_launches(rt)
+    seen, keep = capture_launches(rt, "scale", [8, 8, 4, 4])
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
     assert k.launcher == launcher
     y, x = FakeTensor(fake.float32, 0x1000, 2), FakeTensor(fake.float32, 0x2000, 3)
     assert k(y, x, 0.5, 8) == "reference"
-    assert seen == [(0x1000, 0x2000, 0.5, 8, 0x5002)] and streams == [2]  # the first tensor's device
-    assert k(y, x, 0.5, 8, stream=77) == "reference" and seen[-1][4] == 77 and streams == [2]
+    args = lambda p, q: (p.to_bytes(8, "little").hex(), q.to_bytes(8, "little").hex(),  # noqa: E731
+                         bytes(ctypes.c_float(0.5)).hex(), (8).to_bytes(4, "little").hex())
+    assert seen == [(args(0x1000, 0x2000), 0x5002)] and streams == [2]  # the first tensor's device
+    assert k(y, x, 0.5, 8, stream=77) == "reference" and seen[-1][1] == 77 and streams == [2]
     cpu = FakeTensor(fake.float32, 0x3000, -1)
-    assert k(cpu, 0x4000, 0.5, 8) == "reference" and seen[-1] == (0x3000, 0x4000, 0.5, 8, None)
+    assert k(cpu, 0x4000, 0.5, 8) == "reference" and seen[-1] == (args(0x3000, 0x4000), None)
     with pytest.raises(TypeError, match="argument 'x' is <object object at .*>, the kernel expects float32"):
         k(y, FakeTensor(fake.float64, 0x2000, 3), 0.5, 8)
 
