@@ -13,7 +13,8 @@ PYTHONPATH=packager/python. Compiles a two-function stub with cc (no libkiln, no
 Arguments: scale(y, x, a, n), y and x as raw int addresses (the cost of a tensor's data_ptr(),
 dtype and get_device() and of the current-stream getter is PyTorch's and is not here), and as
 FakeTensor objects written in Python (which overstates those, Python methods being slower than
-PyTorch's C ones). Per-call time of 20,000 calls, median of 9, paths interleaved."""
+PyTorch's C ones). Per-call time of 20,000 calls, 9 repetitions, paths interleaved: the minimum
+(the figure least disturbed by other work on a shared machine) and the median."""
 import ctypes
 import os
 import statistics
@@ -60,7 +61,7 @@ def per_call_us(fn, args, calls=20000, reps=9):
         for _ in range(calls):
             fn(*args)
         samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(samples)
+    return min(samples), statistics.median(samples)
 
 
 def main():
@@ -102,11 +103,11 @@ def main():
 
     print(f"\nkiln.Kernel(...) per call without a GPU (Python {sys.version.split()[0]}, "
           f"{os.cpu_count()} cores), scale(y, x, a, n)")
-    print(f"{'launch function':10} {'pointer args':14} {'ctypes us':>10} {'extension us':>13} {'ratio':>6}")
+    print(f"{'launch fn':9} {'pointer args':14} {'ctypes us (median)':>19} {'extension us (median)':>22} {'ratio':>6}")
     for where in ("stub", "libkiln"):
         for label in ("int addresses", "FakeTensor"):
-            c, e = results[where, label, "ctypes"], results[where, label, "extension"]
-            print(f"{where:10} {label:14} {c:10.3f} {e:13.3f} {e / c:6.2f}")
+            (c, cm), (e, em) = results[where, label, "ctypes"], results[where, label, "extension"]
+            print(f"{where:9} {label:14} {c:9.3f} ({cm:7.3f}) {e:12.3f} ({em:7.3f}) {e / c:6.2f}")
 
 
 if __name__ == "__main__":
