@@ -170,7 +170,7 @@ def _load_extension(library_path):
     try:
         from . import _fastlaunch as module
         where = "in the package"
-    except ImportError:
+    except ModuleNotFoundError:
         beside = os.path.join(os.path.dirname(os.path.abspath(library_path)), _EXTENSION_FILE)
         if os.sep not in library_path or not os.path.exists(beside):  # a bare name: found by the loader
             return None, f"no {_EXTENSION_FILE} in the package or beside {library_path}"
@@ -182,6 +182,8 @@ def _load_extension(library_path):
         except (ImportError, OSError) as e:
             return None, f"{beside} could not be loaded: {e}"
         where = beside
+    except ImportError as e:  # there, but not loadable (another platform, a libc too old)
+        return None, f"kiln/{_EXTENSION_FILE} could not be loaded: {e}"
     if getattr(module, "PROTOCOL", None) != _EXTENSION_PROTOCOL:
         return None, (f"{getattr(module, '__file__', where)} speaks protocol {getattr(module, 'PROTOCOL', None)}, "
                       f"this kiln/__init__.py {_EXTENSION_PROTOCOL}: rebuild it")
