@@ -167,14 +167,15 @@ def _load_extension(library_path):
     (None, why not) where there is none, or it was built from another version of this file."""
     if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
         return None, "the extension needs CPython 3.11 or later"
+    import importlib
+    import importlib.util
     try:
-        from . import _fastlaunch as module
+        module = importlib.import_module(__name__ + "._fastlaunch")
         where = "in the package"
     except ModuleNotFoundError:
         beside = os.path.join(os.path.dirname(os.path.abspath(library_path)), _EXTENSION_FILE)
         if os.sep not in library_path or not os.path.exists(beside):  # a bare name: found by the loader
             return None, f"no {_EXTENSION_FILE} in the package or beside {library_path}"
-        import importlib.util
         try:
             spec = importlib.util.spec_from_file_location(__name__ + "._fastlaunch", beside)
             module = importlib.util.module_from_spec(spec)
