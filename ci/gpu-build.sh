@@ -16,6 +16,10 @@ cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_open_profile,kiln_b
 # The current library and its two links only: an older libkiln.so.0.x.y left in the build folder
 # would take megabytes of the 64 MiB the device tool carries.
 cp -P "$build"/lib/libkiln.so "$build"/lib/libkiln.so.0 "$(readlink -f "$build"/lib/libkiln.so.0)" "$stage/lib/"
+# kiln._fastlaunch (packager/python/CMakeLists.txt), abi3 for CPython >= 3.11 (the GPU machine
+# runs 3.12): beside libkiln, where kiln/__init__.py finds it with PYTHONPATH=packager/python and
+# KILN_LIBRARY=$stage/lib/libkiln.so.0 (ci/gpu-run.sh). Built wherever python3-dev is installed.
+cp "$build/lib/_fastlaunch.abi3.so" "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
 # The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU
 # machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.

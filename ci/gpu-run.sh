@@ -52,19 +52,29 @@ run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mix
 # `--target sm_90 --driver 13.0` (no GPU consulted) must agree with this H200's own preflight.
 run preflight_target_agrees python3 ci/gpu_preflight_agree.py "$stage/bin/kiln" "$stage/keys/test.pub" sm_90 13.0 "$stage"/archives/*.kiln
 run diag_show sh -c "bundle=\$(ls -d /tmp/kiln-diag-gpu-*/kiln-diag-* | head -1) && \"$stage/bin/kiln\" diag show \"\$bundle\""
-# The Python bindings on the real driver (their native-route test runs only here).
+# The Python bindings on the real driver (their native-route test runs only here), on both call
+# paths: kiln._fastlaunch, which ci/gpu-build.sh staged beside libkiln (required here), and ctypes.
 export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
-run python_tests python3 -m pytest -q -p no:cacheprovider packager/python/tests
+run python_tests env KILN_TEST_EXPECT_EXTENSION=1 python3 -m pytest -q -p no:cacheprovider packager/python/tests
 steps_triton=""
-if [ -f "$stage/archives/matmul-relu-triton.kiln" ]; then
-  triton_archive="$stage/archives/matmul-relu-triton.kiln"
+# The Triton GEMM archive: the one ci/gpu-build.sh staged (KILN_TRITON_ARCHIVE), else exported
+# here by this machine's Triton and packed with the staged kiln and test key (kiln.export --pack).
+triton_archive="$stage/archives/matmul-relu-triton.kiln"
+if [ ! -f "$triton_archive" ] && python3 -c "import triton, torch" 2>/dev/null; then
+  rm -rf /tmp/kiln-triton && mkdir -p /tmp/kiln-triton
+  run triton_export python3 -m kiln.export triton examples/triton/matmul_relu_triton.py:matmul_relu_kernel \
+    -o /tmp/kiln-triton/matmul-relu-triton --pack "$stage/keys/test.key"
+  steps_triton="triton_export"
+  triton_archive=/tmp/kiln-triton/matmul-relu-triton.kiln
+fi
+if [ -f "$triton_archive" ]; then
   run triton_python python3 examples/triton/check_on_gpu.py "$triton_archive" "$stage/keys/test.pub"
   run triton_c "$stage/bin/matmul_demo_c" "$triton_archive" "$stage/keys/test.pub"
   run verify_run_triton "$stage/bin/kiln" verify "$triton_archive" --trust "$stage/keys/test.pub" --run
   mkdir -p /tmp/kiln-bench
   run python_launch_bench python3 tests/bench/python_launch_bench.py "$triton_archive" "$stage/keys/test.pub" \
     /tmp/kiln-bench/python_launch.rows.json
-  steps_triton="triton_python triton_c verify_run_triton python_launch_bench"
+  steps_triton="$steps_triton triton_python triton_c verify_run_triton python_launch_bench"
 fi
 if [ -f "$stage/archives/matmul-relu-tilelang.kiln" ]; then
   run tilelang_python python3 examples/tilelang/check_on_gpu.py "$stage/archives/matmul-relu-tilelang.kiln" "$stage/keys/test.pub"
@@ -90,6 +100,6 @@ printf '%-20s %s\n' "step" "result"
 for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
 sed -n '/^kiln against its baselines/,$p' "$log" | grep -v '^=====' | sed '/^$/q'
-sed -n '/^Python launch overhead per call/,/^kiln \/ Triton/p' "$log"
+sed -n '/^Python launch overhead per call/,/^kiln (ctypes) \/ Triton/p' "$log"
 sed -n '/^Triton TMA matmul through kiln/,/^$/p' "$log"
 for step in $steps; do [ "${result[$step]:-}" = pass ] || exit 1; done

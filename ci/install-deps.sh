@@ -20,6 +20,7 @@ packages=(
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
   python3-pytest python3-numpy # the Python bindings' tests (NumPy arrays as arguments)
   python3-venv                # the project-local venv for NVIDIA's CUDA compiler wheels (below)
+  python3-dev                 # Python.h: kiln._fastlaunch, the bindings' C launch path (packager/python/CMakeLists.txt)
   cargo                       # builds examples/rust against the installed libkiln
   golang-go                   # builds examples/go (cgo) against the installed libkiln
   hipcc                       # Debian's HIP compiler (clang 15): real AMD code objects for the tests

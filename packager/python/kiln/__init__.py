@@ -1,4 +1,4 @@
-"""Python bindings for libkiln, over its C ABI with ctypes (no compiler needed to install).
+"""Python bindings for libkiln, over its C ABI with ctypes.
 
     import kiln
     rt = kiln.Runtime(trust="keys/")                  # PEM key or folder of keys
@@ -11,6 +11,12 @@
 
 A reference registered from Python receives the very objects the call was given (tensors
 stay tensors) plus `info`, a dict saying why it runs.
+
+A kernel call goes through kiln._fastlaunch, a small CPython extension (limited API, abi3) that
+fills the argument array in C, where it was built: inside the package (the wheel), else beside
+the libkiln that was loaded (a build folder's lib/, ci/gpu-build.sh's stage). Without it, or with
+KILN_PYTHON_NO_EXTENSION=1 when the kernel is resolved, calls go through ctypes; both behave the
+same (Kernel.launcher says which one a kernel uses).
 """
 import ctypes
 import ctypes.util
@@ -151,6 +157,44 @@ def _load():
     return lib
 
 
+_EXTENSION_PROTOCOL = 1  # packager/python/src/fastlaunch.c's KILN_FASTLAUNCH_PROTOCOL
+_EXTENSION_FILE = "_fastlaunch.abi3.so"
+
+
+def _load_extension(library_path):
+    """(module, how it was found) for kiln._fastlaunch: the package's own copy (a wheel), else the
+    one built beside the libkiln just loaded (the build folder's lib/, ci/gpu-build.sh's stage);
+    (None, why not) where there is none, or it was built from another version of this file."""
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
+        return None, "the extension needs CPython 3.11 or later"
+    import importlib
+    import importlib.util
+    try:
+        module = importlib.import_module(__name__ + "._fastlaunch")
+        where = "in the package"
+    except ModuleNotFoundError:
+        beside = os.path.join(os.path.dirname(os.path.abspath(library_path)), _EXTENSION_FILE)
+        if os.sep not in library_path or not os.path.exists(beside):  # a bare name: found by the loader
+            return None, f"no {_EXTENSION_FILE} in the package or beside {library_path}"
+        try:
+            spec = importlib.util.spec_from_file_location(__name__ + "._fastlaunch", beside)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except (ImportError, OSError) as e:
+            return None, f"{beside} could not be loaded: {e}"
+        where = beside
+    except ImportError as e:  # there, but not loadable (another platform, a libc too old)
+        return None, f"kiln/{_EXTENSION_FILE} could not be loaded: {e}"
+    if getattr(module, "PROTOCOL", None) != _EXTENSION_PROTOCOL:
+        return None, (f"{getattr(module, '__file__', where)} speaks protocol {getattr(module, 'PROTOCOL', None)}, "
+                      f"this kiln/__init__.py {_EXTENSION_PROTOCOL}: rebuild it")
+    return module, where
+
+
+def _extension_disabled():
+    return os.environ.get("KILN_PYTHON_NO_EXTENSION", "") not in ("", "0")
+
+
 class _Library:
     """libkiln, loaded at its first use rather than at import, so that `import kiln.export` (which
     needs no libkiln) works anywhere, and a missing library is reported by the call that needs it."""
@@ -169,6 +213,8 @@ class _Library:
                 launch = type(lib.kiln_kernel_launch)(("kiln_kernel_launch", lib))
                 launch.restype = ctypes.c_int
                 lib.raw_launch = launch
+                lib.launch_address = ctypes.cast(lib.kiln_kernel_launch, ctypes.c_void_p).value
+                lib.extension, lib.extension_status = _load_extension(lib._name)
                 self._lib = lib
             return self._lib
 
@@ -304,11 +350,13 @@ class Archive:
     def kernel(self, name, device=0):
         handle = ctypes.c_void_p()
         self._runtime._check(_lib.kiln_archive_get_kernel(self._handle, name.encode(), device, ctypes.byref(handle)))
-        return Kernel(self, handle, device)
+        return _kernel_class()(self, handle, device)
 
 
 class Kernel:
     """A kernel resolved for one device: call it with one argument per manifest parameter."""
+
+    launcher = "ctypes"  # the per-call path: "extension" in _ExtensionKernel (kiln._fastlaunch)
 
     def __init__(self, archive, handle, device):
         self._archive, self._handle, self.device = archive, handle, device
@@ -320,7 +368,8 @@ class Kernel:
             self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
                                 "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.
-        self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]
+        self._slots = [ctypes.c_uint64() if p["pointer"] else (_DTYPES[p["dtype"]][0] or type(None))()
+                       for p in self.params]
         if any(slot is None for slot in self._slots):
             raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
         self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
@@ -351,10 +400,44 @@ class Kernel:
         getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._current_stream = getter or (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
+    # What both paths do with what is not the common case (kiln._fastlaunch calls these too, so
+    # that the two accept the same arguments and raise the same errors).
+    def _wrong_count(self, args):
+        params = self.params
+        raise TypeError(f"kernel takes {len(params)} arguments ({', '.join(p['name'] for p in params)}), got {len(args)}")
+
+    def _wrong_dtype(self, i, value):
+        raise TypeError(f"argument '{self.params[i]['name']}' is {value.dtype}, the kernel expects "
+                        f"{_DTYPES[self.params[i]['dtype']][2]}")
+
+    def _address(self, i, value):
+        """The address for a pointer argument that is neither a tensor nor an int."""
+        return _address_of(value, self.params[i]["name"])
+
+    def _convert(self, i, value):
+        """What argument i's slot holds once `value` is stored in it: the range check, then ctypes'
+        own conversion (a scalar that is not a plain int or float, a pointer given as an int subclass)."""
+        bounds = self._bounds[i]
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            p = self.params[i]
+            raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
+                               f"({bounds[0]} to {bounds[1]})")
+        slot = type(self._slots[i])()
+        slot.value = value
+        return slot.value
+
+    @staticmethod
+    def _stream_value(stream):
+        arg = ctypes.c_void_p()
+        arg.value = stream
+        return arg.value or 0
+
+    def _raise_status(self, status):
+        self._archive._runtime._check(status)
+
     def __call__(self, *args, stream=None):
         if len(args) != self._count:
-            params = self.params
-            raise TypeError(f"kernel takes {len(params)} arguments ({', '.join(p['name'] for p in params)}), got {len(args)}")
+            self._wrong_count(args)
         cuda_device = -1
         expected = self._expected
         # The hot path: one pass over prebuilt (slot, is_pointer, index) triples, no dict lookups.
@@ -366,21 +449,18 @@ class Kernel:
                         self._torch_types()
                         expected = self._expected
                     if value.dtype is not expected[i]:
-                        raise TypeError(f"argument '{self.params[i]['name']}' is {value.dtype}, the kernel expects "
-                                        f"{_DTYPES[self.params[i]['dtype']][2]}")
+                        self._wrong_dtype(i, value)
                     if cuda_device < 0:
                         cuda_device = value.get_device()
                     slot.value = ptr()
                 elif isinstance(value, int):
                     slot.value = value
                 else:
-                    slot.value = _address_of(value, self.params[i]["name"])
+                    slot.value = self._address(i, value)
             else:
                 bounds = self._bounds[i]
                 if bounds is not None and not bounds[0] <= value <= bounds[1]:
-                    p = self.params[i]
-                    raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
-                                       f"({bounds[0]} to {bounds[1]})")
+                    self._convert(i, value)  # raises the range error
                 slot.value = value
         if stream is None and cuda_device >= 0:
             stream = self._current_stream(cuda_device)  # the caller's current CUDA stream
@@ -403,3 +483,39 @@ class Kernel:
         if status:
             self._archive._runtime._check(status)
         return _ROUTES[self._route_out.value]
+
+
+_extension_kernel = [None]  # the class, made once the extension is loaded
+
+
+def _kernel_class():
+    """Kernel, or _ExtensionKernel where kiln._fastlaunch is there and not turned off."""
+    lib = _lib.get()
+    if lib.extension is None or _extension_disabled():
+        return Kernel
+    if _extension_kernel[0] is None:
+        class _ExtensionKernel(lib.extension.Launcher, Kernel):
+            """Kernel whose calls run kiln._fastlaunch's C path (Launcher.__call__ comes first)."""
+
+            launcher = "extension"
+
+            def __init__(self, archive, handle, device):
+                Kernel.__init__(self, archive, handle, device)
+                ext = _lib.get().extension
+                spec = []
+                for p in self.params:
+                    if p["pointer"]:
+                        spec.append((ext.KIND_POINTER, 8, 0, 0))
+                    elif p["dtype"] in (11, 12):
+                        spec.append((ext.KIND_FLOAT, _DTYPES[p["dtype"]][1], 0, 0))
+                    else:
+                        lo, hi = _INT_BOUNDS[p["dtype"]]
+                        spec.append((ext.KIND_SIGNED if lo < 0 else ext.KIND_UNSIGNED, _DTYPES[p["dtype"]][1], lo, hi))
+                routes = tuple(_ROUTES.get(r) for r in range(max(_ROUTES) + 1))
+                self._launch_spec = (_lib.get().launch_address, self._handle.value or 0, tuple(spec),
+                                     self._references, self.name, _call, routes)
+                self._setup(*self._launch_spec)
+
+        _ExtensionKernel.__name__ = _ExtensionKernel.__qualname__ = "Kernel"
+        _extension_kernel[0] = _ExtensionKernel
+    return _extension_kernel[0]

@@ -31,7 +31,7 @@ def test_open_and_describe():
     assert NO_DRIVER in k.reason_text
 
 
-def test_reference_receives_the_python_objects_and_runs():
+def test_reference_receives_the_python_objects_and_runs(launcher):
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     seen = []
 
@@ -42,6 +42,7 @@ def test_reference_receives_the_python_objects_and_runs():
 
     rt.register_reference("scale", scale_reference)
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
     n = 1024
     x = (ctypes.c_float * n)(*[random.uniform(-1, 1) for _ in range(n)])
     y = (ctypes.c_float * n)()
@@ -52,7 +53,7 @@ def test_reference_receives_the_python_objects_and_runs():
     assert 'kiln_launches_total{route="reference"} 1' in rt.prometheus()
 
 
-def test_errors_are_raised_with_their_message():
+def test_errors_are_raised_with_their_message(launcher):
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     with pytest.raises(kiln.KilnError, match="signature check failed"):
         data = bytearray(open(os.path.join(ARCHIVES, "scale.kiln"), "rb").read())
@@ -63,6 +64,7 @@ def test_errors_are_raised_with_their_message():
         rt.open("missing.kiln")
     with pytest.raises(kiln.KilnError, match="no reference is registered"):
         k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+        assert k.launcher == launcher
         x = (ctypes.c_float * 4)()
         k(x, x, 1.0, 4)
     with pytest.raises(TypeError, match="takes 4 arguments"):
@@ -71,7 +73,7 @@ def test_errors_are_raised_with_their_message():
         kiln.Runtime("/nonexistent/key.pub")
 
 
-def test_an_exception_in_the_reference_propagates():
+def test_an_exception_in_the_reference_propagates(launcher):
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
 
     def broken(*args, info):
@@ -79,12 +81,13 @@ def test_an_exception_in_the_reference_propagates():
 
     rt.register_reference("scale", broken)
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
     x = (ctypes.c_float * 4)()
     with pytest.raises(ValueError, match="the reference itself failed"):
         k(x, x, 1.0, 4)
 
 
-def test_matmul_archive_routes_to_the_reference_without_a_gpu():
+def test_matmul_archive_routes_to_the_reference_without_a_gpu(launcher):
     path = os.path.join(ARCHIVES, "matmul-relu.kiln")
     if not os.path.exists(path):
         pytest.skip("matmul-relu.kiln needs nvcc at build time")
@@ -92,6 +95,7 @@ def test_matmul_archive_routes_to_the_reference_without_a_gpu():
     rt.register_reference("matmul_relu", lambda a, b, c, m, n, k, info: c.__setitem__(
         slice(0, m * n), cpu_matmul_relu(a, b, m, n, k)))
     kernel = rt.open(path).kernel("matmul_relu")
+    assert kernel.launcher == launcher
     m = n = kk = 16
     a = (ctypes.c_float * (m * kk))(*[random.uniform(-1, 1) for _ in range(m * kk)])
     b = (ctypes.c_float * (kk * n))(*[random.uniform(-1, 1) for _ in range(kk * n)])
@@ -109,9 +113,10 @@ except ImportError:  # the CPU machines have no PyTorch; the GPU machine has 2.1
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs PyTorch and a CUDA GPU")
-def test_native_route_matches_pytorch():
+def test_native_route_matches_pytorch(launcher):
     rt = kiln.Runtime(TRUST)
     kernel = rt.open(os.path.join(ARCHIVES, "matmul-relu.kiln")).kernel("matmul_relu")
+    assert kernel.launcher == launcher
     assert kernel.route == "native", kernel.reason_text
     m = n = kk = 1024
     a = torch.rand(m, kk, device="cuda") * 2 - 1
@@ -141,7 +146,7 @@ def test_a_path_that_is_not_utf8_fails_as_a_kiln_error():
         rt.open(b"/nonexistent/\xff\xfe.kiln")
 
 
-def test_numpy_arrays_are_accepted_and_reach_the_reference_as_themselves():
+def test_numpy_arrays_are_accepted_and_reach_the_reference_as_themselves(launcher):
     np = pytest.importorskip("numpy")
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
 
@@ -151,6 +156,7 @@ def test_numpy_arrays_are_accepted_and_reach_the_reference_as_themselves():
 
     rt.register_reference("scale", scale_reference)
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
     x = np.arange(1024, dtype=np.float32)
     y = np.zeros(1024, dtype=np.float32)
     assert k(y, x, 0.5, 1024) == "reference"
@@ -159,11 +165,12 @@ def test_numpy_arrays_are_accepted_and_reach_the_reference_as_themselves():
         k("not an array", x, 0.5, 1024)
 
 
-def test_an_integer_out_of_its_parameters_range_is_refused_not_truncated():
+def test_an_integer_out_of_its_parameters_range_is_refused_not_truncated(launcher):
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     calls = []
     rt.register_reference("scale", lambda y, x, a, n, info: calls.append(n))
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
     y, x = (ctypes.c_float * 4)(), (ctypes.c_float * 4)()
     with pytest.raises(kiln.KilnError, match=r"argument 'n' is uint32: 4294967299 does not fit \(0 to 4294967295\)"):
         k(y, x, 1.0, 2**32 + 3)
@@ -172,10 +179,11 @@ def test_an_integer_out_of_its_parameters_range_is_refused_not_truncated():
     assert calls == []
 
 
-def test_replacing_a_reference_while_threads_launch_is_safe():
+def test_replacing_a_reference_while_threads_launch_is_safe(launcher):
     import threading
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
     before = set(kiln._registrations)  # other tests' runtimes may still be alive with theirs
     rt.register_reference("scale", lambda y, x, a, n, info: None)
     errors, stop = [], threading.Event()
@@ -207,7 +215,149 @@ def test_the_installed_wheel_carries_libkiln_and_the_command():
     assert "site-packages" in package, package
     assert kiln.library_version().startswith("0.")
     assert kiln._lib.get()._name == os.path.join(package, "lib", "libkiln.so.0")  # the bundled one was loaded
+    if os.environ.get("KILN_TEST_EXPECT_EXTENSION"):  # kiln._fastlaunch, inside the package
+        assert kiln._lib.get().extension_status == "in the package", kiln._lib.get().extension_status
     cli = os.environ["KILN_CLI"]
     import subprocess
     out = subprocess.run([cli, "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and "kiln" in out.stdout
+
+
+# ---- The two call paths (kiln._fastlaunch and ctypes) against each other: what libkiln receives.
+
+def capture_launches(rt, name, sizes):
+    """Registers a reference at the C level (not through register_reference, so the launch takes
+    the path a native launch takes) that records what libkiln was handed: each argument's bytes as
+    stored in the argument array (sizes: one byte count per parameter), and the stream."""
+    seen = []
+
+    def reference(info_p, argv, argc, stream, user):
+        seen.append((tuple(ctypes.string_at(argv[i], size).hex() for i, size in enumerate(sizes)), stream))
+        return 0
+
+    callback = kiln._REFERENCE_FN(reference)
+    assert kiln._lib.kiln_runtime_set_reference(rt._handle, name.encode(), callback, None, kiln._RELEASE_FN()) == 0
+    return seen, callback
+
+
+def outcome(kernel, seen, args, kwargs):
+    del seen[:]
+    try:
+        route = kernel(*args, **kwargs)
+    except Exception as e:
+        return ("raised", type(e), str(e))
+    return ("ran", route, list(seen))
+
+
+def both_paths(monkeypatch, archive_name, kernel_name):
+    """(runtime, kernel through ctypes, kernel through the extension, what the launches were handed)"""
+    path = os.path.join(ARCHIVES, archive_name)
+    if not os.path.exists(path):
+        pytest.skip(f"{archive_name} is not in this build")
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    archive = rt.open(path)
+    monkeypatch.setenv("KILN_PYTHON_NO_EXTENSION", "1")
+    by_ctypes = archive.kernel(kernel_name)
+    monkeypatch.delenv("KILN_PYTHON_NO_EXTENSION")
+    by_extension = archive.kernel(kernel_name)
+    assert by_ctypes.launcher == "ctypes"
+    if by_extension.launcher != "extension":
+        if os.environ.get("KILN_TEST_EXPECT_EXTENSION"):
+            pytest.fail(f"kiln._fastlaunch is not loaded: {kiln._lib.get().extension_status}")
+        pytest.skip(f"no kiln._fastlaunch: {kiln._lib.get().extension_status}")
+    sizes = [8 if p["pointer"] else kiln._DTYPES[p["dtype"]][1] for p in by_ctypes.params]
+    seen, keep = capture_launches(rt, kernel_name, sizes)
+    return rt, by_ctypes, by_extension, seen, keep
+
+
+def assert_same_outcomes(by_ctypes, by_extension, seen, cases):
+    for args, kwargs in cases:
+        want = outcome(by_ctypes, seen, args, kwargs)
+        got = outcome(by_extension, seen, args, kwargs)
+        assert got == want, (args, kwargs)
+
+
+class IntLike(int):
+    pass
+
+
+def test_both_paths_hand_libkiln_the_same_arguments_and_raise_the_same_errors(monkeypatch):
+    np = pytest.importorskip("numpy")
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "scale.kiln", "scale")  # y, x, a: f32, n: u32
+    y, x = (ctypes.c_float * 4)(), np.zeros(4, dtype=np.float32)
+    assert_same_outcomes(by_ctypes, by_extension, seen, [
+        ((y, x, 2.5, 4), {}), ((y, x, 2, 4), {}), ((y, x, True, 4), {}), ((y, x, 2.5, True), {}),
+        ((y, x, 1e300, 4), {}), ((y, x, -0.0, 0), {}), ((y, x, float("nan"), 4294967295), {}),
+        ((y, x, 2**200, 4), {}), ((y, x, 2**2000, 4), {}), ((y, x, IntLike(3), IntLike(4)), {}),
+        ((y, x, np.float32(0.1), np.uint32(7)), {}), ((y, x, 0.1, np.int64(9)), {}),
+        ((0x1000, 2**64 - 1, 1.0, 1), {}), ((-1, IntLike(5), 1.0, 1), {}), ((2**64 + 7, 0, 1.0, 1), {}),
+        ((y, x, 2.5, 4), {"stream": 1234}), ((y, x, 2.5, 4), {"stream": -1}), ((y, x, 2.5, 4), {"stream": 2**64 + 5}),
+        ((y, x, 2.5, 4), {"stream": "default"}), ((y, x, 2.5, 4), {"stream": 1.5}), ((y, x, 2.5, 4), {"strm": None}),
+        ((y, x, 2.5, -1), {}), ((y, x, 2.5, 2**32), {}), ((y, x, 2.5, 2**70), {}), ((y, x, 2.5, -(2**70)), {}),
+        ((y, x, 2.5, 4.0), {}), ((y, x, "2.5", 4), {}), ((y, x, 2.5, "4"), {}), ((y, x, None, 4), {}),
+        ((y, "x", 2.5, 4), {}), ((y, None, 2.5, 4), {}), ((y, 1.5, 2.5, 4), {}), ((y, x, 2.5), {}), ((), {}),
+        ((y, x, 2.5, 4, 5), {}),
+    ])
+    assert outcome(by_extension, seen, (y, x, 2.5, 4), {})[0] == "ran"
+    assert outcome(by_extension, seen, (y, x, 2.5, -1), {})[0] == "raised"
+
+
+def test_both_paths_agree_on_signed_scalars(monkeypatch):
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "matmul-relu.kiln", "matmul_relu")  # m, n, k: i32
+    a = (ctypes.c_float * 4)()
+    assert_same_outcomes(by_ctypes, by_extension, seen, [
+        ((a, a, a, m, 2, 3), {}) for m in (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**63, -(2**63) - 1,
+                                          2**64, True, IntLike(-7), 7.0, "7", None)])
+
+
+def test_a_kernel_without_parameters_is_called_alike(monkeypatch):
+    rt, by_ctypes, by_extension, seen, keep = both_paths(monkeypatch, "table-edges.kiln", "Alpha")
+    assert_same_outcomes(by_ctypes, by_extension, seen, [((), {}), ((1,), {}), ((), {"stream": 9})])
+
+
+class FakeTensor:
+    """What the call path reads of a torch.Tensor: dtype, get_device(), data_ptr()."""
+
+    def __init__(self, dtype, address, device):
+        self.dtype, self._address, self._device = dtype, address, device
+
+    def get_device(self):
+        return self._device
+
+    def data_ptr(self):
+        return self._address
+
+
+def test_tensors_give_their_data_ptr_and_the_current_stream_of_their_device(launcher, monkeypatch):
+    import sys
+    import types
+    fake = types.ModuleType("torch")
+    fake.float32, fake.float64, fake.int32 = object(), object(), object()
+    streams = []
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: streams.append(device) or 0x5000 + device)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    seen, keep = capture_launches(rt, "scale", [8, 8, 4, 4])
+    k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
+    y, x = FakeTensor(fake.float32, 0x1000, 2), FakeTensor(fake.float32, 0x2000, 3)
+    assert k(y, x, 0.5, 8) == "reference"
+    args = lambda p, q: (p.to_bytes(8, "little").hex(), q.to_bytes(8, "little").hex(),  # noqa: E731
+                         bytes(ctypes.c_float(0.5)).hex(), (8).to_bytes(4, "little").hex())
+    assert seen == [(args(0x1000, 0x2000), 0x5002)] and streams == [2]  # the first tensor's device
+    assert k(y, x, 0.5, 8, stream=77) == "reference" and seen[-1][1] == 77 and streams == [2]
+    cpu = FakeTensor(fake.float32, 0x3000, -1)
+    assert k(cpu, 0x4000, 0.5, 8) == "reference" and seen[-1] == (args(0x3000, 0x4000), None)
+    with pytest.raises(TypeError, match="argument 'x' is <object object at .*>, the kernel expects float32"):
+        k(y, FakeTensor(fake.float64, 0x2000, 3), 0.5, 8)
+
+
+def test_the_environment_variable_turns_the_extension_off():
+    import subprocess
+    import sys
+    code = ("import kiln, os; rt = kiln.Runtime(os.path.join(os.environ['KILN_TEST_KEYS'], 'test.pub'), "
+            "cuda_driver_path='x'); print(rt.open(os.path.join(os.environ['KILN_TEST_ARCHIVES'], 'scale.kiln'))"
+            ".kernel('scale').launcher)")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, KILN_PYTHON_NO_EXTENSION="1"),
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "ctypes\n", r.stderr

@@ -28,5 +28,10 @@ site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()
 "$work/venv/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps "$wheel" > "$work/install.log" 2>&1 \
   || { cat "$work/install.log"; exit 1; }
 cd "$work"
+# The wheel must carry kiln._fastlaunch wherever it could be built (CPython >= 3.11 and its headers).
+expect_extension=$("$work/venv/bin/python" -c 'import os, sys, sysconfig
+print(int(sys.version_info >= (3, 11) and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))))')
+[ "$expect_extension" = 1 ] || echo "python_wheel: no Python.h here: the wheel is tested without kiln._fastlaunch"
+export KILN_TEST_EXPECT_EXTENSION=$([ "$expect_extension" = 1 ] && echo 1 || echo "")
 env -u KILN_LIBRARY -u PYTHONPATH KILN_EXPECT_INSTALLED_WHEEL=1 KILN_CLI="$work/venv/bin/kiln" \
   "$work/venv/bin/python" -m pytest -q -rs -p no:cacheprovider -m "not gpu" "$root/packager/python/tests"
