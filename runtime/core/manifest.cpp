@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <set>
+#include <unordered_set>
 
 #include "error.hpp"
 #include "format.hpp"
+#include "parallel.hpp"
 #include "shape_expr.hpp"
 #include "shape_program.hpp"
 
@@ -487,7 +490,7 @@ void refuse_non_ascii(std::string_view text, const std::string& source_name) {
 
 }  // namespace
 
-Manifest parse_manifest(std::string_view text, const std::string& source_name) {
+Manifest parse_manifest(std::string_view text, const std::string& source_name, unsigned threads) {
   refuse_non_ascii(text, source_name);
   toml::table root;
   try {
@@ -536,11 +539,24 @@ Manifest parse_manifest(std::string_view text, const std::string& source_name) {
   const toml::node& kn = top.require("kernel", "one or more [[kernel]] tables");
   const toml::array& ka = top.array(kn, "kernel", "[[kernel]] tables");
   if (ka.empty()) top.fail_at(kn, "the manifest declares no kernel");
-  std::set<std::string> names;
+  // Each kernel is parsed on its own (reading the tree toml++ built, never changing it), so
+  // thousands of them are parsed on `threads` threads; the first error in file order is thrown,
+  // as a serial parse would.
+  m.kernels.resize(ka.size());
+  std::vector<std::exception_ptr> errors(ka.size());
+  parallel_for(ka.size(), threads, [&](std::size_t i) {
+    try {
+      m.kernels[i] = parse_kernel(source_name, ka[i], i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  std::unordered_set<std::string_view> names;
+  names.reserve(ka.size());
   for (std::size_t i = 0; i < ka.size(); ++i) {
-    KernelSpec k = parse_kernel(source_name, ka[i], i);
-    if (!names.insert(k.name).second) top.fail_at(ka[i], "kernel '" + k.name + "' is declared twice");
-    m.kernels.push_back(std::move(k));
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    const std::string& name = m.kernels[i].name;
+    if (!names.insert(name).second) top.fail_at(ka[i], "kernel '" + name + "' is declared twice");
   }
   top.no_unknown_keys("package, toolchain, files, kernel");
   return m;
