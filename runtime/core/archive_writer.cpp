@@ -127,13 +127,12 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 //
 // Memory: each worker holds one compression context and one output buffer of
 // ZSTD_compressBound(largest member it compressed). Compressed members wait in memory until
-// written; a worker starts no new member while those add up to kMaxHeldBytes or more, so the
-// heap holds at most kMaxHeldBytes plus one member's frame per worker, whatever the archive's
-// size. Members stored raw are written straight from their input mapping and hold no heap.
+// written; a worker starts no new member while those add up to options.max_held_bytes (64 MiB)
+// or more, so the heap holds at most that plus one member's frame per worker, whatever the
+// archive's size. (The writer thread this replaced bounded nothing: workers ran ahead of it.)
+// Members stored raw are written straight from their input mapping and hold no heap.
 class MemberPipeline {
  public:
-  static constexpr std::uint64_t kMaxHeldBytes = 64ull << 20;
-
   MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
       : members_(members), index_(index), options_(options), stored_(members.size()), done_(members.size(), 0) {
     for (const auto& m : members) total_ += m.bytes().size;
@@ -165,14 +164,14 @@ class MemberPipeline {
         std::unique_lock<std::mutex> lock(mutex_);
         ready_.wait(lock, [&] {
           return failed_ || !to_write_.empty() || frontier_ == members_.size() ||
-                 (next_ < members_.size() && held_ < kMaxHeldBytes);
+                 (next_ < members_.size() && may_start());
         });
         if (failed_) return;
         if (!to_write_.empty()) {
           job = to_write_.front();
           to_write_.pop_front();
           write = true;
-        } else if (next_ < members_.size() && held_ < kMaxHeldBytes) {
+        } else if (next_ < members_.size() && may_start()) {
           job = next_++;
         } else {
           return;  // every member compressed and its write taken: the others finish theirs
@@ -194,6 +193,10 @@ class MemberPipeline {
       if (!write) finish_compressed(job);
     }
   }
+
+  // Whether a worker may start compressing another member (mutex_ held). With nothing held
+  // it always may, so a bound of 0 still makes progress.
+  bool may_start() const { return held_ == 0 || held_ < options_.max_held_bytes; }
 
   void record_failure(Errc code, const std::string& what) {
     std::lock_guard<std::mutex> lock(mutex_);

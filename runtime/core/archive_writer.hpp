@@ -50,6 +50,10 @@ struct WriteOptions {
   unsigned threads = 1;   // workers compressing, hashing and writing members. The output does not depend on it
   ProgressFn progress;    // called from worker threads with (bytes compressed, total)
   WriteStats* stats = nullptr;  // filled in by write_archive_file when given
+  // Compressed members wait in memory until every member before them is compressed (their
+  // offset depends on it); no worker starts a member while they hold this many bytes or more.
+  // The heap then holds at most this plus one frame per worker. The output does not depend on it.
+  std::uint64_t max_held_bytes = 64ull << 20;
 };
 
 // The kernel table members derived from `manifest` (kiln/kernels.bin and one record per
