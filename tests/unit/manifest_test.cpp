@@ -175,7 +175,7 @@ TEST(Manifest, LargeManifestParsedInPiecesMatchesAWholeParse) {
     text += std::string(i % 5 == 0 ? "  [[kernel]] # kernel " : "[[kernel]]\n# ") + n + "\nname = \"k" + n +
             "\"\nentry = 'e" + n + "'\nbackend = \"cuda\"\nparams = [\n  { name = \"x\", type = \"ptr\", dtype = \"f32\" },\n"
             "  { name = \"n\", type = \"i32\" },\n]\n";
-    if (i % 7 == 0) text += "sources = [\"\"\"s/\"\"\", '''a" + n + ".cu''']\n";
+    if (i % 7 == 0) text += "sources = [\"\"\"s/x\"\"\", '''a" + n + ".cu''']\n";
     text += "[[kernel.code]]\narch = \"sm_90\"\nfile = \"c/k" + n + ".cubin\"\n";
     if (i % 3 == 0) text += "[kernel.tolerance]\nrtol = 1e-3\n";
     text += "\n";
