@@ -151,8 +151,8 @@ class MemberPipeline {
 
  private:
   struct Scratch {
-    ZstdCompressor compressor;
-    std::vector<std::uint8_t> frame;  // reused for every member this worker compresses
+    std::unique_ptr<ZstdCompressor> compressor;  // made by the first compress_one (it may throw)
+    std::vector<std::uint8_t> frame;             // reused for every member this worker compresses
   };
 
   void work(Sink& sink) {
@@ -214,7 +214,8 @@ class MemberPipeline {
     format::Entry& e = index_.entries[i];
     e.content_size = content.size;
     e.content_sha256 = sha256(content.data, content.size);
-    std::size_t packed = scratch.compressor.compress(content, options_.level, scratch.frame);
+    if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
+    std::size_t packed = scratch.compressor->compress(content, options_.level, scratch.frame);
     Stored& out = stored_[i];
     if (compression_pays(content.size, packed)) {
       e.compression = format::Compression::zstd;

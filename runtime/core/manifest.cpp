@@ -620,7 +620,10 @@ bool parse_in_pieces(std::string_view text, const std::string& source_name, unsi
     } catch (...) {
     }
   });
-  if (std::find(ok.begin(), ok.end(), 0) != ok.end() || preamble->contains("kernel")) return false;
+  // A missing [package] is reported at the root table's position: left to the whole parse.
+  if (std::find(ok.begin(), ok.end(), 0) != ok.end() || preamble->contains("kernel") || !preamble->contains("package")) {
+    return false;
+  }
   for (const toml::table& g : *groups) {
     if (g.size() != 1 || !g.contains("kernel") || !g.get("kernel")->is_array_of_tables()) return false;
   }
