@@ -1,9 +1,12 @@
 #include "pack_plan.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <iterator>
 #include <map>
+#include <thread>
 
 #include "json.hpp"
 #include "code_object.hpp"
@@ -152,6 +155,31 @@ std::vector<ObservedTool> observe_toolchain() {
 }
 
 PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // Asking nvcc and hipcc for their versions starts two processes (tens of milliseconds, a
+  // second where hipcc is a Perl script); it runs beside the parse and the reads. The thread is
+  // joined on every way out.
+  std::vector<ObservedTool> probed;
+  double probe_seconds = 0;
+  std::exception_ptr probe_error;
+  std::thread probe([&probed, &probe_seconds, &probe_error, since] {
+    Clock::time_point t = Clock::now();
+    try {
+      probed = observe_toolchain();
+    } catch (...) {
+      probe_error = std::current_exception();  // rethrown where the probe's result is used
+    }
+    probe_seconds = since(t);
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join_probe{probe};
+
+  Clock::time_point step = Clock::now();
   std::string base = manifest_path.rfind('/') == std::string::npos ? "." : manifest_path.substr(0, manifest_path.rfind('/'));
   if (base.empty()) base = "/";
   std::string manifest_name = manifest_path;
@@ -159,7 +187,9 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   PackPlan plan;
   std::vector<std::uint8_t> manifest_bytes = read_regular_file_nofollow(manifest_path, format::kMaxManifestSize);
   plan.manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(manifest_bytes.data()), manifest_bytes.size()),
-                                 manifest_name);
+                                 manifest_name, threads);
+  plan.timings.parse = since(step);
+  step = Clock::now();
   plan.identity = {plan.manifest.package, plan.manifest.kernel_revision, plan.manifest.sequence};
 
   MemberSet members(base, manifest_name);
@@ -248,7 +278,13 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     }
   }
 
-  plan.observed = observe_toolchain();
+  plan.timings.inputs = since(step);
+  step = Clock::now();
+  probe.join();
+  if (probe_error) std::rethrow_exception(probe_error);
+  plan.timings.probe_wait = since(step);
+  plan.timings.probe = probe_seconds;
+  plan.observed = std::move(probed);
   compare_declared(plan.manifest, plan.observed, plan.warnings);
   std::string record = "# The toolchain kiln pack saw on the packing machine, beside kiln.toml's [toolchain].\n";
   for (const ObservedTool& t : plan.observed) {
@@ -261,7 +297,9 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   observed.content.assign(record.begin(), record.end());
   members.add_generated(std::move(observed));
 
+  step = Clock::now();
   for (MemberInput& table : kernel_table_inputs(plan.manifest)) members.add_generated(std::move(table));
+  plan.timings.table = since(step);
 
   plan.members = members.take();
   return plan;

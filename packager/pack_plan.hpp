@@ -21,6 +21,14 @@ struct PackPlan {
   std::vector<MemberInput> members;
   std::vector<ObservedTool> observed;
   std::vector<std::string> warnings;  // printed by the command, never fatal
+  // Where planning's time went, in seconds (kiln pack --timings prints them).
+  struct Timings {
+    double parse = 0;     // reading and parsing kiln.toml
+    double inputs = 0;    // naming, opening, mapping and checking every input
+    double probe = 0;     // nvcc/hipcc --version, run beside the steps above
+    double probe_wait = 0;  // how long planning waited for the probe at its end
+    double table = 0;     // the kernel table members
+  } timings;
 };
 
 // Reads the manifest at `manifest_path` and every file it names (relative to its

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -26,32 +28,42 @@ bool compression_pays(std::size_t content, std::size_t compressed) {
   return compressed < content && content - compressed > std::max(content / 32, kMinCompressionSaving - 1);
 }
 
-// Where the bytes go: appended in order, and the header patched in place at the end
-// (its offsets are known only once every member has been written).
+// Where the bytes go: each piece written at its offset, from any thread (members are written
+// by the workers that compress them, in whatever order their offsets become known).
 class Sink {
  public:
   virtual ~Sink() = default;
-  virtual void append(const std::uint8_t* data, std::size_t size) = 0;
-  virtual void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) = 0;
+  virtual void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) = 0;
 };
 
 class MemorySink : public Sink {
  public:
-  void append(const std::uint8_t* data, std::size_t size) override { out.insert(out.end(), data, data + size); }
-  void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
+  void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (out.size() < offset + size) out.resize(static_cast<std::size_t>(offset + size));
     std::copy(data, data + size, out.begin() + static_cast<long>(offset));
   }
   std::vector<std::uint8_t> out;
+
+ private:
+  std::mutex mutex_;
 };
 
 class FileSink : public Sink {
  public:
   explicit FileSink(AtomicFileWriter& file) : file_(file) {}
-  void append(const std::uint8_t* data, std::size_t size) override { file_.write(data, size); }
-  void patch(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override { file_.pwrite_at(offset, data, size); }
+  void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
+    file_.pwrite_at(offset, data, size);
+    // Every 16 MiB, the disk is asked to start on what is written so far, so that it writes
+    // while the workers compress and the final fsync waits only for the tail.
+    std::uint64_t before = written_.fetch_add(size);
+    if ((before + size) / kWritebackStep != before / kWritebackStep) file_.start_writeback(0, 0);
+  }
 
  private:
+  static constexpr std::uint64_t kWritebackStep = 16ull << 20;
   AtomicFileWriter& file_;
+  std::atomic<std::uint64_t> written_{0};
 };
 
 // Validates and sorts the members and fills in everything about each entry that does not
@@ -112,67 +124,112 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
   return records;
 }
 
-// Compresses members on `threads` workers while the calling thread writes each one, in
-// index order, as soon as it and every member before it are done. Writing overlaps
-// compression, and each member's buffers are released once written.
+// Compresses, hashes and writes the members on `threads` workers; no thread only writes.
+// A member's offset is the previous member's offset plus its stored size rounded up to 64, so
+// it is known once every member before it is compressed: workers take members in index order,
+// and whichever worker finishes the member at the frontier assigns offsets as far as members
+// are done and queues them for writing. A worker writes queued members before it compresses
+// another, so writing is spread over the workers and the output is the same for any -j.
+//
+// Memory: each worker holds one compression context and one output buffer of
+// ZSTD_compressBound(largest member it compressed). Compressed members wait in memory until
+// written; a worker starts no new member while those add up to options.max_held_bytes (64 MiB)
+// or more, so the heap holds at most that plus one member's frame per worker, whatever the
+// archive's size. (The writer thread this replaced bounded nothing: workers ran ahead of it.)
+// Members stored raw are written straight from their input mapping and hold no heap.
 class MemberPipeline {
  public:
   MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
-      : members_(members), index_(index), options_(options), stored_(members.size()), done_(members.size(), false) {
+      : members_(members), index_(index), options_(options), stored_(members.size()), done_(members.size(), 0) {
     for (const auto& m : members) total_ += m.bytes().size;
   }
 
-  void run(Sink& sink) {
+  // Returns where the members end (aligned to 64): the index's offset.
+  std::uint64_t run(Sink& sink) {
     unsigned n = std::max(1u, std::min<unsigned>(options_.threads, static_cast<unsigned>(members_.size())));
     std::vector<std::thread> workers;
-    for (unsigned t = 0; t < n; ++t) workers.emplace_back([this] { work(); });
-    try {
-      write_in_order(sink);
-    } catch (...) {
-      stop_with_error_from_writer();
-      for (auto& w : workers) w.join();
-      throw;
-    }
+    for (unsigned t = 1; t < n; ++t) workers.emplace_back([this, &sink] { work(sink); });
+    work(sink);  // the calling thread is one of the n workers
     for (auto& w : workers) w.join();
+    if (failed_) fail(error_code_, error_);
+    return end_offset_;
   }
 
  private:
-  void work() {
+  struct Scratch {
+    std::unique_ptr<ZstdCompressor> compressor;  // made by the first compress_one (it may throw)
+    std::vector<std::uint8_t> frame;             // reused for every member this worker compresses
+  };
+
+  void work(Sink& sink) {
+    Scratch scratch;
     for (;;) {
-      std::size_t i = next_.fetch_add(1);
-      if (i >= members_.size() || failed_.load()) return;
-      try {
-        compress_one(i);
-      } catch (const Error& e) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!failed_.exchange(true)) {
-          error_ = e.what();
-          error_code_ = e.code();
+      std::size_t job = 0;
+      bool write = false;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [&] {
+          return failed_ || !to_write_.empty() || frontier_ == members_.size() ||
+                 (next_ < members_.size() && may_start());
+        });
+        if (failed_) return;
+        if (!to_write_.empty()) {
+          job = to_write_.front();
+          to_write_.pop_front();
+          write = true;
+        } else if (next_ < members_.size() && may_start()) {
+          job = next_++;
+        } else {
+          return;  // every member compressed and its write taken: the others finish theirs
         }
-        ready_.notify_all();
+      }
+      try {
+        if (write) {
+          write_one(job, sink);
+        } else {
+          compress_one(job, scratch);
+        }
+      } catch (const Error& e) {
+        record_failure(e.code(), e.what());
+        return;
+      } catch (const std::exception& e) {
+        record_failure(Errc::internal, e.what());
         return;
       }
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        done_[i] = true;
-      }
-      ready_.notify_all();
+      if (!write) finish_compressed(job);
     }
   }
 
-  void compress_one(std::size_t i) {
+  // Whether a worker may start compressing another member (mutex_ held). With nothing held
+  // it always may, so a bound of 0 still makes progress.
+  bool may_start() const { return held_ == 0 || held_ < options_.max_held_bytes; }
+
+  void record_failure(Errc code, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_) {
+      failed_ = true;
+      error_ = what;
+      error_code_ = code;
+    }
+    ready_.notify_all();
+  }
+
+  void compress_one(std::size_t i, Scratch& scratch) {
     MemberInput& m = members_[i];
     ByteView content = m.bytes();
     format::Entry& e = index_.entries[i];
     e.content_size = content.size;
     e.content_sha256 = sha256(content.data, content.size);
-    std::vector<std::uint8_t> packed = zstd_compress(content, options_.level);
+    if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
+    std::size_t packed = scratch.compressor->compress(content, options_.level, scratch.frame);
     Stored& out = stored_[i];
-    if (compression_pays(content.size, packed.size())) {
+    if (compression_pays(content.size, packed)) {
       e.compression = format::Compression::zstd;
-      e.stored_sha256 = sha256(packed.data(), packed.size());
-      out.owned = std::move(packed);
-      out.view = ByteView(out.owned);
+      e.stored_sha256 = sha256(scratch.frame.data(), packed);
+      // Kept with its zero padding, so that it is written in one call.
+      out.owned.assign(static_cast<std::size_t>(format::align_up(packed)), 0);
+      std::copy(scratch.frame.data(), scratch.frame.data() + packed, out.owned.begin());
+      out.view = ByteView(out.owned.data(), packed);
       m.content = {};
       m.mapped.reset();
     } else {
@@ -186,73 +243,89 @@ class MemberPipeline {
     if (options_.progress) options_.progress(now, total_);
   }
 
-  void write_in_order(Sink& sink) {
-    static const std::uint8_t zeros[format::kMemberAlignment] = {};
-    std::uint64_t offset = format::kHeaderSize;
-    for (std::size_t i = 0; i < members_.size(); ++i) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        ready_.wait(lock, [&] { return done_[i] || failed_.load(); });
-        if (failed_) fail(error_code_, error_);
-      }
-      index_.entries[i].offset = offset;
-      sink.append(stored_[i].view.data, stored_[i].view.size);
-      std::uint64_t end = offset + stored_[i].view.size;
-      sink.append(zeros, static_cast<std::size_t>(format::align_up(end) - end));
-      offset = format::align_up(end);
-      stored_[i] = Stored{};  // release what was written
-      members_[i].content = {};
-      members_[i].mapped.reset();
+  // Marks member i compressed; assigns offsets to every member it completes the prefix of.
+  void finish_compressed(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_[i] = 1;
+    held_ += stored_[i].owned.size();
+    bool queued = false;
+    while (frontier_ < members_.size() && done_[frontier_]) {
+      format::Entry& e = index_.entries[frontier_];
+      e.offset = end_offset_;
+      end_offset_ = format::align_up(end_offset_ + e.stored_size);
+      to_write_.push_back(frontier_++);
+      queued = true;
     }
+    if (queued || frontier_ == members_.size()) ready_.notify_all();
   }
 
-  void stop_with_error_from_writer() {
-    failed_.store(true);
-    next_.store(members_.size());
+  void write_one(std::size_t i, Sink& sink) {
+    static const std::uint8_t zeros[format::kMemberAlignment] = {};
+    const format::Entry& e = index_.entries[i];
+    Stored& s = stored_[i];
+    std::size_t freed = s.owned.size();
+    if (!s.owned.empty()) {
+      sink.write_at(e.offset, s.owned.data(), s.owned.size());  // the frame and its padding
+    } else {
+      std::uint64_t end = e.offset + s.view.size;
+      if (s.view.size > 0) sink.write_at(e.offset, s.view.data, s.view.size);
+      std::size_t pad = static_cast<std::size_t>(format::align_up(end) - end);
+      if (pad > 0) sink.write_at(end, zeros, pad);
+    }
+    s = Stored{};  // release what was written
+    members_[i].content = {};
+    members_[i].mapped.reset();
+    if (freed > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ -= freed;
+      ready_.notify_all();
+    }
   }
 
   std::vector<MemberInput>& members_;
   format::Index& index_;
   const WriteOptions& options_;
   struct Stored {
-    std::vector<std::uint8_t> owned;  // the zstd frame, when compressed
-    ByteView view;                    // what to write: the frame, or the input itself
+    std::vector<std::uint8_t> owned;  // the zstd frame and its zero padding, when compressed
+    ByteView view;                    // the stored bytes: the frame, or the input itself
   };
   std::vector<Stored> stored_;
-  std::vector<bool> done_;  // guarded by mutex_
   std::uint64_t total_ = 0;
   std::atomic<std::uint64_t> progress_{0};
-  std::atomic<std::size_t> next_{0};
-  std::atomic<bool> failed_{false};
-  std::mutex mutex_;
-  std::condition_variable ready_;
+  // Guarded by mutex_:
+  std::vector<char> done_;
+  std::size_t next_ = 0;              // the next member to compress
+  std::size_t frontier_ = 0;          // the first member not yet compressed: offsets known below it
+  std::uint64_t end_offset_ = format::kHeaderSize;  // where the member at the frontier goes
+  std::uint64_t held_ = 0;            // bytes of compressed members not yet written
+  std::deque<std::size_t> to_write_;  // members whose offset is known, waiting to be written
+  bool failed_ = false;
   std::string error_;
   Errc error_code_ = Errc::internal;
+  std::mutex mutex_;
+  std::condition_variable ready_;
 };
 
 // Writes [header][members][index][signatures] to `sink` and returns the digest.
 Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& members, const std::vector<Signer>& signers,
                      const WriteOptions& options, Sink& sink) {
   format::Index index = plan_index(id, members);
-  std::vector<std::uint8_t> placeholder(format::kHeaderSize, 0);
-  sink.append(placeholder.data(), placeholder.size());
-  MemberPipeline(members, index, options).run(sink);
+  std::uint64_t index_offset = MemberPipeline(members, index, options).run(sink);
 
   format::EncodedIndex encoded = format::encode_index(index);
   const std::vector<std::uint8_t>& index_bytes = encoded.bytes;
   if (index_bytes.size() > format::kMaxIndexSize) fail(Errc::limit, "the index would exceed 256 MiB");
   Sha256 digest = sha256(index_bytes.data(), static_cast<std::size_t>(encoded.head_size));  // the head: §3.3
   std::vector<std::uint8_t> sig_block = format::encode_signature_block(sign_all(digest, id, signers));
-  const format::Entry& last = index.entries.back();
   format::Header header;
-  header.index_offset = format::align_up(last.offset + last.stored_size);
+  header.index_offset = index_offset;  // the last member's end rounded up to 64
   header.index_size = index_bytes.size();
   header.index_head_size = encoded.head_size;
   header.signature_block_size = sig_block.size();
-  sink.append(index_bytes.data(), index_bytes.size());
-  sink.append(sig_block.data(), sig_block.size());
+  sink.write_at(index_offset, index_bytes.data(), index_bytes.size());
+  sink.write_at(index_offset + index_bytes.size(), sig_block.data(), sig_block.size());
   std::vector<std::uint8_t> header_bytes = format::encode_header(header);
-  sink.patch(0, header_bytes.data(), header_bytes.size());
+  sink.write_at(0, header_bytes.data(), header_bytes.size());  // last: it needs the offsets
   return digest;
 }
 
@@ -299,7 +372,17 @@ Sha256 write_archive_file(const std::string& path, const PackageIdentity& id, st
   AtomicFileWriter file(path, 0644);
   FileSink sink(file);
   Sha256 digest = write_archive(id, members, signers, options, sink);
-  file.commit();
+  // The fsync is the product's durability promise (a crash after kiln pack returns leaves the
+  // whole archive or the old file) and zstd's CLI makes none: it waits for every byte to reach
+  // the disk, about the archive's size over the disk's write speed (--timings prints it).
+  std::chrono::steady_clock::time_point synced_from{};
+  file.commit([&](const char* where) {
+    std::string_view w(where);
+    if (w == "written, not synced") synced_from = std::chrono::steady_clock::now();
+    if (w == "synced, not renamed" && options.stats != nullptr) {
+      options.stats->sync_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - synced_from).count();
+    }
+  });
   return digest;
 }
 

@@ -40,10 +40,20 @@ struct Signer {
   std::uint64_t created = 0;  // seconds since the epoch; 0 unless SOURCE_DATE_EPOCH or a clock asked
 };
 
+// What a write_archive_file took, for kiln pack --timings.
+struct WriteStats {
+  double sync_seconds = 0;  // the fsync of the finished file (the rename and the folder's fsync after it not included)
+};
+
 struct WriteOptions {
   int level = 9;          // zstd level for every member
-  unsigned threads = 1;   // compression workers; the calling thread writes. The output does not depend on it
+  unsigned threads = 1;   // workers compressing, hashing and writing members. The output does not depend on it
   ProgressFn progress;    // called from worker threads with (bytes compressed, total)
+  WriteStats* stats = nullptr;  // filled in by write_archive_file when given
+  // Compressed members wait in memory until every member before them is compressed (their
+  // offset depends on it); no worker starts a member while they hold this many bytes or more.
+  // The heap then holds at most this plus one frame per worker. The output does not depend on it.
+  std::uint64_t max_held_bytes = 64ull << 20;
 };
 
 // The kernel table members derived from `manifest` (kiln/kernels.bin and one record per

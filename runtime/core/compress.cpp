@@ -12,9 +12,6 @@
 namespace kiln {
 namespace {
 
-struct CCtxDeleter {
-  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-};
 struct DCtxDeleter {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
@@ -25,17 +22,30 @@ constexpr int kMaxWindowLog = 27;
 }  // namespace
 
 std::vector<std::uint8_t> zstd_compress(ByteView content, int level) {
-  std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx(ZSTD_createCCtx());
-  if (!cctx) fail(Errc::internal, "zstd: cannot allocate a compression context");
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_windowLog, 0);
-  std::vector<std::uint8_t> out(ZSTD_compressBound(content.size));
-  std::size_t n = ZSTD_compress2(cctx.get(), out.data(), out.size(), content.data, content.size);
-  if (ZSTD_isError(n)) fail(Errc::internal, std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
-  out.resize(n);
+  ZstdCompressor compressor;
+  std::vector<std::uint8_t> out;
+  out.resize(compressor.compress(content, level, out));
   return out;
+}
+
+ZstdCompressor::ZstdCompressor() : cctx_(ZSTD_createCCtx()) {
+  if (cctx_ == nullptr) fail(Errc::internal, "zstd: cannot allocate a compression context");
+}
+
+ZstdCompressor::~ZstdCompressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+
+std::size_t ZstdCompressor::compress(ByteView content, int level, std::vector<std::uint8_t>& out) {
+  auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, 0);
+  std::size_t bound = ZSTD_compressBound(content.size);
+  if (out.size() < bound) out.resize(bound);
+  std::size_t n = ZSTD_compress2(cctx, out.data(), bound, content.data, content.size);
+  if (ZSTD_isError(n)) fail(Errc::internal, std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
+  return n;
 }
 
 void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what) {

@@ -14,6 +14,23 @@ namespace kiln {
 // that the output depends only on the input and the level.
 std::vector<std::uint8_t> zstd_compress(ByteView content, int level);
 
+// The same frames, from one context kept for many members: creating a context and its tables
+// for every member costs more than compressing a small one. The output is the same bytes as
+// zstd_compress's (the context is reset, parameters included, before each frame).
+class ZstdCompressor {
+ public:
+  ZstdCompressor();
+  ~ZstdCompressor();
+  ZstdCompressor(const ZstdCompressor&) = delete;
+  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
+  // Compresses `content` into `out` (grown to ZSTD_compressBound, never shrunk) and returns
+  // the frame's size: the frame is out[0, size).
+  std::size_t compress(ByteView content, int level, std::vector<std::uint8_t>& out);
+
+ private:
+  void* cctx_;  // ZSTD_CCtx
+};
+
 // The frame's own header against the index, without decompressing: exactly one frame filling
 // `stored`, its content size declared and equal to `content_size`, no dictionary, a window of
 // at most 2^27 bytes (FORMAT.md §4). Cheap; what verification without --deep checks.

@@ -246,6 +246,15 @@ void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::si
   }
 }
 
+void AtomicFileWriter::start_writeback(std::uint64_t offset, std::uint64_t size) {
+#ifdef __linux__
+  ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)size;
+#endif
+}
+
 void AtomicFileWriter::commit(const Step& step) {
   if (step) step("written, not synced");
   if (::fsync(fd_) != 0) fail(Errc::io, path_ + ": fsync failed: " + errno_text(errno));

@@ -173,7 +173,8 @@ struct Manifest {
 };
 
 // Parses and checks a manifest. Throws Errc::manifest with "NAME:LINE:COLUMN: message"
-// saying what was expected there.
-Manifest parse_manifest(std::string_view text, const std::string& source_name);
+// saying what was expected there. The kernels are parsed on `threads` threads (the result and
+// the error reported, the first in file order, do not depend on it).
+Manifest parse_manifest(std::string_view text, const std::string& source_name, unsigned threads = 1);
 
 }  // namespace kiln

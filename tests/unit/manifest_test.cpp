@@ -1,6 +1,9 @@
 // kiln.toml: accepted forms, and for each mistake the promised file:line:column message.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "error.hpp"
 #include "manifest.hpp"
 
@@ -157,6 +160,73 @@ TEST(Manifest, MissingKernelAndPackageAreNamed) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing 'package'"), std::string::npos) << e.what();
+  }
+}
+
+
+// A large kiln.toml is parsed in pieces cut at its [[kernel]] lines, one per thread: the
+// kernels and every error (file:line:column) must be what a whole parse gives, including
+// where a cut would be wrong (a [[kernel]] line inside a multi-line string, a table after
+// the kernels) or where a header is indented.
+TEST(Manifest, LargeManifestParsedInPiecesMatchesAWholeParse) {
+  std::string text = "[package]\nname = \"big\"\nkernel_revision = \"r1\"\nsequence = 2\n\n[toolchain]\ncuda = \"13.0\"\n";
+  for (int i = 0; i < 1500; ++i) {
+    std::string n = std::to_string(i);
+    text += std::string(i % 5 == 0 ? "  [[kernel]] # kernel " : "[[kernel]]\n# ") + n + "\nname = \"k" + n +
+            "\"\nentry = 'e" + n + "'\nbackend = \"cuda\"\nparams = [\n  { name = \"x\", type = \"ptr\", dtype = \"f32\" },\n"
+            "  { name = \"n\", type = \"i32\" },\n]\n";
+    if (i % 7 == 0) text += "sources = [\"\"\"s/x\"\"\", '''a" + n + ".cu''']\n";
+    text += "[[kernel.code]]\narch = \"sm_90\"\nfile = \"c/k" + n + ".cubin\"\n";
+    if (i % 3 == 0) text += "[kernel.tolerance]\nrtol = 1e-3\n";
+    text += "\n";
+  }
+  ASSERT_GE(text.size(), 256u << 10);  // large enough to be parsed in pieces
+  auto error_of = [](const std::string& t, unsigned threads) -> std::string {
+    try {
+      parse_manifest(t, "kiln.toml", threads);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Manifest one = parse_manifest(text, "kiln.toml", 1);
+  for (unsigned threads : {2u, 3u, 16u}) {
+    Manifest m = parse_manifest(text, "kiln.toml", threads);
+    ASSERT_EQ(m.kernels.size(), one.kernels.size());
+    EXPECT_EQ(m.toolchain, one.toolchain);
+    for (std::size_t i = 0; i < m.kernels.size(); ++i) {
+      const KernelSpec& a = m.kernels[i];
+      const KernelSpec& b = one.kernels[i];
+      ASSERT_EQ(a.name, b.name);
+      EXPECT_EQ(a.entry, b.entry);
+      EXPECT_EQ(a.pos.line, b.pos.line);
+      EXPECT_EQ(a.pos.column, b.pos.column);
+      ASSERT_EQ(a.code.size(), 1u);
+      EXPECT_EQ(a.code[0].file.path, b.code[0].file.path);
+      EXPECT_EQ(a.code[0].file.pos.line, b.code[0].file.pos.line);
+      EXPECT_EQ(a.sources.size(), b.sources.size());
+      EXPECT_EQ(a.params.size(), 2u);
+      EXPECT_EQ(a.tolerance.rtol, b.tolerance.rtol);
+    }
+  }
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  std::vector<std::string> broken = {
+      replace("name = \"k1200\"", "name = \"k3\""),                      // declared twice
+      replace("name = \"k900\"", "name = \"k900\"\nbogus = 1"),          // unknown key
+      replace("name = \"k700\"", "name = \"k700"),                        // not TOML
+      replace("entry = 'e1001'", "entry = 'e1001'\nnotes = \"\"\"\n[[kernel]]\nname = \"x\"\"\"\""),
+      replace("name = \"k400\"", "name = \"k400\"\n[files]\nextra = [1]"),  // a table among the kernels
+      text + "[files]\nextra = [\"a\", 2]\n",
+      replace("[[kernel]]\n# 1301", "[[kernel]]\n# 1301\n[kernel.tolerance]\nrtol = \"x\""),
+  };
+  for (std::size_t b = 0; b < broken.size(); ++b) {
+    std::string expected = error_of(broken[b], 1);
+    EXPECT_NE(expected, "") << b;
+    EXPECT_EQ(error_of(broken[b], 4), expected) << b;
   }
 }
 

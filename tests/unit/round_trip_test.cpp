@@ -1,6 +1,7 @@
 // Writing then reading gives back every member, byte for byte, and writing is
 // reproducible.
 #include <gtest/gtest.h>
+#include <cstdio>
 #include <unistd.h>
 
 #include "error.hpp"
@@ -82,6 +83,71 @@ TEST_F(RoundTrip, SameInputsAndKeyGiveIdenticalBytesWhateverTheThreadCount) {
   std::vector<std::uint8_t> four = test::build_signed({&key}, test::default_identity(), 4);
   EXPECT_EQ(one, again);
   EXPECT_EQ(one, four);
+}
+
+// Workers write each member at its offset once every member before it is compressed: the
+// bytes must not depend on the thread count, on how many compressed members may wait in
+// memory, or on where the output goes, with empty members (several in a row, across a page
+// of the index), members stored raw and compressed, and one larger than a zstd job.
+TEST_F(RoundTrip, ManyMembersGiveTheSameBytesWhateverTheThreadsAndTheMemoryBound) {
+  PackageIdentity id = test::default_identity();
+  std::vector<MemberInput> extra;
+  std::uint32_t state = 12345;
+  auto random_bytes = [&](std::size_t n) {
+    std::vector<std::uint8_t> out(n);
+    for (auto& b : out) {
+      state = state * 1664525u + 1013904223u;
+      b = static_cast<std::uint8_t>(state >> 24);
+    }
+    return out;
+  };
+  for (int i = 0; i < 400; ++i) {
+    MemberInput m;
+    char name[32];
+    std::snprintf(name, sizeof name, "data/m%03d.bin", i);
+    m.path = name;
+    if (i % 7 == 0 || (i >= 200 && i < 340)) {
+      // empty: 140 in a row fill a whole page of 128 entries
+    } else if (i % 3 == 0) {
+      m.content = random_bytes(1 + static_cast<std::size_t>(i) * 97);  // stored raw
+    } else {
+      std::string text;
+      while (text.size() < static_cast<std::size_t>(i) * 131) text += "kernel " + std::to_string(i) + " line\n";
+      m.content.assign(text.begin(), text.end());  // compressed
+    }
+    extra.push_back(std::move(m));
+  }
+  MemberInput big;  // larger than a zstd job of level 9 (and than the smallest memory bound below)
+  big.path = "data/big.bin";
+  for (int i = 0; big.content.size() < (9u << 20); ++i) {
+    std::string line = "row " + std::to_string(i) + " of a large compressible member\n";
+    big.content.insert(big.content.end(), line.begin(), line.end());
+  }
+  extra.push_back(std::move(big));
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  auto build = [&](unsigned threads, std::uint64_t held) {
+    WriteOptions options;
+    options.threads = threads;
+    options.max_held_bytes = held;
+    return build_archive(id, test::small_members_with(id, extra), signers, options);
+  };
+  std::vector<std::uint8_t> one = build(1, 64ull << 20);
+  for (unsigned threads : {2u, 3u, 8u, 17u}) {
+    for (std::uint64_t held : {0ull, 4096ull, 64ull << 20}) {
+      EXPECT_EQ(build(threads, held), one) << threads << " threads, " << held << " bytes held at most";
+    }
+  }
+  std::string dir = test::make_temp_dir();
+  WriteOptions options;
+  options.threads = 5;
+  write_archive_file(dir + "/many.kiln", id, test::small_members_with(id, extra), signers, options);
+  std::string on_disk = test::read_text_file(dir + "/many.kiln");
+  EXPECT_EQ(std::vector<std::uint8_t>(on_disk.begin(), on_disk.end()), one);
+  TrustSet trust = test::trust_of({&key});
+  std::unique_ptr<Archive> a = test::open_and_verify(one, trust);
+  EXPECT_EQ(a->read_member("data/m200.bin"), std::vector<std::uint8_t>{});
+  EXPECT_EQ(a->read_member("data/m003.bin").size(), 1u + 3 * 97);
+  EXPECT_EQ(a->read_member("data/big.bin").size(), extra.back().content.size());
 }
 
 TEST_F(RoundTrip, InputOrderDoesNotMatter) {
