@@ -306,15 +306,29 @@ def encode_entry(w, e):
     w.raw(e["content_sha256"])
 
 
+def writer_pages(entries):
+    """The writer's split (§3): at most 128 entries a page, and a new page at kiln.toml and
+    right after kiln/kernels.bin."""
+    pages, current = [], []
+    for e in entries:
+        if current and (len(current) == 128 or e["path"] == b"kiln.toml" or current[-1]["path"] == b"kiln/kernels.bin"):
+            pages.append(current)
+            current = []
+        current.append(e)
+    if current:
+        pages.append(current)
+    return pages
+
+
 def encode_index(head, entries):
-    """Head then pages, as the writer lays them out: 128 entries a page (§3)."""
+    """Head then pages, as the writer lays them out (§3)."""
     pages = []
-    for first in range(0, len(entries), 128):
+    for page_entries in writer_pages(entries):
         w = Writer()
         w.raw(b"KILNPGE2")
-        for e in entries[first:first + 128]:
+        for e in page_entries:
             encode_entry(w, e)
-        pages.append((entries[first:first + 128], bytes(w.out)))
+        pages.append((page_entries, bytes(w.out)))
     w = Writer()
     w.raw(b"KILNIDX2")
     w.u32(len(entries))
@@ -1427,7 +1441,7 @@ def rebuild_archive(data, a, replace, seed):
         out += c + bytes(align64(len(out) + len(c)) - len(out) - len(c))
     index = encode_index(a["head"], entries)
     head_size = 8 + 4 + 8 + 2 + len(a["head"]["package"]) + 2 + len(a["head"]["kernel_revision"]) + 4 + sum(
-        4 + 4 + 8 + 32 + 2 + len(entries[i]["path"]) for i in range(0, len(entries), 128))
+        4 + 4 + 8 + 32 + 2 + len(page[0]["path"]) for page in writer_pages(entries))
     public = encode_point(scalar_mult(ed25519_scalar(seed), BASE))
     attributes = {"kiln-signature": b"1", "archive": b"sha256:" + hashlib.sha256(index[:head_size]).hexdigest().encode(),
                   "package": a["head"]["package"], "sequence": a["head"]["sequence"], "key-id": key_id(public),
