@@ -317,6 +317,20 @@ void hopper_launch(const std::string& trust, const std::string& archive, const s
   cu.cuMemFree(out);
 }
 
+// The driver loaded and device 0's primary context made current: CUDA's own initialisation,
+// which every figure here leaves out (kiln and the raw driver alike).
+const Driver* init_cuda(CUdevice* dev, CUcontext* ctx) {
+  std::string why;
+  bool no_device = false;
+  const Driver* d = Driver::get("", &why, &no_device);
+  if (d == nullptr) die("no CUDA driver: " + why);
+  const DriverApi& cu = d->api();
+  check(cu.cuDeviceGet(dev, 0), "cuDeviceGet", d);
+  check(cu.cuDevicePrimaryCtxRetain(ctx, *dev), "cuDevicePrimaryCtxRetain", d);
+  check(cu.cuCtxSetCurrent(*ctx), "cuCtxSetCurrent", d);
+  return d;
+}
+
 // ---- memory in a fresh process ---------------------------------------------------------------
 // kiln_runtime_bench --memory kiln TRUST ARCHIVE KERNEL | --memory raw CUBIN ENTRY, run by
 // fresh_memory as a fresh process (/proc/self/exe). CUDA is initialised first (driver, device,
@@ -332,16 +346,10 @@ int memory_mode(int argc, char** argv) {
   if (!((mode == "kiln" && argc == 6) || (mode == "raw" && argc == 5))) {
     die("usage: kiln_runtime_bench --memory kiln TRUST ARCHIVE KERNEL | --memory raw CUBIN ENTRY");
   }
-  std::string why;
-  bool no_device = false;
-  const Driver* d = Driver::get("", &why, &no_device);
-  if (d == nullptr) die("no CUDA driver: " + why);
-  const DriverApi& cu = d->api();
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  check(cu.cuDeviceGet(&dev, 0), "cuDeviceGet", d);
-  check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", d);
-  check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", d);
+  const Driver* d = init_cuda(&dev, &ctx);
+  const DriverApi& cu = d->api();
   CUdeviceptr out = 0;
   check(cu.cuMemAlloc(&out, 4), "cuMemAlloc", d);
   int value = 7;
@@ -407,17 +415,11 @@ int main(int argc, char** argv) {
   if (argc != 3) die("usage: kiln_runtime_bench BENCH_DIR JSON_OUT (or --memory ...: see the top of runtime_bench.cpp)");
   const std::string dir = argv[1], json_out = argv[2], trust = dir + "/test.pub";
   const std::string small1 = dir + "/scale/small-1.kiln", raw_cubin = dir + "/scale/small.sm_90a.cubin";
-  std::string why;
-  bool no_device = false;
-  const Driver* d = Driver::get("", &why, &no_device);
-  if (d == nullptr) die("no CUDA driver: " + why);
-  const DriverApi& cu = d->api();
   // CUDA initialisation, excluded from every figure below: driver, device, primary context.
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  check(cu.cuDeviceGet(&dev, 0), "cuDeviceGet", d);
-  check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", d);
-  check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", d);
+  const Driver* d = init_cuda(&dev, &ctx);
+  const DriverApi& cu = d->api();
   char name[128] = {};
   cu.cuDeviceGetName(name, sizeof name - 1, dev);
   CUdeviceptr out = 0;
