@@ -14,26 +14,24 @@ namespace kiln::cli {
 
 void add_push_command(CLI::App& app) {
   struct Options {
-    std::string file, reference, trust;
-    unsigned threshold = 1;
+    std::string file, reference;
+    OptionalTrust trust;
     RegistryCli registry;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("push", "Upload an archive to an OCI registry as a kiln artifact");
   cmd->add_option("file", o->file, "The archive")->required();
   cmd->add_option("reference", o->reference, "REGISTRY/REPO[:TAG] (default tag: the archive's kernel_revision)")->required();
-  cmd->add_option("--trust,-t", o->trust, "Check the archive's signatures against these keys before pushing");
-  cmd->add_option("--threshold", o->threshold, "Distinct trusted signers required (with --trust)")->check(CLI::Range(1u, 64u));
+  o->trust.add_to(cmd, "Check the archive's signatures against these keys before pushing");
   o->registry.add_to(cmd);
   cmd->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
     if (!ref.digest.empty() || !ref.kiln_digest.empty()) {
       fail(Errc::invalid_argument, o->reference + ": push takes REGISTRY/REPO[:TAG]; the digests are the archive's own");
     }
-    std::unique_ptr<TrustSet> trust;
-    if (!o->trust.empty()) trust = std::make_unique<TrustSet>(TrustSet::load(o->trust));
+    std::unique_ptr<TrustSet> trust = o->trust.load();
     registry::Client client(ref, o->registry.http(ref));
-    registry::PushResult r = registry::push_archive(client, o->file, ref.tag, trust.get(), o->threshold);
+    registry::PushResult r = registry::push_archive(client, o->file, ref.tag, trust.get(), o->trust.threshold);
     std::cout << "pushed " << o->file << " to " << ref.name() << ":" << r.tag << " (also tagged " << r.kiln_tag << ")\n"
               << "  kiln digest      " << r.archive.digest << "\n"
               << "  manifest digest  " << r.manifest_digest << "\n"
@@ -47,8 +45,8 @@ void add_push_command(CLI::App& app) {
 
 void add_pull_command(CLI::App& app) {
   struct Options {
-    std::string reference, out, trust;
-    unsigned threshold = 1;
+    std::string reference, out;
+    OptionalTrust trust;
     RegistryCli registry;
   };
   auto o = std::make_shared<Options>();
@@ -57,17 +55,15 @@ void add_pull_command(CLI::App& app) {
                   "REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:<manifest digest> or REGISTRY/REPO@kiln:sha256:<kiln digest>")
       ->required();
   cmd->add_option("--output,-o", o->out, "The archive file to write (written only once every check has passed)")->required();
-  cmd->add_option("--trust,-t", o->trust, "Check the archive's signatures against these keys (as kiln verify)");
-  cmd->add_option("--threshold", o->threshold, "Distinct trusted signers required (with --trust)")->check(CLI::Range(1u, 64u));
+  o->trust.add_to(cmd, "Check the archive's signatures against these keys (as kiln verify)");
   o->registry.add_to(cmd);
   cmd->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
-    std::unique_ptr<TrustSet> trust;
-    if (!o->trust.empty()) trust = std::make_unique<TrustSet>(TrustSet::load(o->trust));
+    std::unique_ptr<TrustSet> trust = o->trust.load();
     registry::Client client(ref, o->registry.http(ref));
     registry::FetchOptions options;
     options.trust = trust.get();
-    options.threshold = o->threshold;
+    options.threshold = o->trust.threshold;
     options.max_blob = o->registry.max_blob;
     // Written beside the target under a temporary name and renamed onto it only when complete
     // and checked: a failure or a kill never leaves a partial archive at the name.
@@ -80,7 +76,7 @@ void add_pull_command(CLI::App& app) {
               << "  package          " << r.archive.package << "  revision " << r.archive.kernel_revision << "  sequence "
               << r.archive.sequence << "\n"
               << "  signatures       "
-              << (trust ? std::to_string(r.trusted_signers) + " distinct trusted signer(s), " + std::to_string(o->threshold) +
+              << (trust ? std::to_string(r.trusted_signers) + " distinct trusted signer(s), " + std::to_string(o->trust.threshold) +
                               " required"
                         : std::string("not checked (no --trust)"))
               << "\n"

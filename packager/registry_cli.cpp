@@ -40,4 +40,13 @@ void RegistryCli::report(const registry::Client& client) const {
                static_cast<unsigned long long>(s.bytes_sent));
 }
 
+void OptionalTrust::add_to(CLI::App* c, const std::string& trust_help) {
+  c->add_option("--trust,-t", path, trust_help);
+  c->add_option("--threshold", threshold, "Distinct trusted signers required (with --trust)")->check(CLI::Range(1u, 64u));
+}
+
+std::unique_ptr<TrustSet> OptionalTrust::load() const {
+  return path.empty() ? nullptr : std::make_unique<TrustSet>(TrustSet::load(path));
+}
+
 }  // namespace kiln::cli

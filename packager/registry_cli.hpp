@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "client.hpp"
+#include "trust.hpp"
 
 namespace CLI {
 class App;
@@ -26,6 +28,16 @@ struct RegistryCli {
   // With --stats: one line on stderr, "kiln-registry-stats requests=N get=N head=N post=N put=N
   // bytes_received=N bytes_sent=N" (bodies only, every request including token fetches).
   void report(const registry::Client& client) const;
+};
+
+// --trust KEYS and --threshold N where checking signatures is optional (kiln push, kiln pull):
+// without --trust nothing is loaded and load() gives null.
+struct OptionalTrust {
+  std::string path;
+  unsigned threshold = 1;
+
+  void add_to(CLI::App* command, const std::string& trust_help);
+  std::unique_ptr<TrustSet> load() const;
 };
 
 }  // namespace kiln::cli
