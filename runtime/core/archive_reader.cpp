@@ -16,7 +16,9 @@ namespace kiln {
 
 struct Archive::Page {
   Once once;
-  std::vector<format::Entry> entries;
+  std::vector<format::PageRef> refs;  // a reference page's
+  std::unique_ptr<Page[]> children;   // one slot per reference
+  std::vector<format::Entry> entries; // an entry page's
 };
 
 Archive::~Archive() = default;
@@ -25,7 +27,7 @@ std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadO
   std::unique_ptr<Archive> a(new Archive);
   a->name_ = path;
   a->mapping_ = std::make_unique<MappedFile>(path, options.follow_links);
-  a->bytes_ = a->mapping_->bytes();
+  a->file_size_ = a->mapping_->size();
   a->parse(options);
   return a;
 }
@@ -34,7 +36,8 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
                                               const std::string& name) {
   std::unique_ptr<Archive> a(new Archive);
   a->name_ = name;
-  a->bytes_ = ByteView(data, size);
+  a->memory_ = ByteView(data, size);
+  a->file_size_ = size;
   a->parse(options);
   return a;
 }
@@ -45,11 +48,13 @@ std::vector<std::uint8_t> Archive::copy_out(std::uint64_t offset, std::uint64_t 
   if (mapping_) {
     mapping_->read_at(offset, out.size(), out.data());
   } else {
-    ByteView view = bytes_.sub(offset, size);
+    ByteView view = memory_.sub(offset, size);
     std::memcpy(out.data(), view.data, view.size);
   }
   return out;
 }
+
+ByteView Archive::unchecked_file_bytes() const { return mapping_ ? mapping_->bytes() : memory_; }
 
 std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
 
@@ -58,13 +63,13 @@ void Archive::parse(const ReadOptions& options) {
   auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
 
   try {
-    std::vector<std::uint8_t> header = copy_out(0, std::min<std::uint64_t>(bytes_.size, format::kHeaderSize));
+    std::vector<std::uint8_t> header = copy_out(0, std::min<std::uint64_t>(file_size_, format::kHeaderSize));
     header_ = format::decode_header(ByteView(header));
   } catch (const Error& e) {
     refuse(e.what());
   }
   // The three regions must tile the file exactly: [header][members][index][signatures].
-  const std::uint64_t size = bytes_.size;
+  const std::uint64_t size = file_size_;
   if (header_.index_size == 0 || header_.index_size > format::kMaxIndexSize) {
     refuse("header: index size " + std::to_string(header_.index_size) + " is outside 1.." +
            std::to_string(format::kMaxIndexSize));
@@ -109,7 +114,7 @@ void Archive::parse(const ReadOptions& options) {
   } catch (const Error& e) {
     refuse(e.what());
   }
-  pages_.reset(new Page[head_.pages.size()]);
+  top_pages_.reset(new Page[head_.refs.size()]);
   verified_.reset(new std::atomic<bool>[head_.entry_count]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
@@ -137,42 +142,90 @@ void Archive::parse(const ReadOptions& options) {
   }
 }
 
-const Archive::Page& Archive::page(std::size_t p) const {
-  Page& slot = pages_[p];
+const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsigned level,
+                                   const format::PageBounds& bounds) const {
   slot.once.run([&] {
-    const format::PageRef& ref = head_.pages[p];
     // Copied before hashing, parsed from the copy (as the head is).
     std::vector<std::uint8_t> bytes = copy_out(header_.index_offset + ref.index_position, ref.size);
     if (sha256(bytes.data(), bytes.size()) != ref.sha256) {
-      fail(Errc::integrity, name_ + ": index page " + std::to_string(p) +
-                                ": its bytes do not match the SHA-256 the index head gives for it");
+      fail(Errc::integrity, name_ + ": index page at " + std::to_string(ref.index_position) +
+                                ": its bytes do not match the SHA-256 its reference gives");
     }
     try {
-      slot.entries = format::decode_index_page(ByteView(bytes), head_, p, header_.index_offset);
+      if (level == 0) {
+        slot.entries = format::decode_entry_page(ByteView(bytes), ref, bounds);
+      } else {
+        slot.refs = format::decode_reference_page(ByteView(bytes), ref, level, bounds, header_.index_size);
+        slot.children.reset(new Page[slot.refs.size()]);
+      }
     } catch (const Error& e) {
       fail(Errc::malformed, name_ + ": " + e.what());
     }
+    pages_read_.fetch_add(1, std::memory_order_relaxed);
+    page_bytes_read_.fetch_add(ref.size, std::memory_order_relaxed);
   });
   return slot;
 }
 
+// Both lookups walk from the head down, one page per level, each page hashed and decoded once.
+Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
+  const std::vector<format::PageRef>* refs = &head_.refs;
+  Page* slots = top_pages_.get();
+  format::PageBounds bounds{header_.index_offset, nullptr};
+  for (unsigned level = head_.height - 1;; --level) {
+    long i = format::ref_for_path(*refs, path);
+    if (i < 0) return {};
+    const format::PageRef& ref = (*refs)[static_cast<std::size_t>(i)];
+    bounds = format::child_bounds(*refs, static_cast<std::size_t>(i), bounds);
+    const Page& p = page(slots[i], ref, level, bounds);
+    if (level == 0) return {&p, &ref};
+    refs = &p.refs;
+    slots = p.children.get();
+  }
+}
+
+Archive::EntryPage Archive::entry_page_for_position(std::size_t position) const {
+  const std::vector<format::PageRef>* refs = &head_.refs;
+  Page* slots = top_pages_.get();
+  format::PageBounds bounds{header_.index_offset, nullptr};
+  for (unsigned level = head_.height - 1;; --level) {
+    std::size_t i = format::ref_for_position(*refs, position);
+    const format::PageRef& ref = (*refs)[i];
+    bounds = format::child_bounds(*refs, i, bounds);
+    const Page& p = page(slots[i], ref, level, bounds);
+    if (level == 0) return {&p, &ref};
+    refs = &p.refs;
+    slots = p.children.get();
+  }
+}
+
 const format::Entry& Archive::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
-  // The last page whose first entry is at or before i.
-  auto it = std::upper_bound(head_.pages.begin(), head_.pages.end(), i,
-                             [](std::size_t pos, const format::PageRef& ref) { return pos < ref.first_entry; });
-  std::size_t p = static_cast<std::size_t>(it - head_.pages.begin()) - 1;
-  return page(p).entries[i - head_.pages[p].first_entry];
+  EntryPage at = entry_page_for_position(i);
+  return at.page->entries[i - at.ref->first_entry];
 }
 
 long Archive::find(const std::string& path) const {
-  long p = head_.page_for(path);
-  if (p < 0) return -1;
-  const std::vector<format::Entry>& entries = page(static_cast<std::size_t>(p)).entries;
+  EntryPage at = entry_page_for_path(path);
+  if (at.page == nullptr) return -1;
+  const std::vector<format::Entry>& entries = at.page->entries;
   auto it = std::lower_bound(entries.begin(), entries.end(), path,
                              [](const format::Entry& e, const std::string& key) { return e.path < key; });
   if (it == entries.end() || it->path != path) return -1;
-  return static_cast<long>(head_.pages[static_cast<std::size_t>(p)].first_entry) + (it - entries.begin());
+  return static_cast<long>(at.ref->first_entry) + (it - entries.begin());
+}
+
+void Archive::collect_entries(const std::vector<format::PageRef>& refs, Page* slots, unsigned level,
+                              const format::PageBounds& outer, std::vector<format::Entry>& out) const {
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const format::PageBounds bounds = format::child_bounds(refs, i, outer);
+    const Page& p = page(slots[i], refs[i], level, bounds);
+    if (level == 0) {
+      out.insert(out.end(), p.entries.begin(), p.entries.end());
+    } else {
+      collect_entries(p.refs, p.children.get(), level - 1, bounds, out);
+    }
+  }
 }
 
 const format::Index& Archive::index() const {
@@ -182,9 +235,8 @@ const format::Index& Archive::index() const {
     index.kernel_revision = head_.kernel_revision;
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
-    for (std::size_t p = 0; p < head_.pages.size(); ++p) {
-      for (const format::Entry& e : page(p).entries) index.entries.push_back(e);
-    }
+    collect_entries(head_.refs, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, nullptr},
+                    index.entries);
     long manifest = index.find(format::kManifestPath);
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
       fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");
@@ -274,7 +326,7 @@ const Manifest& Archive::manifest() const {
 
 ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
   const format::Entry& e = entry(i);
-  return bytes_.sub(e.offset, e.stored_size);
+  return unchecked_file_bytes().sub(e.offset, e.stored_size);
 }
 
 void Archive::verify_member(std::size_t i) const {
@@ -368,13 +420,14 @@ void Archive::verify_member_deep(std::size_t i) const {
 
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
   const auto& entries = index().entries;
+  const ByteView file = unchecked_file_bytes();
   // Padding between members is covered by no digest, so it must be zero to leave no byte
   // of the file free for an attacker to change unnoticed.
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::uint64_t end = entries[i].offset + entries[i].stored_size;
     std::uint64_t next = i + 1 < entries.size() ? entries[i + 1].offset : header_.index_offset;
     for (std::uint64_t p = end; p < next; ++p) {
-      if (bytes_.data[p] != 0) {
+      if (file.data[p] != 0) {
         fail(Errc::integrity, member_label(i) + ": padding byte at offset " + std::to_string(p) + " is not zero");
       }
     }

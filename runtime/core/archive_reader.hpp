@@ -54,7 +54,7 @@ class Archive {
   ~Archive();
 
   const std::string& name() const { return name_; }
-  std::uint64_t file_size() const { return bytes_.size; }
+  std::uint64_t file_size() const { return file_size_; }
   const format::Header& header() const { return header_; }
   const Sha256& digest() const { return digest_; }
   const std::string& package() const { return head_.package; }
@@ -65,6 +65,10 @@ class Archive {
   long find(const std::string& path) const;
   // One member's index entry; decodes (once) only its page.
   const format::Entry& entry(std::size_t i) const;
+  // Index pages hashed and decoded so far, and their bytes (what the reader holds of the index
+  // besides the head): for benchmarks and diagnostics.
+  std::size_t index_pages_read() const { return pages_read_.load(std::memory_order_relaxed); }
+  std::uint64_t index_page_bytes_read() const { return page_bytes_read_.load(std::memory_order_relaxed); }
   // Every entry, every page hashed and decoded, the manifest rule checked (once): for tools.
   const format::Index& index() const;
 
@@ -103,25 +107,40 @@ class Archive {
   // to verify themselves.
   ByteView unchecked_stored_bytes(std::size_t i) const;
   // The whole file, unverified: for rewriting the unsigned part when a signature is added.
-  ByteView unchecked_file_bytes() const { return bytes_; }
+  ByteView unchecked_file_bytes() const;
 
  private:
   Archive() = default;
   void parse(const ReadOptions& options);
   std::string member_label(std::size_t i) const;
+  // One page of the index, hashed and decoded on first use (thread-safe): a reference page's
+  // references and a slot for each page they name, or an entry page's entries.
   struct Page;
-  const Page& page(std::size_t p) const;
+  const Page& page(Page& slot, const format::PageRef& ref, unsigned level, const format::PageBounds& bounds) const;
+  // The entry page holding entry `position` (or, by path, the one that would hold `path`: null
+  // if none could), with its reference.
+  struct EntryPage {
+    const Page* page = nullptr;
+    const format::PageRef* ref = nullptr;
+  };
+  EntryPage entry_page_for_position(std::size_t position) const;
+  EntryPage entry_page_for_path(const std::string& path) const;
+  void collect_entries(const std::vector<format::PageRef>& refs, Page* slots, unsigned level,
+                       const format::PageBounds& outer, std::vector<format::Entry>& out) const;
   // Bytes [offset, offset + size) of the file, copied out (pread where the file is mapped,
   // memcpy otherwise): what is checked and parsed is always a private copy.
   std::vector<std::uint8_t> copy_out(std::uint64_t offset, std::uint64_t size) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
-  ByteView bytes_;
+  ByteView memory_;            // open_memory's bytes; a file is read through mapping_
+  std::uint64_t file_size_ = 0;
   format::Header header_;
   Sha256 digest_{};
   format::IndexHead head_;
-  std::unique_ptr<Page[]> pages_;
+  std::unique_ptr<Page[]> top_pages_;  // one per reference in the head
+  mutable std::atomic<std::size_t> pages_read_{0};
+  mutable std::atomic<std::uint64_t> page_bytes_read_{0};
   mutable Once index_once_;
   mutable format::Index index_;
   mutable Once names_once_;

@@ -139,15 +139,20 @@ MappedFile::MappedFile(const std::string& path, bool follow_links) {
   } else {
     fd = open_regular_file(path, false);
   }
-  map(fd.get(), path, true);
-  if (copy_.empty() && size_ > 0) fd_ = ::dup(fd.get());  // for read_at(); -1 falls back to memory
+  open_fd(fd.get(), path, true);
+  if (lazy_) fd_ = fd.release();  // for read_at() and the mapping made on first use
+}
+
+ByteView MappedFile::bytes() const {
+  if (lazy_) std::call_once(mapped_once_, [this] { map_now(); });
+  return ByteView(data_, size_);
 }
 
 void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const {
   if (offset > size_ || size > size_ - offset) fail(Errc::internal, path_ + ": read past the end of the file");
   if (size == 0) return;
   if (fd_ < 0) {
-    std::memcpy(out, data_ + offset, size);
+    std::memcpy(out, bytes().data + offset, size);
     return;
   }
   std::size_t done = 0;
@@ -173,11 +178,11 @@ std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::s
     fail(Errc::limit, path + ": " + std::to_string(st.st_size) + " bytes is over the limit of " + std::to_string(max_size) + " bytes");
   }
   std::shared_ptr<MappedFile> file(new MappedFile);
-  file->map(fd.get(), path, false);  // pack inputs stay mapped: page cache, not a second copy
+  file->open_fd(fd.get(), path, false);  // pack inputs are mapped now: page cache, not a second copy
   return file;
 }
 
-void MappedFile::map(int fd, const std::string& path, bool opened_by_path) {
+void MappedFile::open_fd(int fd, const std::string& path, bool opened_by_path) {
   path_ = path;
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
@@ -198,8 +203,18 @@ void MappedFile::map(int fd, const std::string& path, bool opened_by_path) {
     data_ = copy_.data();
     return;
   }
-  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) fail(Errc::io, path + ": cannot map: " + errno_text(errno));
+  if (opened_by_path) {
+    lazy_ = true;  // the caller keeps fd as fd_; bytes() maps it when first asked
+    return;
+  }
+  fd_ = fd;
+  map_now();
+  fd_ = -1;  // the caller closes fd; this file is read from its mapping only
+}
+
+void MappedFile::map_now() const {
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (p == MAP_FAILED) fail(Errc::io, path_ + ": cannot map: " + errno_text(errno));
   ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint: kiln reads files front to back
   data_ = static_cast<const std::uint8_t*>(p);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
+  // Gives the descriptor up: the caller closes it.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;
@@ -67,20 +74,27 @@ class MappedFile {
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  ByteView bytes() const { return ByteView(data_, size_); }
+  std::size_t size() const { return size_; }
+  // The whole file. A large file opened by path is mapped here, on the first call (thread-safe;
+  // Errc::io if the mapping fails), not when it is opened: a runtime that reads a few KiB of a
+  // large archive with read_at() never pays for mapping and unmapping it.
+  ByteView bytes() const;
   // Copies bytes [offset, offset + size) into `out`: with pread from the file where it was
-  // opened by path and mapped, so that reading a few KiB of a gigabyte archive faults in no
-  // page of the mapping (each fault maps a whole page-cache folio, and costs most in a VM);
+  // opened by path and not read whole, so that reading a few KiB of a gigabyte archive faults in
+  // no page of a mapping (each fault maps a whole page-cache folio, and costs most in a VM);
   // otherwise from memory. Throws Errc::io if the file shrank underneath.
   void read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const;
 
  private:
   MappedFile() = default;
-  void map(int fd, const std::string& path, bool opened_by_path);
-  const std::uint8_t* data_ = nullptr;
+  void open_fd(int fd, const std::string& path, bool opened_by_path);
+  void map_now() const;
+  mutable std::once_flag mapped_once_;
+  mutable const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
-  std::vector<std::uint8_t> copy_;  // the bytes of a small file read by path; empty when mapped
-  int fd_ = -1;                     // kept open for read_at() when mapped by path
+  std::vector<std::uint8_t> copy_;  // the bytes of a small file read by path; empty otherwise
+  int fd_ = -1;                     // kept open for read_at() and the lazy mapping (by path)
+  bool lazy_ = false;               // mapped on the first bytes() call
   std::string path_;
 };
 

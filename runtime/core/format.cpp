@@ -414,26 +414,30 @@ Entry decode_entry(ByteReader& r, std::uint64_t position) {
 
 }  // namespace
 
-long IndexHead::page_for(const std::string& path) const {
-  // The last page whose first path is <= path.
-  std::size_t lo = 0, hi = pages.size();
-  while (lo < hi) {
-    std::size_t mid = (lo + hi) / 2;
-    if (pages[mid].first_path.compare(path) <= 0) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return static_cast<long>(lo) - 1;
+long ref_for_path(const std::vector<PageRef>& refs, const std::string& path) {
+  auto it = std::upper_bound(refs.begin(), refs.end(), path,
+                             [](const std::string& key, const PageRef& ref) { return key.compare(ref.first_path) < 0; });
+  return static_cast<long>(it - refs.begin()) - 1;
 }
 
-// Where the writer ends the page that starts at `first`: after kEntriesPerPage entries, and
-// also around the two members every open of the archive reads, so that they sit alone in a
+std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t position) {
+  auto it = std::upper_bound(refs.begin(), refs.end(), position,
+                             [](std::size_t pos, const PageRef& ref) { return pos < ref.first_entry; });
+  return static_cast<std::size_t>(it - refs.begin()) - 1;
+}
+
+PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer) {
+  if (i + 1 < refs.size()) return PageBounds{refs[i + 1].first_offset, &refs[i + 1].first_path};
+  return outer;
+}
+
+namespace {
+
+// Where the writer ends the entry page that starts at `first`: after kEntriesPerPage entries,
+// and also around the two members every open of the archive reads, so that they sit alone in a
 // small page: a new page starts at kiln.toml and right after kiln/kernels.bin (kiln.toml sorts
 // just before it). Opening an archive of thousands of kernels then hashes and decodes a page
-// of two entries, not one of 128, to find its kernel table.
-namespace {
+// of two entries, not a full one, to find its kernel table.
 std::size_t page_end(const std::vector<Entry>& entries, std::size_t first) {
   constexpr const char* kKernelTablePagePath = "kiln/kernels.bin";  // kernel_table.hpp's kKernelTablePath
   std::size_t end = first + 1;
@@ -443,45 +447,197 @@ std::size_t page_end(const std::vector<Entry>& entries, std::size_t first) {
   }
   return end;
 }
+
+// A page and everything under it, in the order they are written (depth-first pre-order).
+struct Subtree {
+  PageRef ref;
+  std::vector<std::uint8_t> bytes;
+};
+
+void encode_ref(ByteWriter& w, const PageRef& ref, bool tree) {
+  w.u32(ref.entry_count);
+  w.u32(ref.size);
+  if (tree) w.u32(ref.span);
+  w.u64(ref.first_offset);
+  w.bytes(ref.sha256.data(), 32);
+  w.string16(ref.first_path);
+}
+
+// One reference page over `children` (consecutive subtrees at one level).
+Subtree reference_subtree(std::vector<Subtree>::iterator first, std::vector<Subtree>::iterator last) {
+  ByteWriter w;
+  w.bytes(kReferencePageMagic.data(), kReferencePageMagic.size());
+  w.u32(static_cast<std::uint32_t>(last - first));
+  Subtree out;
+  out.ref.first_offset = first->ref.first_offset;
+  out.ref.first_path = first->ref.first_path;
+  std::uint64_t below = 0;
+  for (auto it = first; it != last; ++it) {
+    encode_ref(w, it->ref, true);
+    out.ref.entry_count += it->ref.entry_count;
+    below += it->bytes.size();
+  }
+  out.ref.size = static_cast<std::uint32_t>(w.buffer().size());
+  out.ref.span = static_cast<std::uint32_t>(out.ref.size + below);
+  out.ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
+  out.bytes = std::move(w.buffer());
+  out.bytes.reserve(out.ref.span);
+  for (auto it = first; it != last; ++it) out.bytes.insert(out.bytes.end(), it->bytes.begin(), it->bytes.end());
+  return out;
+}
+
 }  // namespace
 
 EncodedIndex encode_index(const Index& index) {
-  std::vector<std::vector<std::uint8_t>> pages;
-  std::vector<PageRef> refs;
+  std::vector<Subtree> level;  // entry pages first, then each level of reference pages over them
   for (std::size_t first = 0, end = 0; first < index.entries.size(); first = end) {
     end = page_end(index.entries, first);
     ByteWriter w;
     w.bytes(kIndexPageMagic.data(), kIndexPageMagic.size());
     for (std::size_t i = first; i < end; ++i) encode_entry(w, index.entries[i]);
-    PageRef ref;
-    ref.entry_count = static_cast<std::uint32_t>(end - first);
-    ref.size = static_cast<std::uint32_t>(w.buffer().size());
-    ref.first_offset = index.entries[first].offset;
-    ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
-    ref.first_path = index.entries[first].path;
-    refs.push_back(ref);
-    pages.push_back(std::move(w.buffer()));
+    Subtree page;
+    page.ref.entry_count = static_cast<std::uint32_t>(end - first);
+    page.ref.size = page.ref.span = static_cast<std::uint32_t>(w.buffer().size());
+    page.ref.first_offset = index.entries[first].offset;
+    page.ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
+    page.ref.first_path = index.entries[first].path;
+    page.bytes = std::move(w.buffer());
+    level.push_back(std::move(page));
+  }
+  // A head of at most kReferencesPerPage references: one-level where the entry pages fit (an
+  // archive kiln 0.2 can still read), otherwise reference pages, level by level.
+  unsigned height = 1;
+  const bool tree = level.size() > kReferencesPerPage;
+  while (level.size() > kReferencesPerPage) {
+    std::vector<Subtree> up;
+    for (std::size_t first = 0; first < level.size(); first += kReferencesPerPage) {
+      std::size_t last = std::min<std::size_t>(first + kReferencesPerPage, level.size());
+      up.push_back(reference_subtree(level.begin() + static_cast<long>(first), level.begin() + static_cast<long>(last)));
+    }
+    level = std::move(up);
+    ++height;
   }
   ByteWriter head;
-  head.bytes(kIndexMagic.data(), kIndexMagic.size());
+  const auto& magic = tree ? kIndexTreeMagic : kIndexMagic;
+  head.bytes(magic.data(), magic.size());
   head.u32(static_cast<std::uint32_t>(index.entries.size()));
   head.u64(index.sequence);
   head.string16(index.package);
   head.string16(index.kernel_revision);
-  head.u32(static_cast<std::uint32_t>(refs.size()));
-  for (const PageRef& ref : refs) {
-    head.u32(ref.entry_count);
-    head.u32(ref.size);
-    head.u64(ref.first_offset);
-    head.bytes(ref.sha256.data(), 32);
-    head.string16(ref.first_path);
-  }
+  if (tree) head.u8(static_cast<std::uint8_t>(height));
+  head.u32(static_cast<std::uint32_t>(level.size()));
+  for (const Subtree& t : level) encode_ref(head, t.ref, tree);
   EncodedIndex out;
   out.bytes = std::move(head.buffer());
   out.head_size = out.bytes.size();
-  for (const auto& page : pages) out.bytes.insert(out.bytes.end(), page.begin(), page.end());
+  for (const Subtree& t : level) out.bytes.insert(out.bytes.end(), t.bytes.begin(), t.bytes.end());
   return out;
 }
+
+namespace {
+
+// A reference takes at least 4+4+8+32+2+1 bytes (one-level) or 4 more (tree, the span); a
+// reference page at least its magic, its count and one tree reference.
+constexpr std::uint64_t kMinOneLevelRefSize = 51;
+constexpr std::uint64_t kMinTreeRefSize = 55;
+constexpr std::uint64_t kMinReferencePageSize = 8 + 4 + kMinTreeRefSize;
+
+// Where a list of references sits: in the head or in a reference page (`parent`), naming pages
+// at `level`, the first of which starts at `position` in the index and holds entry `first_entry`.
+struct RefList {
+  bool tree = false;
+  unsigned level = 0;
+  std::uint64_t position = 0;
+  std::uint64_t first_entry = 0;
+  std::uint64_t index_size = 0;
+  const PageRef* parent = nullptr;
+  PageBounds bounds;
+  std::string label;  // "index head" or "index reference page at ..."
+};
+
+// `count` references, each checked by FORMAT.md §3's reference rules; returns them with their
+// derived positions. The caller checks the sums against what names the list.
+std::vector<PageRef> decode_refs(ByteReader& r, std::uint32_t count, const RefList& list) {
+  std::vector<PageRef> refs;
+  refs.reserve(count);
+  std::uint64_t position = list.position, entries = list.first_entry;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    PageRef ref;
+    auto where = [&] { return "reference " + std::to_string(i) + " (to a level-" + std::to_string(list.level) + " page)"; };
+    ref.entry_count = r.u32();
+    ref.size = r.u32();
+    ref.span = list.tree ? r.u32() : ref.size;
+    ref.first_offset = r.u64();
+    ByteView digest = r.take(32);
+    std::memcpy(ref.sha256.data(), digest.data, 32);
+    // Not validated here: it only steers the search, and a page is used only after the first
+    // entry under it (validated with its page) is found equal to it.
+    ref.first_path = r.string16();
+    if (ref.entry_count == 0 || (list.level == 0 && ref.entry_count > kMaxEntriesPerPage)) {
+      r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
+                  (list.level == 0 ? std::to_string(kMaxEntriesPerPage) : std::string("the index's")));
+    }
+    const std::uint64_t min_size =
+        list.level == 0 ? kIndexPageMagic.size() + kMinEntrySize * std::uint64_t{ref.entry_count} : kMinReferencePageSize;
+    if (ref.size < min_size || ref.span > list.index_size - std::min(position, list.index_size)) {
+      r.fail_here(where() + ": " + std::to_string(ref.size) + " bytes (" + std::to_string(ref.span) +
+                  " with the pages under it) cannot hold " + std::to_string(ref.entry_count) + " entries within the index");
+    }
+    if (list.level == 0 ? ref.span != ref.size : ref.span <= ref.size) {
+      r.fail_here(where() + ": span " + std::to_string(ref.span) + " must " +
+                  (list.level == 0 ? "equal the size of an entry page" : "exceed the size of a reference page") + " (" +
+                  std::to_string(ref.size) + ")");
+    }
+    if (i == 0) {
+      if (list.parent == nullptr ? ref.first_offset != kHeaderSize
+                                 : ref.first_offset != list.parent->first_offset || ref.first_path != list.parent->first_path) {
+        r.fail_here(where() + (list.parent == nullptr
+                                   ? ": the first member must start at offset 64"
+                                   : ": first path and first offset must be those of the reference that names this page"));
+      }
+    } else if (!(refs.back().first_path < ref.first_path)) {
+      r.fail_here(where() + ": first paths must be unique and sorted bytewise");
+    } else if (!(refs.back().first_offset <= ref.first_offset)) {
+      // Not strictly: a page of empty members (stored_size 0) starts where the previous one did.
+      r.fail_here(where() + ": member offsets must not decrease from page to page");
+    }
+    if (ref.first_offset > list.bounds.end_offset || ref.first_offset % kMemberAlignment != 0) {
+      r.fail_here(where() + ": first member offset " + std::to_string(ref.first_offset) + " is not 64-byte aligned at or before " +
+                  std::to_string(list.bounds.end_offset));
+    }
+    ref.index_position = position;
+    ref.first_entry = static_cast<std::uint32_t>(entries);
+    position += ref.span;
+    entries += ref.entry_count;
+    if (entries > kMaxEntries) r.fail_here(where() + ": more than " + std::to_string(kMaxEntries) + " entries");
+    refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
+std::uint32_t decode_ref_count(ByteReader& r, bool tree, std::uint32_t max) {
+  std::uint32_t count = r.u32();
+  const std::uint64_t each = tree ? kMinTreeRefSize : kMinOneLevelRefSize;
+  if (count == 0 || count > max || count * each > r.remaining()) {
+    r.fail_here("reference count " + std::to_string(count) + " is outside 1.." + std::to_string(max) +
+                " or cannot fit in the remaining bytes");
+  }
+  return count;
+}
+
+std::uint64_t sum_spans(const std::vector<PageRef>& refs) {
+  std::uint64_t total = 0;
+  for (const PageRef& ref : refs) total += ref.span;
+  return total;
+}
+
+std::uint64_t sum_entries(const std::vector<PageRef>& refs) {
+  std::uint64_t total = 0;
+  for (const PageRef& ref : refs) total += ref.entry_count;
+  return total;
+}
+
+}  // namespace
 
 IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
   const std::uint64_t head_size = head_bytes.size;
@@ -490,8 +646,14 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
                               std::to_string(index_size) + " (the index size)");
   }
   ByteReader r(head_bytes, "index head");
-  expect_magic(r, kIndexMagic, "a kiln index (format 2)");
   IndexHead head;
+  {
+    ByteView magic = r.take(kIndexMagic.size());
+    head.tree = std::memcmp(magic.data, kIndexTreeMagic.data(), kIndexTreeMagic.size()) == 0;
+    if (!head.tree && std::memcmp(magic.data, kIndexMagic.data(), kIndexMagic.size()) != 0) {
+      fail(Errc::malformed, "index head: bad magic (not a kiln index, format 2: KILNIDX2 or KILNIDX3)");
+    }
+  }
   head.entry_count = r.u32();
   if (head.entry_count == 0 || head.entry_count > kMaxEntries) {
     r.fail_here("entry count " + std::to_string(head.entry_count) + " is outside 1.." + std::to_string(kMaxEntries));
@@ -506,71 +668,63 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
   if (auto p = package_name_problem(head.package); !p.empty()) r.fail_here(p);
   head.kernel_revision = r.string16();
   if (auto p = revision_problem(head.kernel_revision); !p.empty()) r.fail_here(p);
-  std::uint32_t page_count = r.u32();
-  // A page reference takes at least 4+4+8+32+2+1 bytes.
-  if (page_count == 0 || static_cast<std::uint64_t>(page_count) * 51 > r.remaining()) {
-    r.fail_here("page count " + std::to_string(page_count) + " cannot fit in the head's remaining bytes");
+  if (head.tree) {
+    head.height = r.u8();
+    if (head.height < 1 || head.height > kMaxTreeHeight) {
+      r.fail_here("height " + std::to_string(head.height) + " is outside 1.." + std::to_string(kMaxTreeHeight));
+    }
   }
-  head.pages.reserve(page_count);
-  std::uint64_t position = head_size, entries = 0;
-  for (std::uint32_t i = 0; i < page_count; ++i) {
-    PageRef ref;
-    auto where = [&] { return "index page " + std::to_string(i); };  // built only for an error
-    ref.entry_count = r.u32();
-    ref.size = r.u32();
-    ref.first_offset = r.u64();
-    ByteView digest = r.take(32);
-    std::memcpy(ref.sha256.data(), digest.data, 32);
-    // Not validated here: it only steers the search, and a page is used only after its first
-    // entry (validated with the page) is found equal to it.
-    ref.first_path = r.string16();
-    if (ref.entry_count == 0 || ref.entry_count > kMaxEntriesPerPage) {
-      r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
-                  std::to_string(kMaxEntriesPerPage));
-    }
-    if (ref.size < kIndexPageMagic.size() + kMinEntrySize * ref.entry_count || ref.size > index_size - position) {
-      r.fail_here(where() + ": " + std::to_string(ref.size) + " bytes cannot hold " + std::to_string(ref.entry_count) +
-                  " entries within the index");
-    }
-    if (i == 0 ? ref.first_offset != kHeaderSize : !(head.pages.back().first_path < ref.first_path)) {
-      r.fail_here(where() + (i == 0 ? ": the first member must start at offset 64"
-                                  : ": first paths must be unique and sorted bytewise"));
-    }
-    // Not strictly: a page of empty members (stored_size 0) starts where the previous one did.
-    if (i > 0 && !(head.pages.back().first_offset <= ref.first_offset)) {
-      r.fail_here(where() + ": member offsets must not decrease from page to page");
-    }
-    if (ref.first_offset > index_offset || ref.first_offset % kMemberAlignment != 0) {
-      r.fail_here(where() + ": first member offset " + std::to_string(ref.first_offset) +
-                  " is not 64-byte aligned at or before the index");
-    }
-    ref.index_position = position;
-    ref.first_entry = static_cast<std::uint32_t>(entries);
-    position += ref.size;
-    entries += ref.entry_count;
-    head.pages.push_back(std::move(ref));
-  }
-  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last page reference");
-  if (position != index_size) {
-    fail(Errc::malformed, "index head: its pages cover " + std::to_string(position - head_size) + " bytes but " +
+  std::uint32_t count = decode_ref_count(r, head.tree, kMaxEntries);
+  RefList list;
+  list.tree = head.tree;
+  list.level = head.height - 1;
+  list.position = head_size;
+  list.index_size = index_size;
+  list.bounds.end_offset = index_offset;
+  head.refs = decode_refs(r, count, list);
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last reference");
+  if (head_size + sum_spans(head.refs) != index_size) {
+    fail(Errc::malformed, "index head: its pages cover " + std::to_string(sum_spans(head.refs)) + " bytes but " +
                               std::to_string(index_size - head_size) + " follow the head");
   }
-  if (entries != head.entry_count) {
-    fail(Errc::malformed, "index head: its pages hold " + std::to_string(entries) + " entries, not the " +
+  if (sum_entries(head.refs) != head.entry_count) {
+    fail(Errc::malformed, "index head: its pages hold " + std::to_string(sum_entries(head.refs)) + " entries, not the " +
                               std::to_string(head.entry_count) + " it declares");
   }
   return head;
 }
 
-std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::size_t page_number,
-                                     std::uint64_t index_offset) {
-  const PageRef& ref = head.pages.at(page_number);
-  const std::string label = "index page " + std::to_string(page_number);
+std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, unsigned level, const PageBounds& bounds,
+                                           std::uint64_t index_size) {
+  const std::string label = "index reference page at " + std::to_string(ref.index_position);
+  ByteReader r(page, label);
+  expect_magic(r, kReferencePageMagic, "a kiln index reference page");
+  std::uint32_t count = decode_ref_count(r, true, kMaxReferencesPerPage);
+  RefList list;
+  list.tree = true;
+  list.level = level - 1;
+  list.position = ref.index_position + ref.size;
+  list.first_entry = ref.first_entry;
+  list.index_size = index_size;
+  list.parent = &ref;
+  list.bounds = bounds;
+  std::vector<PageRef> refs = decode_refs(r, count, list);
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last reference");
+  if (ref.size + sum_spans(refs) != ref.span) {
+    fail(Errc::malformed, label + ": its size and its pages' spans add up to " + std::to_string(ref.size + sum_spans(refs)) +
+                              " bytes, not the " + std::to_string(ref.span) + " its reference gives");
+  }
+  if (sum_entries(refs) != ref.entry_count) {
+    fail(Errc::malformed, label + ": its pages hold " + std::to_string(sum_entries(refs)) + " entries, not the " +
+                              std::to_string(ref.entry_count) + " its reference gives");
+  }
+  return refs;
+}
+
+std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
+  const std::string label = "index page at " + std::to_string(ref.index_position);
   ByteReader r(page, label);
   expect_magic(r, kIndexPageMagic, "a kiln index page");
-  const std::string* next_first_path = page_number + 1 < head.pages.size() ? &head.pages[page_number + 1].first_path : nullptr;
-  const std::uint64_t end_offset =
-      page_number + 1 < head.pages.size() ? head.pages[page_number + 1].first_offset : index_offset;
   std::vector<Entry> entries;
   entries.reserve(ref.entry_count);
   std::uint64_t next_offset = ref.first_offset;
@@ -578,30 +732,53 @@ std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::
     Entry e = decode_entry(r, ref.first_entry + i);
     auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')"; };
     if (i == 0 ? e.path != ref.first_path : !(entries.back().path < e.path)) {
-      r.fail_here(where() + (i == 0 ? ": is not the page's first path in the index head"
+      r.fail_here(where() + (i == 0 ? ": is not the first path its page's reference gives"
                                   : ": paths must be unique and sorted bytewise"));
     }
-    if (next_first_path != nullptr && !(e.path < *next_first_path)) {
-      r.fail_here(where() + ": must sort before the next page's first path '" + *next_first_path + "'");
+    if (bounds.path_bound != nullptr && !(e.path < *bounds.path_bound)) {
+      r.fail_here(where() + ": must sort before the next page's first path '" + *bounds.path_bound + "'");
     }
     if (e.offset != next_offset) {
       r.fail_here(where() + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
                   " (members are packed in index order, each 64-byte aligned)");
     }
     next_offset = align_up(e.offset + e.stored_size);
-    if (next_offset > end_offset) {
+    if (next_offset > bounds.end_offset) {
       r.fail_here(where() + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
-                  std::to_string(end_offset) + " where the next page's members (or the index) begin");
+                  std::to_string(bounds.end_offset) + " where the next page's members (or the index) begin");
     }
     entries.push_back(std::move(e));
   }
   if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
-  if (next_offset != end_offset) {
+  if (next_offset != bounds.end_offset) {
     fail(Errc::malformed, label + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
-                              std::to_string(end_offset));
+                              std::to_string(bounds.end_offset));
   }
   return entries;
 }
+
+namespace {
+
+// Every page under `refs` (at `level`), hashed and decoded, entries appended in index order.
+void decode_subtrees(ByteView index_bytes, const std::vector<PageRef>& refs, unsigned level, const PageBounds& outer,
+                     std::vector<Entry>& out) {
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const PageRef& ref = refs[i];
+    ByteView page = index_bytes.sub(ref.index_position, ref.size);
+    if (sha256(page.data, page.size) != ref.sha256) {
+      fail(Errc::integrity, "index page at " + std::to_string(ref.index_position) +
+                                ": its bytes do not match the SHA-256 its reference gives");
+    }
+    const PageBounds bounds = child_bounds(refs, i, outer);
+    if (level == 0) {
+      for (Entry& e : decode_entry_page(page, ref, bounds)) out.push_back(std::move(e));
+    } else {
+      decode_subtrees(index_bytes, decode_reference_page(page, ref, level, bounds, index_bytes.size), level - 1, bounds, out);
+    }
+  }
+}
+
+}  // namespace
 
 Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t index_offset) {
   if (head_size == 0 || head_size > index_bytes.size) {
@@ -614,14 +791,7 @@ Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t 
   index.kernel_revision = head.kernel_revision;
   index.sequence = head.sequence;
   index.entries.reserve(head.entry_count);
-  for (std::size_t p = 0; p < head.pages.size(); ++p) {
-    const PageRef& ref = head.pages[p];
-    ByteView page = index_bytes.sub(ref.index_position, ref.size);
-    if (sha256(page.data, page.size) != ref.sha256) {
-      fail(Errc::integrity, "index page " + std::to_string(p) + ": its bytes do not match the SHA-256 in the index head");
-    }
-    for (Entry& e : decode_index_page(page, head, p, index_offset)) index.entries.push_back(std::move(e));
-  }
+  decode_subtrees(index_bytes, head.refs, head.height - 1, PageBounds{index_offset, nullptr}, index.entries);
   long manifest = index.find(kManifestPath);
   if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
     fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");

@@ -16,13 +16,21 @@ namespace kiln::format {
 // "KILN" then CR LF SUB LF, as PNG does, so that text-mode transfers are caught at once.
 constexpr std::array<std::uint8_t, 8> kFileMagic = {'K', 'I', 'L', 'N', 0x0d, 0x0a, 0x1a, 0x0a};
 constexpr std::array<std::uint8_t, 8> kIndexMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '2'};
+constexpr std::array<std::uint8_t, 8> kIndexTreeMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '3'};
 constexpr std::array<std::uint8_t, 8> kIndexPageMagic = {'K', 'I', 'L', 'N', 'P', 'G', 'E', '2'};
+constexpr std::array<std::uint8_t, 8> kReferencePageMagic = {'K', 'I', 'L', 'N', 'R', 'E', 'F', '3'};
 constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
 constexpr std::uint32_t kFormatVersion = 2;
-// Entries per index page: a lookup hashes and decodes one page (~16 KiB at 128 entries)
-// instead of the whole index, while the head stays ~80 bytes per page.
-constexpr std::uint32_t kEntriesPerPage = 128;
+// What the writer puts in a page (FORMAT.md §3): an entry page holds at most 32 entries (~4 KiB),
+// a reference page, and the head, at most 32 references (~3 KiB). A lookup hashes and decodes one
+// page per level, so at 20,000 members it reads ~7 KiB a level instead of a 16 KiB page and a
+// head that grows with the archive.
+constexpr std::uint32_t kEntriesPerPage = 32;
+constexpr std::uint32_t kReferencesPerPage = 32;
+// What a reader accepts.
 constexpr std::uint32_t kMaxEntriesPerPage = 4096;
+constexpr std::uint32_t kMaxReferencesPerPage = 4096;
+constexpr unsigned kMaxTreeHeight = 8;
 constexpr std::uint64_t kHeaderSize = 64;
 constexpr std::uint64_t kMemberAlignment = 64;  // lets a reader use raw members in place
 
@@ -92,17 +100,26 @@ struct Index {
   long find(const std::string& path) const;
 };
 
-// The index head (FORMAT.md §3): identity and one reference per page. The digest is the
-// SHA-256 of the head alone; each page is bound to it by the page's own SHA-256, so a
-// reader hashes and decodes only the pages it needs.
+// The index head (FORMAT.md §3): identity and references to pages. The digest is the SHA-256
+// of the head alone; each page is bound to it by its SHA-256 in the reference that names it, so
+// a reader hashes and decodes only the pages on its way to an entry. A one-level head
+// (KILNIDX2) is held as a tree of height 1 whose references' span equals their size.
 struct PageRef {
-  std::uint32_t entry_count = 0;
+  std::uint32_t entry_count = 0;    // entries in the entry pages under the page
   std::uint32_t size = 0;           // bytes of the page
-  std::uint64_t first_offset = 0;   // file offset of the page's first member
+  std::uint32_t span = 0;           // bytes of the page and every page under it
+  std::uint64_t first_offset = 0;   // file offset of the first member under the page
   Sha256 sha256{};
-  std::string first_path;           // the page's first entry's path
+  std::string first_path;           // the first entry's path under the page
   std::uint64_t index_position = 0; // bytes from the index start (derived, not encoded)
   std::uint32_t first_entry = 0;    // position of its first entry in the index (derived)
+};
+
+// What a page must fit below (FORMAT.md §3, "bounds passed down"): the first path and first
+// member offset of whatever follows it in the index.
+struct PageBounds {
+  std::uint64_t end_offset = 0;           // where the next page's members (or the index) begin
+  const std::string* path_bound = nullptr; // every path under the page sorts below it; none: null
 };
 
 struct IndexHead {
@@ -110,11 +127,18 @@ struct IndexHead {
   std::string kernel_revision;
   std::uint64_t sequence = 0;
   std::uint32_t entry_count = 0;
-  std::vector<PageRef> pages;
-
-  // The page that would hold `path` (the last page whose first path is <= path), or -1.
-  long page_for(const std::string& path) const;
+  unsigned height = 1;            // levels of pages below the head; 1: refs name entry pages
+  bool tree = false;              // KILNIDX3 (refs carry spans) rather than KILNIDX2
+  std::vector<PageRef> refs;      // pages at level height - 1
 };
+
+// In `refs` (of the head or of a reference page): the last whose first path is <= path, or -1.
+long ref_for_path(const std::vector<PageRef>& refs, const std::string& path);
+// The last whose first entry is <= position (refs is never empty once decoded).
+std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t position);
+// The bounds of the page refs[i] names, inside a page (or the head) whose own bounds are `outer`.
+// The pointer it returns points into `refs` or is outer's: both outlive the page's decoding.
+PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer);
 
 constexpr const char* kManifestPath = "kiln.toml";
 
@@ -144,15 +168,18 @@ struct EncodedIndex {
   std::uint64_t head_size = 0;
 };
 EncodedIndex encode_index(const Index& index);
-// The head, checked against the index region it describes: pages tile the rest of the index
-// exactly, their first paths increase, their member ranges chain from offset 64 to
-// `index_offset`. `head` is the head's bytes; `index_size` the whole index region's size.
+// The head, either form, checked against the index region it describes: references' spans tile
+// the rest of the index exactly, their first paths increase, their member ranges chain from
+// offset 64 to `index_offset`. `head` is the head's bytes; `index_size` the whole index's size.
 IndexHead decode_index_head(ByteView head, std::uint64_t index_size, std::uint64_t index_offset);
-// One page's entries, after the caller has checked the page's SHA-256 against the head.
-// Checks each entry, the order within the page and against the next page's first path,
-// and the member offsets chaining from the page's first offset to the next page's.
-std::vector<Entry> decode_index_page(ByteView page, const IndexHead& head, std::size_t page_number,
-                                     std::uint64_t index_offset);
+// A reference page at `level` >= 1 named by `ref`, after the caller has checked its SHA-256:
+// its references, with their derived positions, checked against `ref` and its bounds.
+std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, unsigned level, const PageBounds& bounds,
+                                           std::uint64_t index_size);
+// An entry page named by `ref`, after the caller has checked its SHA-256. Checks each entry,
+// the order within the page and against the path bound, and the member offsets chaining from
+// the page's first offset to its end offset.
+std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds);
 // The whole index (head, every page hashed and decoded, exactly one manifest): for tools and
 // tests that want every entry.
 Index decode_index(ByteView index, std::uint64_t head_size, std::uint64_t index_offset);

@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <memory>
+
 #include "bytes.hpp"
 #include "error.hpp"
 
@@ -16,12 +18,20 @@ const EVP_MD* sha256_md() {
   return md;
 }
 
+struct MdCtxDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
 }  // namespace
 
 Sha256 sha256(const void* data, std::size_t size) {
+  // One context per thread, re-initialised for each digest: EVP_Digest allocates and frees a
+  // context per call, which costs as much as hashing a small index page or kernel record.
+  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
   Sha256 out{};
   unsigned int len = 0;
-  if (EVP_Digest(data, size, out.data(), &len, sha256_md(), nullptr) != 1 || len != out.size()) {
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), sha256_md(), nullptr) != 1 || EVP_DigestUpdate(ctx.get(), data, size) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1 || len != out.size()) {
     fail(Errc::internal, "OpenSSL SHA-256 failed");
   }
   return out;

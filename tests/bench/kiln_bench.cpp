@@ -170,10 +170,11 @@ long mapped_rss_kib(const std::string& path) {
 //
 // The bound is what the reader has to hold for that: the index head (what the digest covers),
 // the signature block, the index pages it decoded for its three lookups (kiln/kernels.bin at open,
-// the record kiln/kernels/<name>, the code member: one, two or three distinct pages of 128
-// entries) and the three members it read (content, plus the stored copy where it is compressed,
-// which is a second buffer while it is decompressed). It is not the whole index: an archive of
-// 5,000 kernels has a ~3 MB index of which a lookup needs ~12 KiB of head and one page.
+// the record kiln/kernels/<name>, the code member: one page per level of the index on each
+// path, shared pages once, as Archive::index_page_bytes_read() counts them) and the three
+// members it read (content, plus the stored copy where it is compressed, which is a second
+// buffer while it is decompressed). It is not the whole index: an archive of 5,000 kernels has a
+// ~3 MB index of which a lookup needs a head of ~20 references and one small page per level.
 int memory_mode(const std::string& trust_path, const std::string& archive, const std::string& kernel,
                 const std::string& member) {
   kiln::TrustSet trust = kiln::TrustSet::load(trust_path);
@@ -189,27 +190,23 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
   const long archive_kib = mapped_rss_kib(archive);  // after both readings: this read allocates
 
   const kiln::format::Header& h = a->header();
-  const kiln::ByteView file = a->unchecked_file_bytes();
-  kiln::format::IndexHead head =
-      kiln::format::decode_index_head(file.sub(h.index_offset, h.index_head_size), h.index_size, h.index_offset);
   const std::string paths[3] = {kiln::kKernelTablePath, kiln::kernel_record_path(kernel), member};
-  std::set<long> pages;
   double members = 0;
   for (const std::string& path : paths) {
-    pages.insert(head.page_for(path));
     long i = a->find(path);
     if (i < 0) throw std::runtime_error(archive + ": no member " + path);
     const kiln::format::Entry& e = a->entry(static_cast<std::size_t>(i));
     members += static_cast<double>(e.content_size) +
                (e.compression == kiln::format::Compression::none ? 0.0 : static_cast<double>(e.stored_size));
   }
-  double page_bytes = 0;
-  for (long p : pages) page_bytes += static_cast<double>(head.pages.at(static_cast<std::size_t>(p)).size);
+  // The index pages its three lookups decoded: one per level on each path, shared ones once.
+  const double page_bytes = static_cast<double>(a->index_page_bytes_read());
+  const std::size_t pages = a->index_pages_read();
   const double head_bytes = static_cast<double>(h.index_head_size) + static_cast<double>(h.signature_block_size);
   std::printf("{\"rss_kib\": %ld, \"anon_kib\": %ld, \"file_kib\": %ld, \"archive_kib\": %ld, \"bound_kib\": %.1f, "
               "\"head_kib\": %.1f, \"pages\": %zu, \"pages_kib\": %.1f, \"members_kib\": %.1f, \"index_kib\": %.1f}\n",
               after.rss_kib - before.rss_kib, after.anon_kib - before.anon_kib, after.file_kib() - before.file_kib(),
-              archive_kib, (head_bytes + page_bytes + members) / 1024, head_bytes / 1024, pages.size(),
+              archive_kib, (head_bytes + page_bytes + members) / 1024, head_bytes / 1024, pages,
               page_bytes / 1024, members / 1024, static_cast<double>(h.index_size) / 1024);
   return 0;
 }
