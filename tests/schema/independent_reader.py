@@ -2,22 +2,30 @@
 """A second reader of the kiln archive format, written from schema/FORMAT.md alone.
 
 It shares no code with kiln: it parses every structure FORMAT.md defines, applies the rules it
-states, re-encodes what it decoded and requires the original bytes back, derives the kernel table
+states, re-encodes what it decoded and requires the original bytes back (the writer's split of
+the index, §3), finds entries from the index head down one page per level as a lazy reader does
+and requires the entries the full decode gives, derives the kernel table
 from kiln.toml, checks the Ed25519 signatures, and compares everything with what the kiln command
 reports (`kiln digest`, `kiln inspect --json`). Any difference is a failure, with the field named:
 either kiln or FORMAT.md is wrong.
 
     independent_reader.py --kiln KILN --archives DIR [--expect NAME.kiln ...] [--trust KEY.pub]
                           [--paged PTX KEY.key]
+    independent_reader.py --self-test
 
 Every *.kiln file in DIR is read (the test fails if DIR holds none, or lacks an --expect'ed one);
-with --paged, also two archives that kiln packs here: one of 300 files (several index pages), and
+with --paged, also three archives that kiln packs here: one of 300 files (a one-level head over
+several entry pages), one of about 1,160 members (a tree head, FORMAT.md §3), and
 launch-edges.kiln, whose kernels use every form of kernel_args and cluster. Each one is also
 tampered with (a header, page, member and signature byte, a byte appended), and the reader must
 refuse every tampered copy. Each record with a launch extension (FORMAT.md §4.1) is varied in
 each way FORMAT.md refuses and in ways it allows; with --paged and --trust, launch-edges.kiln's
 variants are also rebuilt into signed archives and `kiln preflight` must refuse exactly the ones
-this reader refuses.
+this reader refuses, and the two paged archives' members are put under other indexes (other
+splits, which §3 accepts, and ones that break a rule of §3), signed again, and `kiln verify` must
+refuse exactly the ones this reader refuses. Before any archive, indexes built here (every split
+the writer makes at its boundaries, others, and each rule of §3 broken once) are decoded and
+must be accepted or refused as §3 says; --self-test runs only those, without kiln.
 Standard library only (Python 3.11+ for tomllib). zstd members are decompressed with the
 `zstandard` module when it is installed (Debian: python3-zstandard), otherwise with the `zstd`
 command (Debian: zstd, which ci/install-deps.sh installs). Exit status 77 (ctest's
@@ -215,37 +223,94 @@ ENTRY_FIELDS = ("path", "role", "backend", "kind", "compression", "arch", "offse
                 "content_size", "stored_sha256", "content_sha256")
 
 
+# The index's magics (§3), the smallest structures the reference rules allow, and the writer's split.
+HEAD_ONE_LEVEL, HEAD_TREE = b"KILNIDX2", b"KILNIDX3"
+REF_PAGE_MAGIC, ENTRY_PAGE_MAGIC = b"KILNREF3", b"KILNPGE2"
+MIN_ENTRY = 97                 # 2+1 (the shortest path), 4, 2, 24, 64
+MIN_REF_PAGE = 67              # 8 + 4 + one reference of at least 4+4+4+8+32+2+1
+ONE_LEVEL_REF, TREE_REF = 51, 55  # the smallest reference in each form
+WRITER_PAGE_ENTRIES = 32       # §3 "How the writer splits": entries in a full entry page
+WRITER_FANOUT = 32             # references in a full reference page; at most this many under a head
+
+
+def decode_refs(r, count, has_span, here, naming, index_size, what):
+    """The references of the head or of one reference page, each checked by §3's reference rules
+    in order. `here` is the level of the pages they name; `naming` is the reference that named the
+    page they are in (for the head, a stand-in with "head": True, the head's size as
+    "children_at", no path bound and the end offset index_offset). Returns them with what §3
+    derives: the named page's position (bytes from the start of the index), its level, the
+    position of its first entry, and the bounds passed down (path bound, end offset)."""
+    refs, position, first_entry = [], naming["children_at"], naming["first_entry"]
+    entry_page = here == 0
+    for j in range(count):
+        w = f"{what} reference {j}"
+        ref = {"entry_count": r.u32(), "size": r.u32()}
+        ref["span"] = r.u32() if has_span else ref["size"]  # a one-level head: span = size
+        ref["first_offset"], ref["sha256"], ref["first_path"] = r.u64(), r.take(32), r.str16()
+        ref.update(level=here, position=position, first_entry=first_entry, children_at=position + ref["size"])
+        need(ref["entry_count"] >= 1 and (not entry_page or ref["entry_count"] <= 4096),
+             f"{w}: entry_count {ref['entry_count']} out of 1..{4096 if entry_page else '2^32-1'} (level {here})")
+        smallest = 8 + MIN_ENTRY * ref["entry_count"] if entry_page else MIN_REF_PAGE
+        need(ref["size"] >= smallest, f"{w}: size {ref['size']} below the smallest page of level {here}, {smallest}")
+        need(position + ref["span"] <= index_size,
+             f"{w}: the page at {position} with span {ref['span']} runs past the index ({index_size} bytes)")
+        if entry_page:
+            need(ref["span"] == ref["size"], f"{w}: span {ref['span']} differs from size {ref['size']} (an entry page)")
+        else:
+            need(ref["span"] > ref["size"], f"{w}: span {ref['span']} not above size {ref['size']} (a reference page)")
+        if j == 0 and naming.get("head"):
+            need(ref["first_offset"] == 64, f"{w}: first_offset {ref['first_offset']} is not 64")
+        elif j == 0:
+            need(ref["first_path"] == naming["first_path"],
+                 f"{w}: first_path {ref['first_path']!r} is not the naming reference's, {naming['first_path']!r}")
+            need(ref["first_offset"] == naming["first_offset"],
+                 f"{w}: first_offset {ref['first_offset']} is not the naming reference's, {naming['first_offset']}")
+        else:
+            need(refs[-1]["first_path"] < ref["first_path"],
+                 f"{w}: first_path {ref['first_path']!r} not above the previous one's, {refs[-1]['first_path']!r}")
+            need(refs[-1]["first_offset"] <= ref["first_offset"],
+                 f"{w}: first_offset {ref['first_offset']} below the previous one's, {refs[-1]['first_offset']}")
+        need(ref["first_offset"] <= naming["end_offset"],
+             f"{w}: first_offset {ref['first_offset']} past the end offset {naming['end_offset']}")
+        need(ref["first_offset"] % 64 == 0, f"{w}: first_offset {ref['first_offset']} not a multiple of 64")
+        position += ref["span"]
+        first_entry += ref["entry_count"]
+        refs.append(ref)
+    # Bounds passed down: from the next reference at the same level, the last one's from `naming`.
+    for j, ref in enumerate(refs):
+        nxt = refs[j + 1] if j + 1 < len(refs) else None
+        ref["path_bound"] = nxt["first_path"] if nxt else naming["path_bound"]
+        ref["end_offset"] = nxt["first_offset"] if nxt else naming["end_offset"]
+    return refs
+
+
 def decode_head(head, index_size, index_offset):
+    """The head, either form (§3 "Head rules", in order). A one-level head is a tree head of
+    height 1 whose references have span = size."""
     r = Reader(head, "index head")
-    need(r.take(8) == b"KILNIDX2", "index head: bad magic")
-    out = {"entry_count": r.u32()}
-    need(1 <= out["entry_count"] <= 1 << 20, "index head: entry_count out of range")
+    magic = r.take(8)
+    need(magic in (HEAD_ONE_LEVEL, HEAD_TREE), f"index head: bad magic {magic!r}")
+    tree = magic == HEAD_TREE
+    out = {"form": "tree" if tree else "one-level", "entry_count": r.u32()}
+    need(1 <= out["entry_count"] <= 1 << 20, f"index head: entry_count {out['entry_count']} out of 1..1048576")
     out["sequence"] = r.u64()
+    need(1 <= out["sequence"] < 1 << 63, f"index head: sequence {out['sequence']} out of 1..2^63-1")
     out["package"] = r.str16()
     check_package(out["package"], "index head")
     out["kernel_revision"] = r.str16()
     check_revision(out["kernel_revision"], "index head")
-    page_count = r.u32()
-    need(page_count >= 1 and page_count * 51 <= r.remaining(), "index head: page_count cannot fit")
-    pages, position, entries = [], len(head), 0
-    for i in range(page_count):
-        p = {"entry_count": r.u32(), "size": r.u32(), "first_offset": r.u64(), "sha256": r.take(32),
-             "first_path": r.str16(), "position": position, "first_entry": entries}
-        need(1 <= p["entry_count"] <= 4096, f"page {i}: entry_count out of 1..4096")
-        need(8 + 96 * p["entry_count"] <= p["size"] <= index_size - position, f"page {i}: size")
-        if i == 0:
-            need(p["first_offset"] == 64, "page 0: first_offset is not 64")
-        else:
-            need(pages[-1]["first_path"] < p["first_path"], f"page {i}: first paths not increasing")
-            need(pages[-1]["first_offset"] <= p["first_offset"], f"page {i}: first offsets decreasing")
-        need(p["first_offset"] <= index_offset and p["first_offset"] % 64 == 0, f"page {i}: first_offset")
-        position += p["size"]
-        entries += p["entry_count"]
-        pages.append(p)
+    out["height"] = r.u8() if tree else 1
+    need(1 <= out["height"] <= 8, f"index head: height {out['height']} out of 1..8")
+    ref_count = r.u32()
+    need(ref_count >= 1 and ref_count * (TREE_REF if tree else ONE_LEVEL_REF) <= r.remaining(),
+         f"index head: ref_count {ref_count} is 0 or cannot fit in {r.remaining()} bytes")
+    naming = {"head": True, "children_at": len(head), "first_entry": 0, "path_bound": None, "end_offset": index_offset}
+    out["refs"] = decode_refs(r, ref_count, tree, out["height"] - 1, naming, index_size, "index head")
     r.end()
-    need(position == index_size, "index head: pages do not fill the index")
-    need(entries == out["entry_count"], "index head: page entry counts do not add up")
-    out["pages"] = pages
+    spans = sum(ref["span"] for ref in out["refs"])
+    need(spans == index_size - len(head), f"index head: the spans add up to {spans}, not {index_size - len(head)}")
+    entries = sum(ref["entry_count"] for ref in out["refs"])
+    need(entries == out["entry_count"], f"index head: the entry counts add up to {entries}, not {out['entry_count']}")
     return out
 
 
@@ -270,29 +335,114 @@ def decode_entry(r, n):
     return e
 
 
-def decode_page(data, head, i, index_offset):
-    ref = head["pages"][i]
-    need(sha256(data) == ref["sha256"], f"page {i}: SHA-256 differs from the head's")
-    r = Reader(data, f"page {i}")
-    need(r.take(8) == b"KILNPGE2", f"page {i}: bad magic")
-    last = i + 1 == len(head["pages"])
-    next_path = None if last else head["pages"][i + 1]["first_path"]
-    end = index_offset if last else head["pages"][i + 1]["first_offset"]
-    entries, offset = [], ref["first_offset"]
+def page_bytes(index, ref):
+    return index[ref["position"]:ref["position"] + ref["size"]]
+
+
+def decode_ref_page(data, ref, index_size):
+    """A reference page (§3), used only once its bytes match the reference's SHA-256."""
+    what = f"reference page at {ref['position']} (level {ref['level']})"
+    need(sha256(data) == ref["sha256"], f"{what}: SHA-256 differs from its reference's")
+    r = Reader(data, what)
+    need(r.take(8) == REF_PAGE_MAGIC, f"{what}: bad magic")
+    count = r.u32()
+    need(1 <= count <= 4096 and count * TREE_REF <= r.remaining(),
+         f"{what}: ref_count {count} out of 1..4096 or cannot fit in {r.remaining()} bytes")
+    refs = decode_refs(r, count, True, ref["level"] - 1, ref, index_size, what)
+    r.end()
+    spans = ref["size"] + sum(x["span"] for x in refs)
+    need(spans == ref["span"], f"{what}: its size and its references' spans add up to {spans}, not its span {ref['span']}")
+    entries = sum(x["entry_count"] for x in refs)
+    need(entries == ref["entry_count"], f"{what}: the entry counts add up to {entries}, not {ref['entry_count']}")
+    return refs
+
+
+def decode_entry_page(data, ref):
+    """An entry page (§3), with the bounds passed down to its reference."""
+    what = f"entry page at {ref['position']}"
+    need(sha256(data) == ref["sha256"], f"{what}: SHA-256 differs from its reference's")
+    r = Reader(data, what)
+    need(r.take(8) == ENTRY_PAGE_MAGIC, f"{what}: bad magic")
+    entries, offset, end = [], ref["first_offset"], ref["end_offset"]
     for k in range(ref["entry_count"]):
         e = decode_entry(r, ref["first_entry"] + k)
         if k == 0:
-            need(e["path"] == ref["first_path"], f"page {i}: first entry is not first_path")
+            need(e["path"] == ref["first_path"], f"{what}: first entry {e['path']!r} is not first_path {ref['first_path']!r}")
         else:
-            need(entries[-1]["path"] < e["path"], f"page {i}: paths not strictly increasing")
-        need(next_path is None or e["path"] < next_path, f"page {i}: path not below the next page's first path")
+            need(entries[-1]["path"] < e["path"], f"{what}: paths not strictly increasing at {e['path']!r}")
+        need(ref["path_bound"] is None or e["path"] < ref["path_bound"],
+             f"{what}: path {e['path']!r} not below the path bound {ref['path_bound']!r}")
         need(e["offset"] == offset, f"entry {e['path']!r}: offset {e['offset']}, expected {offset}")
         offset = align64(e["offset"] + e["stored_size"])
-        need(offset <= end, f"entry {e['path']!r}: runs past {end}")
+        need(offset <= end, f"entry {e['path']!r}: runs past the end offset {end}")
         entries.append(e)
+    need(offset == end, f"{what}: members end at {offset}, not at the end offset {end}")
     r.end()
-    need(offset == end, f"page {i}: members end at {offset}, not {end}")
     return entries
+
+
+def decode_index(index, head):
+    """Every page, from the head down, depth-first pre-order: (entries in index order, the
+    references to every page in the order they lie in the index)."""
+    entries, pages = [], []
+
+    def visit(ref):
+        pages.append(ref)
+        data = page_bytes(index, ref)
+        if ref["level"] == 0:
+            entries.extend(decode_entry_page(data, ref))
+        else:
+            for child in decode_ref_page(data, ref, len(index)):
+                visit(child)
+
+    for ref in head["refs"]:
+        visit(ref)
+    # What the rules imply (§3): the pages, so reached, tile the index after the head exactly.
+    at = pages[0]["position"]
+    for ref in pages:
+        need(ref["position"] == at, f"index: a page at {ref['position']}, expected one at {at} (the rules are inconsistent)")
+        at += ref["size"]
+    need(at == len(index), "index: the pages do not fill the index (the rules are inconsistent)")
+    return entries, pages
+
+
+def lookup(index, head, path=None, position=None):
+    """§3's lookup, one page per level: the entry with this path (the last reference whose
+    first_path is bytewise <= the path, level by level) or at this position (by entry counts);
+    None when there is none. Returns (entry, pages decoded)."""
+    refs, decoded = head["refs"], 0
+    while True:
+        if path is not None:
+            below = [ref for ref in refs if ref["first_path"] <= path]
+        else:
+            below = [ref for ref in refs if ref["first_entry"] <= position < ref["first_entry"] + ref["entry_count"]]
+        if not below:
+            return None, decoded
+        ref = below[-1]
+        decoded += 1
+        if ref["level"] > 0:
+            refs = decode_ref_page(page_bytes(index, ref), ref, len(index))
+            continue
+        for n, e in enumerate(decode_entry_page(page_bytes(index, ref), ref)):
+            if (path is not None and e["path"] == path) or (path is None and ref["first_entry"] + n == position):
+                return e, decoded
+        return None, decoded
+
+
+def lookup_checks(index, head, entries, sample=16):
+    """Entries found from the head down, one page per level, are the ones the full decode gives."""
+    step = max(1, len(entries) // sample)
+    for n in list(range(0, len(entries), step)) + [len(entries) - 1]:
+        e = entries[n]
+        for key in ({"path": e["path"]}, {"position": n}):
+            got, decoded = lookup(index, head, **key)
+            need(got == e, f"index: looking up {key} from the head finds {got and got['path']!r}, not {e['path']!r}")
+            need(decoded == head["height"], f"index: looking up {key} decoded {decoded} pages, height {head['height']}")
+    paths = {e["path"] for e in entries}
+    for absent in (b"\x00", entries[0]["path"] + b"0", entries[-1]["path"] + b"0", b"\x7f"):
+        if absent not in paths:
+            need(lookup(index, head, path=absent)[0] is None, f"index: looking up absent {absent!r} finds an entry")
+    need(lookup(index, head, position=len(entries))[0] is None, "index: an entry past the last position")
 
 
 def encode_entry(w, e):
@@ -306,12 +456,12 @@ def encode_entry(w, e):
     w.raw(e["content_sha256"])
 
 
-def writer_pages(entries):
-    """The writer's split (§3): at most 128 entries a page, and a new page at kiln.toml and
+def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
+    """The writer's entry pages (§3): at most 32 entries a page, and a new page at kiln.toml and
     right after kiln/kernels.bin."""
     pages, current = [], []
     for e in entries:
-        if current and (len(current) == 128 or e["path"] == b"kiln.toml" or current[-1]["path"] == b"kiln/kernels.bin"):
+        if current and (len(current) == per_page or e["path"] == b"kiln.toml" or current[-1]["path"] == b"kiln/kernels.bin"):
             pages.append(current)
             current = []
         current.append(e)
@@ -320,29 +470,111 @@ def writer_pages(entries):
     return pages
 
 
-def encode_index(head, entries):
-    """Head then pages, as the writer lays them out (§3)."""
-    pages = []
-    for page_entries in writer_pages(entries):
-        w = Writer()
-        w.raw(b"KILNPGE2")
-        for e in page_entries:
-            encode_entry(w, e)
-        pages.append((page_entries, bytes(w.out)))
+def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT):
+    """The writer's split (§3): a one-level head over the entry pages when there are at most 32
+    of them; otherwise reference pages of 32 references (the last takes the rest), level by level,
+    until at most 32 pages remain, under a tree head. Returns (tree form?, height, the head's
+    pages), each page a node {"level", "name", "entries" or "children"}. Other values of
+    `per_page` and `fanout` give other splits, which a reader accepts too."""
+    nodes = [{"level": 0, "name": f"L0#{i}", "entries": p} for i, p in enumerate(writer_pages(entries, per_page))]
+    if len(nodes) <= fanout:
+        return False, 1, nodes
+    height = 1
+    while len(nodes) > fanout:
+        nodes = [{"level": height, "name": f"L{height}#{i // fanout}", "children": nodes[i:i + fanout]}
+                 for i in range(0, len(nodes), fanout)]
+        height += 1
+    return True, height, nodes
+
+
+def encode_ref(w, ref, has_span):
+    w.u32(ref["entry_count"])
+    w.u32(ref["size"])
+    if has_span:
+        w.u32(ref["span"])
+    w.u64(ref["first_offset"])
+    w.raw(ref["sha256"])
+    w.str16(ref["first_path"])
+
+
+def seal(node, tweak=None):
+    """Encodes a page and, first, the pages under it; sets node["data"], node["span"] (its bytes
+    and every page's under it) and node["ref"], the reference that names it. `tweak(node)`, when
+    given, may then change either (the hostile checks): the page that names it holds what the
+    tweak leaves, and its SHA-256 covers that."""
     w = Writer()
-    w.raw(b"KILNIDX2")
-    w.u32(len(entries))
-    w.u64(head["sequence"])
+    if node["level"] == 0:
+        w.raw(ENTRY_PAGE_MAGIC)
+        for e in node["entries"]:
+            encode_entry(w, e)
+        first, count, below = node["entries"][0], len(node["entries"]), 0
+    else:
+        for child in node["children"]:
+            seal(child, tweak)
+        w.raw(REF_PAGE_MAGIC)
+        w.u32(len(node["children"]))
+        for child in node["children"]:
+            encode_ref(w, child["ref"], True)
+        first, count, below = node["children"][0]["first"], sum(c["count"] for c in node["children"]), \
+            sum(c["span"] for c in node["children"])
+    node.update(data=bytes(w.out), first=first, count=count)
+    node["span"] = len(node["data"]) + below
+    node["ref"] = {"entry_count": count, "size": len(node["data"]), "span": node["span"], "first_offset": first["offset"],
+                   "sha256": sha256(node["data"]), "first_path": first["path"]}
+    if tweak:
+        tweak(node)
+
+
+def set_page_bytes(node, data):
+    """A tweak's helper: other bytes for a page, its reference (and the spans above) kept consistent."""
+    node["span"] += len(data) - len(node["data"])
+    node["data"] = data
+    node["ref"].update(size=len(data), span=node["span"], sha256=sha256(data))
+
+
+def preorder(nodes):
+    for n in nodes:
+        yield n
+        yield from preorder(n.get("children") or [])
+
+
+def encode_tree(head, tree, height, roots, tweak=None, fields=None):
+    """The head over `roots` and the pages in depth-first pre-order: (head bytes, pages bytes).
+    `fields` overrides head fields (magic, entry_count, sequence, height, ref_count)."""
+    for n in roots:
+        seal(n, tweak)
+    f = {"magic": HEAD_TREE if tree else HEAD_ONE_LEVEL, "entry_count": sum(n["count"] for n in roots),
+         "sequence": head["sequence"], "height": height, "ref_count": len(roots), **(fields or {})}
+    w = Writer()
+    w.raw(f["magic"])
+    w.u32(f["entry_count"])
+    w.u64(f["sequence"])
     w.str16(head["package"])
     w.str16(head["kernel_revision"])
-    w.u32(len(pages))
-    for page_entries, data in pages:
-        w.u32(len(page_entries))
-        w.u32(len(data))
-        w.u64(page_entries[0]["offset"])
-        w.raw(sha256(data))
-        w.str16(page_entries[0]["path"])
-    return bytes(w.out) + b"".join(data for _, data in pages)
+    if tree:
+        w.u8(f["height"])
+    w.u32(f["ref_count"])
+    for n in roots:
+        encode_ref(w, n["ref"], tree)
+    return bytes(w.out), b"".join(n["data"] for n in preorder(roots))
+
+
+def encode_index(head, entries):
+    """The index as the writer splits and lays it out (§3): (its bytes, index_head_size)."""
+    head_bytes, pages = encode_tree(head, *writer_tree(entries))
+    return head_bytes + pages, len(head_bytes)
+
+
+def describe_split(form, height, pages):
+    """`pages`: the entry counts of the pages, level 0 only. For failure messages."""
+    runs = []
+    for n in pages:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return (f"{form} head, height {height}, {len(pages)} entry pages of " +
+            " ".join(f"{n}" if k == 1 else f"{n}x{k}" for n, k in runs))
 
 
 # ---- §4 members -------------------------------------------------------------------------
@@ -1097,8 +1329,10 @@ def first_difference(got, want, where):
     return f"{where}: the archive holds {got!r}, kiln.toml derives {want!r}"
 
 
-def read_archive(data, trusted_keys):
-    """Reads and checks one archive per FORMAT.md; returns what it decoded. Raises Refused."""
+def read_archive(data, trusted_keys, canonical=True):
+    """Reads and checks one archive per FORMAT.md; returns what it decoded. Raises Refused.
+    `canonical`: also require the index to be the writer's (§3 "How the writer splits"), as it is
+    in every archive kiln writes; a reader accepts any other split that obeys the rules."""
     h = decode_header(data)
     need(encode_header(h) == data[:64], "header: does not re-encode to its bytes")
     io, isz = h["index_offset"], h["index_size"]
@@ -1123,10 +1357,16 @@ def read_archive(data, trusted_keys):
         need(a["package"] == head["package"] and a["sequence"] == head["sequence"],
              "a signature names another package or sequence")
 
-    entries = []
-    for i, ref in enumerate(head["pages"]):
-        entries += decode_page(data[io + ref["position"]:io + ref["position"] + ref["size"]], head, i, io)
-    need(encode_index(head, entries) == data[io:io + isz], "index: does not re-encode to its bytes")
+    index = data[io:io + isz]
+    entries, pages = decode_index(index, head)
+    lookup_checks(index, head, entries)
+    if canonical:
+        form = lambda tree, height, roots: describe_split(
+            "tree" if tree else "one-level", height, [len(n["entries"]) for n in preorder(roots) if n["level"] == 0])
+        need(encode_index(head, entries)[0] == index,
+             "index: does not re-encode to its bytes; it has a " + describe_split(
+                 head["form"], head["height"], [p["entry_count"] for p in pages if p["level"] == 0]) +
+             "; the writer's split (§3) gives a " + form(*writer_tree(entries)))
     by_path = {e["path"]: e for e in entries}
     need(b"kiln.toml" in by_path and by_path[b"kiln.toml"]["role"] == 1, "index: no kiln.toml with role manifest")
 
@@ -1174,7 +1414,7 @@ def read_archive(data, trusted_keys):
         for file in rec["ir"]:
             need(by_path.get(file, {}).get("role") in (2, 4), f"kernel {name!r}: ir {file!r} is not an ir member")
 
-    return {"header": h, "digest": digest, "head": head, "entries": entries, "signatures": signatures,
+    return {"header": h, "digest": digest, "head": head, "entries": entries, "pages": pages, "signatures": signatures,
             "valid_keys": valid, "table": table, "records": records, "manifest": manifest, "size": len(data)}
 
 
@@ -1266,6 +1506,221 @@ def compare_launch_with_kiln(same, jk, rec):
             same_expr(f"{w} bytes", a["bytes"], ja["bytes"])
 
 
+# ---- the index alone: synthetic indexes, every split and each rule of §3 broken once --------
+
+SYNTHETIC_HEAD = {"sequence": 7, "package": b"synthetic", "kernel_revision": b"r1"}
+
+
+def synthetic_entries(n):
+    """n entries as a writer would index them, with no archive behind them: kiln.toml and
+    kiln/kernels.bin, sources before and after them, and a run of empty members (entries 40..109)
+    so that several pages in a row begin at one offset. Returns (entries, index_offset)."""
+    paths = sorted([b"kiln.toml", b"kiln/kernels.bin"] + [b"a/%05d.cu" % i for i in range(n // 2 - 1)] +
+                   [b"z/%05d.cu" % i for i in range(n - n // 2 - 1)])
+    entries, offset = [], 64
+    for i, path in enumerate(paths):
+        size = 0 if i % 5 == 0 or 40 <= i < 110 else 1 + (i * 37) % 200
+        digest = sha256(path)
+        entries.append({"path": path, "role": 1 if path == b"kiln.toml" else 6 if path.startswith(b"kiln/") else 3,
+                        "backend": 0, "kind": 0, "compression": 0, "arch": b"", "offset": offset, "stored_size": size,
+                        "content_size": size, "stored_sha256": digest, "content_sha256": digest})
+        offset = align64(offset + size)
+    return entries, offset
+
+
+def breadth_first(nodes):
+    while nodes:
+        yield from nodes
+        nodes = [c for n in nodes for c in n.get("children") or []]
+
+
+def other_index(head, entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, form=None, tweak=None, fields=None,
+                head_extra=b"", extra=b"", layout=preorder):
+    """An index over `entries`: the writer's split, or (per_page, fanout) another; `form`
+    "tree-1" puts a tree head of height 1 over the entry pages, "one-level" a one-level head;
+    `tweak` (seal), `fields` (encode_tree), `head_extra`, `extra` (bytes after the head, after the
+    pages) and `layout` (the order of the pages) break it. Returns (index, index_head_size, roots)."""
+    tree, height, roots = writer_tree(entries, per_page, fanout)
+    if form is not None:
+        tree, height, roots = form == "tree-1", 1, [n for n in preorder(roots) if n["level"] == 0]
+    head_bytes, _ = encode_tree(head, tree, height, roots, tweak, fields)
+    return head_bytes + head_extra + b"".join(n["data"] for n in layout(roots)) + extra, len(head_bytes) + len(head_extra), roots
+
+
+def at(name, change):
+    """A tweak (seal) that changes the page `name` ("L<level>#<index in level>") or its reference."""
+    return lambda node: change(node) if node["name"] == name else None
+
+
+def set_ref(**fields):
+    """A change (for `at`) to a page's reference: each field a value, or a function of the reference."""
+    return lambda node: node["ref"].update({k: v(node["ref"]) if callable(v) else v for k, v in fields.items()})
+
+
+def set_page(change):
+    """A change (for `at`) to a page's bytes, its reference kept consistent."""
+    return lambda node: set_page_bytes(node, change(node["data"]))
+
+
+def last_leaf(node):
+    while node["level"]:
+        node = node["children"][-1]
+    return node
+
+
+def synthetic_index_checks():
+    """Indexes built here, decoded here: the writer's split at its boundaries and other splits are
+    accepted (the same entries back, every lookup agreeing), and each rule of §3 broken once is
+    refused, with the rule named. Returns the number of indexes checked."""
+    def decode(index, head_size, index_offset):
+        head = decode_head(index[:head_size], len(index), index_offset)
+        return (head, *decode_index(index, head))
+
+    checked = 0
+
+    def accept(what, entries, index_offset, want_form, want_height, **kw):
+        nonlocal checked
+        index, head_size, roots = other_index(SYNTHETIC_HEAD, entries, **kw)
+        try:
+            head, got, pages = decode(index, head_size, index_offset)
+            need(got == entries, "it decodes other entries")
+            need((head["form"], head["height"]) == (want_form, want_height),
+                 f"a {head['form']} head of height {head['height']}")
+            lookup_checks(index, head, entries)
+            if not kw:
+                need(encode_index(SYNTHETIC_HEAD, got) == (index, head_size), "it does not re-encode to its bytes")
+        except Refused as e:
+            raise Refused(f"self-check: the reader refused a synthetic index with {what} "
+                          f"({want_form}, height {want_height}): {e}")
+        checked += 1
+        return roots
+
+    # The writer's split on each side of 32 entry pages: one-level at 32, a tree of two
+    # reference pages (32 references and 1) at 33.
+    def page_count(n):
+        return -(-(n // 2 - 1) // 32) + 1 + -(-(n - n // 2 - 1) // 32)
+    n33 = next(n for n in range(4, 2048) if page_count(n) == 33)
+    entries, io = synthetic_entries(n33 - 1)
+    accept("32 entry pages", entries, io, "one-level", 1)
+    entries, io = synthetic_entries(n33)
+    roots = accept("33 entry pages", entries, io, "tree", 2)
+    need([len(n["children"]) for n in roots] == [32, 1], "self-check: 33 entry pages not under reference pages of 32 and 1")
+
+    entries, io = synthetic_entries(200)
+    accept("the writer's split", entries, io, "one-level", 1)
+    accept("a tree head of height 1", entries, io, "tree", 1, form="tree-1")
+    accept("a one-level head over 101 pages of 2 entries", entries, io, "one-level", 1, per_page=2, form="one-level")
+    accept("pages of 2 entries, 3 references", entries, io, "tree", 5, per_page=2, fanout=3)
+    accept("pages of 1 entry, 2 references: height 8", entries, io, "tree", 8, per_page=1, fanout=2)
+
+    # Each rule broken once, on a tree of height 3: head -> L2#0..3 -> L1#0..12 -> L0#0..50.
+    base_kw = {"per_page": 4, "fanout": 4}
+    _, _, roots = other_index(SYNTHETIC_HEAD, entries, **base_kw)
+    nodes = {n["name"]: n for n in preorder(roots)}
+    ref = lambda name: nodes[name]["ref"]
+    assert [n["name"] for n in roots] == ["L2#0", "L2#1", "L2#2", "L2#3"]
+    end_leaf = last_leaf(nodes["L2#2"])  # its last member is not empty: the end offset case below
+    assert end_leaf["entries"][-1]["stored_size"] > 0 and ref("L0#1")["first_offset"] > 64
+
+    update, page = set_ref, set_page
+    one_level_kw = {"per_page": 32, "fanout": 32}
+    one_level = {n["name"]: n for n in other_index(SYNTHETIC_HEAD, entries, **one_level_kw)[2]}
+    hostile = [
+        ("a head reference's span one less", {"tweak": at("L2#0", update(span=lambda r: r["span"] - 1))}, "spans add up"),
+        ("a head reference's span one more", {"tweak": at("L2#0", update(span=lambda r: r["span"] + 1))},
+         "runs past the index"),
+        ("a span one more in a reference page", {"tweak": at("L1#1", update(span=lambda r: r["span"] + 1))}, "spans add up"),
+        ("a last head reference's span past the index", {"tweak": at("L2#3", update(span=lambda r: r["span"] + 10**6))},
+         "runs past the index"),
+        ("a head reference's entry_count one less", {"tweak": at("L2#1", update(entry_count=lambda r: r["entry_count"] - 1))},
+         "entry counts add up"),
+        ("an entry_count one less in a reference page",
+         {"tweak": at("L0#5", update(entry_count=lambda r: r["entry_count"] - 1))}, "entry counts add up"),
+        ("an entry page's entry_count of 4097", {"tweak": at("L0#2", update(entry_count=4097))}, "entry_count 4097"),
+        ("a reference page's entry_count of 0", {"tweak": at("L1#2", update(entry_count=0))}, "entry_count 0"),
+        ("a reference page's span equal to its size", {"tweak": at("L1#2", update(span=lambda r: r["size"]))},
+         "not above size"),
+        ("an entry page's span above its size", {"tweak": at("L0#3", update(span=lambda r: r["size"] + 64))},
+         "differs from size"),
+        ("an entry page's size below 8 + 97 x entry_count",
+         {"tweak": at("L0#0", update(size=lambda r: 8 + 97 * r["entry_count"] - 1))}, "below the smallest"),
+        ("a reference page's size of 66", {"tweak": at("L1#0", update(size=66))}, "below the smallest"),
+        ("the head's first first_offset 128", {"tweak": at("L2#0", update(first_offset=128))}, "is not 64"),
+        ("a first reference with another first_path than the reference naming its page",
+         {"tweak": at("L1#4", update(first_path=lambda r: r["first_path"] + b"0"))}, "not the naming reference's"),
+        ("a first reference with another first_offset than the reference naming its page",
+         {"tweak": at("L1#4", update(first_offset=lambda r: r["first_offset"] + 64))}, "not the naming reference's"),
+        ("a first_path equal to the previous one's", {"tweak": at("L0#1", update(first_path=ref("L0#0")["first_path"]))},
+         "not above the previous"),
+        ("a first_offset below the previous one's",
+         {"tweak": at("L0#2", update(first_offset=ref("L0#1")["first_offset"] - 64))}, "below the previous"),
+        ("a first_offset not a multiple of 64", {"tweak": at("L0#2", update(first_offset=lambda r: r["first_offset"] + 1))},
+         "multiple of 64"),
+        ("a last reference's first_offset past the end offset of the reference naming its page",
+         {"tweak": at("L1#3", update(first_offset=ref("L2#1")["first_offset"] + 64))}, "past the end offset"),
+        ("a path bound passed down two levels from the head",
+         {"tweak": at("L2#1", update(first_path=last_leaf(nodes["L2#0"])["entries"][-1]["path"]))},
+         "not below the path bound"),
+        ("an end offset passed down two levels from the head",
+         {"tweak": at("L2#3", update(first_offset=end_leaf["entries"][-1]["offset"]))}, "runs past the end offset"),
+        ("a byte after a reference page's references", {"tweak": at("L1#0", page(lambda d: d + b"\0"))}, "trailing"),
+        ("a byte after an entry page's entries", {"tweak": at("L0#0", page(lambda d: d + b"\0"))}, "trailing"),
+        ("a reference page's ref_count of 0", {"tweak": at("L1#0", page(lambda d: d[:8] + bytes(4) + d[12:]))},
+         "ref_count 0"),
+        ("a reference page's ref_count that cannot fit",
+         {"tweak": at("L1#0", page(lambda d: d[:8] + struct.pack("<I", (len(d) - 12) // 55 + 1) + d[12:]))},
+         "cannot fit"),
+        ("a reference page with an entry page's magic", {"tweak": at("L1#0", page(lambda d: ENTRY_PAGE_MAGIC + d[8:]))},
+         "bad magic"),
+        ("an entry page with a reference page's magic", {"tweak": at("L0#0", page(lambda d: REF_PAGE_MAGIC + d[8:]))},
+         "bad magic"),
+        ("a changed byte in an entry page", {"tweak": at("L0#7", lambda n: n.update(data=n["data"][:-1] + b"\1"))},
+         "SHA-256 differs"),
+        ("pages breadth-first", {"layout": breadth_first}, "SHA-256 differs"),
+        ("a head of height 4 over 3 levels", {"fields": {"height": 4}}, "not above size"),
+        ("a head of height 2 over 3 levels", {"fields": {"height": 2}}, "below the smallest"),
+        ("a head of height 0", {"fields": {"height": 0}}, "height 0"),
+        ("a head of height 9", {"fields": {"height": 9}}, "height 9"),
+        ("a head's entry_count one more", {"fields": {"entry_count": len(entries) + 1}}, "entry counts add up"),
+        ("a head's entry_count of 0", {"fields": {"entry_count": 0}}, "entry_count 0"),
+        ("a head's entry_count over 2^20", {"fields": {"entry_count": (1 << 20) + 1}}, "out of 1..1048576"),
+        ("a head's ref_count of 0", {"fields": {"ref_count": 0}}, "ref_count 0"),
+        ("a head's ref_count that cannot fit", {"fields": {"ref_count": 1000}}, "cannot fit"),
+        ("a head's sequence of 0", {"fields": {"sequence": 0}}, "sequence 0"),
+        ("a head's sequence of 2^63", {"fields": {"sequence": 1 << 63}}, "sequence"),
+        ("a head's magic KILNREF3", {"fields": {"magic": REF_PAGE_MAGIC}}, "bad magic"),
+        ("a one-level magic over a tree head", {"fields": {"magic": HEAD_ONE_LEVEL}}, ""),
+        ("a byte after the head's references", {"head_extra": b"\0"}, "trailing"),
+        ("a byte after the last page", {"extra": b"\0"}, "spans add up"),
+        ("a tree of height 9", {"per_page": 1, "fanout": 2, "entries": synthetic_entries(300)}, "height 9"),
+        ("one-level: a ref_count that cannot fit", dict(one_level_kw, fields={"ref_count": 1000}), "cannot fit"),
+        ("one-level: a first first_offset of 128", dict(one_level_kw, tweak=at("L0#0", update(first_offset=128))),
+         "is not 64"),
+        ("one-level: an entry_count of 4097", dict(one_level_kw, tweak=at("L0#1", update(entry_count=4097))),
+         "entry_count 4097"),
+        ("one-level: an entry_count one less",
+         dict(one_level_kw, tweak=at("L0#1", update(entry_count=lambda r: r["entry_count"] - 1))),
+         "entry counts add up"),
+        ("one-level: a size one less", dict(one_level_kw, tweak=at("L0#4", update(size=lambda r: r["size"] - 1))),
+         "spans add up"),
+        ("one-level: a path bound",
+         dict(one_level_kw, tweak=at("L0#2", update(first_path=one_level["L0#1"]["entries"][-1]["path"]))),
+         "not below the path bound"),
+    ]
+    for what, kw, expected in hostile:
+        kw = dict(base_kw, **kw)
+        es, io = kw.pop("entries", (entries, synthetic_entries(200)[1]))
+        index, head_size, _ = other_index(SYNTHETIC_HEAD, es, **kw)
+        try:
+            decode(index, head_size, io)
+        except Refused as e:
+            need(expected in str(e), f"self-check: a synthetic index with {what} is refused for another rule: {e}")
+            checked += 1
+            continue
+        raise Refused(f"self-check: the reader accepted a synthetic index with {what}")
+    return checked
+
+
 # ---- tampering: the reader must refuse what FORMAT.md refuses -----------------------------
 
 def must_refuse(data, keys, what):
@@ -1278,13 +1733,17 @@ def must_refuse(data, keys, what):
 
 def tamper_checks(data, a, keys):
     io = a["header"]["index_offset"]
-    first_page = io + a["head"]["pages"][0]["position"]
+    first_page, last_page = (io + a["pages"][k]["position"] for k in (0, -1))
     flips = {
         "a reserved header byte set": 60,
-        "a changed page byte": first_page + 20,
+        "a changed byte in the first page": first_page + 20,
+        "a changed byte in the last page": last_page + 20,
         "a changed member byte": 64,
         "a changed signature byte": len(data) - 1,
     }
+    ref_pages = [p for p in a["pages"] if p["level"] > 0]
+    if ref_pages:
+        flips["a changed byte in a reference page"] = io + ref_pages[-1]["position"] + ref_pages[-1]["size"] - 1
     for what, offset in flips.items():
         if what == "a changed signature byte" and not (a["signatures"] and a["valid_keys"]):
             continue
@@ -1439,17 +1898,19 @@ def rebuild_archive(data, a, replace, seed):
         entries.append(dict(e, offset=len(out), stored_size=len(c), content_size=len(c), compression=0,
                             stored_sha256=sha256(c), content_sha256=sha256(c)))
         out += c + bytes(align64(len(out) + len(c)) - len(out) - len(c))
-    index = encode_index(a["head"], entries)
-    head_size = 8 + 4 + 8 + 2 + len(a["head"]["package"]) + 2 + len(a["head"]["kernel_revision"]) + 4 + sum(
-        4 + 4 + 8 + 32 + 2 + len(page[0]["path"]) for page in writer_pages(entries))
+    return signed_archive(bytes(out[64:]), *encode_index(a["head"], entries), a["head"], seed)
+
+
+def signed_archive(members, index, head_size, head, seed):
+    """Header, the member bytes (from offset 64), the index and one signature by `seed` (§2, §5)."""
     public = encode_point(scalar_mult(ed25519_scalar(seed), BASE))
     attributes = {"kiln-signature": b"1", "archive": b"sha256:" + hashlib.sha256(index[:head_size]).hexdigest().encode(),
-                  "package": a["head"]["package"], "sequence": a["head"]["sequence"], "key-id": key_id(public),
+                  "package": head["package"], "sequence": head["sequence"], "key-id": key_id(public),
                   "signer": b"independent reader", "created": 0}
     signatures = encode_signatures([{"attributes": attributes, "signature": ed25519_sign(seed, encode_attributes(attributes))}])
-    header = encode_header({"index_offset": len(out), "index_size": len(index), "signature_block_size": len(signatures),
-                            "index_head_size": head_size})
-    return header + bytes(out[64:]) + index + signatures
+    header = encode_header({"index_offset": 64 + len(members), "index_size": len(index),
+                            "signature_block_size": len(signatures), "index_head_size": head_size})
+    return header + members + index + signatures
 
 
 def kiln_decodes_like_this_reader(kiln, data, a, cases, seed, trust, folder):
@@ -1466,11 +1927,63 @@ def kiln_decodes_like_this_reader(kiln, data, a, cases, seed, trust, folder):
     return len(cases)
 
 
+def index_variants(a):
+    """Other indexes over an archive's members, and whether §3 refuses each: (what, other_index
+    arguments, refused). Other splits, which a reader accepts; and the writer's tree (or, for a
+    one-level archive, one of entry pages of 3 under reference pages of 4) with one rule broken."""
+    head, entries = a["head"], a["entries"]
+    cases = [("a tree head of height 1 over the writer's entry pages", {"form": "tree-1"}, False),
+             ("entry pages of 3 under reference pages of 4", {"per_page": 3, "fanout": 4}, False),
+             ("a one-level head over entry pages of 5", {"per_page": 5, "form": "one-level"}, False)]
+    if head["form"] == "tree":
+        cases.append(("a one-level head over the writer's entry pages", {"form": "one-level"}, False))
+    base = {} if head["form"] == "tree" else {"per_page": 3, "fanout": 4}
+    roots = other_index(head, entries, **base)[2]
+    cases += [(what, dict(base, **kw), True) for what, kw in [
+        ("an entry page's span 64 over its size", {"tweak": at("L0#1", set_ref(span=lambda r: r["span"] + 64))}),
+        ("an entry_count one less in a reference page",
+         {"tweak": at("L0#1", set_ref(entry_count=lambda r: r["entry_count"] - 1))}),
+        ("a head reference's span 64 more", {"tweak": at(roots[0]["name"], set_ref(span=lambda r: r["span"] + 64))}),
+        ("a head reference's entry_count one less",
+         {"tweak": at(roots[-1]["name"], set_ref(entry_count=lambda r: r["entry_count"] - 1))}),
+        ("the pages breadth-first", {"layout": breadth_first}),
+    ]]
+    if len(roots) >= 2:
+        cases.append(("the head's second first_path at the last path under its first (the path bound passed down)",
+                      dict(base, tweak=at(roots[1]["name"], set_ref(first_path=last_leaf(roots[0])["entries"][-1]["path"]))),
+                      True))
+    return cases
+
+
+def kiln_reads_indexes_like_this_reader(kiln, data, a, keys, seed, trust, folder):
+    """The archive's members under other indexes, each signed again: `kiln verify` accepts exactly
+    the ones this reader (and FORMAT.md §3) accepts."""
+    path = os.path.join(folder, "index-case.kiln")
+    cases = index_variants(a)
+    io = a["header"]["index_offset"]
+    for what, kw, refused in cases:
+        index, head_size, _ = other_index(a["head"], a["entries"], **kw)
+        variant = signed_archive(data[64:io], index, head_size, a["head"], seed)
+        try:
+            read_archive(variant, keys, canonical=False)
+            mine = None
+        except Refused as e:
+            mine = str(e)
+        need((mine is not None) == refused, f"an index with {what}: FORMAT.md §3 {'refuses' if refused else 'accepts'} it, "
+             f"this reader {'accepts it' if mine is None else 'refuses it: ' + mine}")
+        open(path, "wb").write(variant)
+        run = subprocess.run([kiln, "verify", "--trust", trust, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             check=False)
+        need((run.returncode != 0) == refused,
+             f"an index with {what}: FORMAT.md §3 and this reader {'refuse' if refused else 'accept'} it, kiln verify "
+             f"{'accepts it' if run.returncode == 0 else 'says: ' + run.stderr.decode(errors='replace').strip()}")
+    return len(cases)
+
 def pack_paged_archive(kiln, ptx, key, folder):
-    """Packs, with kiln, a package of 300 extra files: more than two index pages (§3), members
-    stored raw (incompressible, empty) and compressed, and a whole page of empty members (f128 ..
-    f255, after f126 and f127), so that pages 1 and 2 begin at one offset (FORMAT.md §3 on first
-    offsets)."""
+    """Packs, with kiln, a package of 300 extra files: several entry pages under a one-level head
+    (§3), members stored raw (incompressible, empty) and compressed, and a run of 130 empty members
+    (f126 .. f255), so that several pages in a row begin at one offset (FORMAT.md §3 on first
+    offsets), and kiln.u, which sorts between kiln.toml and kiln/kernels.bin."""
     shutil.copy(ptx, os.path.join(folder, "scale.ptx"))
     names = []
     for i in range(300):
@@ -1483,6 +1996,10 @@ def pack_paged_archive(kiln, ptx, key, folder):
             content = (f"line {i}\n" * (i + 1)).encode()  # compresses
         open(os.path.join(folder, name), "wb").write(content)
         names.append(name)
+    # kiln.u sorts between kiln.toml and kiln/kernels.bin: the page that begins at kiln.toml
+    # and ends after kiln/kernels.bin (§3) then holds three entries.
+    open(os.path.join(folder, "kiln.u"), "wb").write(b"between kiln.toml and kiln/kernels.bin\n")
+    names.append("kiln.u")
     manifest = f"""[package]
 name = "paged"
 kernel_revision = "300-files"
@@ -1501,6 +2018,43 @@ code = [{{ arch = "compute_80", file = "scale.ptx" }}]
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     if run.returncode != 0:
         raise Refused("kiln pack of the paged archive failed: " + run.stderr.decode(errors="replace"))
+    return out
+
+
+def pack_tree_archive(kiln, ptx, key, folder, kernels=128, empty=900):
+    """Packs, with kiln, a package of 128 kernels, each with its own code member (a copy of the
+    PTX), and 900 empty files: about 1,160 members, 33 entry pages before kiln.toml's, so more than
+    32 in all and a tree head of height 2 over reference pages of 32 references and the rest (§3).
+    Members 128 .. 1,027 are empty, so the second reference page begins at the offset where the
+    first one's last entry pages begin and end."""
+    folder = os.path.join(folder, "tree")
+    for sub in ("code", "empty"):
+        os.makedirs(os.path.join(folder, sub))
+    names = []
+    for i in range(empty):
+        names.append(f"empty/e{i:04d}.bin")
+        open(os.path.join(folder, names[-1]), "wb").close()
+    manifest = [f"""[package]
+name = "tree"
+kernel_revision = "{kernels}-kernels"
+sequence = 1
+[files]
+extra = [{", ".join('"' + n + '"' for n in names)}]
+"""]
+    for i in range(kernels):
+        shutil.copy(ptx, os.path.join(folder, "code", f"k{i:04d}.ptx"))
+        manifest.append(f"""[[kernel]]
+name = "k{i:04d}"
+entry = "scale_f32"
+backend = "cuda"
+code = [{{ arch = "compute_80", file = "code/k{i:04d}.ptx" }}]
+""")
+    open(os.path.join(folder, "kiln.toml"), "w").write("".join(manifest))
+    out = os.path.join(folder, "tree.kiln")
+    run = subprocess.run([kiln, "pack", os.path.join(folder, "kiln.toml"), "--key", key, "-o", out, "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if run.returncode != 0:
+        raise Refused("kiln pack of the tree archive failed: " + run.stderr.decode(errors="replace"))
     return out
 
 
@@ -1625,13 +2179,25 @@ LAUNCH_ARCHIVES = ("tma-pair-sum.kiln", "scale-kernel-args.kiln", "launch-edges.
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--archives", required=True)
+    ap.add_argument("--kiln")
+    ap.add_argument("--archives")
     ap.add_argument("--expect", nargs="*", default=[], help="archive file names that must be present")
     ap.add_argument("--trust", help="a .pub key file (FORMAT.md §5.3) the archives are signed with")
     ap.add_argument("--paged", nargs=2, metavar=("PTX", "KEY"),
-                    help="also pack (with kiln, this PTX and private key) and read an archive of several index pages")
+                    help="also pack (with kiln, this PTX and private key) and read archives of many index pages")
+    ap.add_argument("--self-test", action="store_true",
+                    help="only the checks of indexes built here (FORMAT.md §3), without kiln or archives")
     args = ap.parse_args()
+    if not args.self_test and not (args.kiln and args.archives):
+        ap.error("--kiln and --archives are required (or --self-test)")
+    try:
+        checked = synthetic_index_checks()
+    except Refused as e:
+        print(f"FAIL synthetic indexes: {e}", file=sys.stderr)
+        return 1
+    print(f"ok   synthetic indexes: {checked} built and decoded here, each split accepted and each broken rule refused")
+    if args.self_test:
+        return 0
     if zstandard is None and ZSTD_CLI is None:
         print("SKIP: neither the Python zstandard module nor the zstd command is available", file=sys.stderr)
         return SKIP
@@ -1646,14 +2212,17 @@ def main():
         print(f"FAIL: {args.archives} lacks archives (found {names}, missing {missing})", file=sys.stderr)
         return 1
     paths = [os.path.join(args.archives, n) for n in names]
-    scratch = edges = None
+    scratch = edges = tree = None
+    packed = []
     if args.paged:
         import tempfile
         scratch = tempfile.TemporaryDirectory(prefix="kiln-independent-reader-")
         try:
-            paths.append(pack_paged_archive(args.kiln, args.paged[0], args.paged[1], scratch.name))
+            packed.append(pack_paged_archive(args.kiln, args.paged[0], args.paged[1], scratch.name))
+            tree = pack_tree_archive(args.kiln, args.paged[0], args.paged[1], scratch.name)
+            packed.append(tree)
             edges = pack_launch_edges_archive(args.kiln, args.paged[0], args.paged[1], scratch.name)
-            paths.append(edges)
+            paths += packed + [edges]
         except Refused as e:
             print(f"FAIL: {e}", file=sys.stderr)
             return 1
@@ -1661,8 +2230,16 @@ def main():
     for path in paths:
         n = os.path.basename(path)
         data = open(path, "rb").read()
+        index_cases = None
         try:
+            if path == tree:
+                h = decode_header(data)
+                magic = data[h["index_offset"]:h["index_offset"] + 8]
+                need(magic == HEAD_TREE, f"its head's magic is {magic!r}: kiln wrote no tree head (KILNIDX3) for an "
+                     "index of more than 32 entry pages (FORMAT.md §3, How the writer splits)")
             a = read_archive(data, keys)
+            if path == tree:
+                need(a["head"]["height"] >= 2, f"a tree head of height {a['head']['height']}, not 2 or more")
             if keys:
                 need(a["valid_keys"], "no signature by the trusted key verifies")
             compare_with_kiln(args.kiln, path, a)
@@ -1674,16 +2251,23 @@ def main():
             if path == edges and args.trust:
                 kiln_decodes_like_this_reader(args.kiln, data, a, cases, read_private_seed(args.paged[1]), args.trust,
                                               scratch.name)
+            if path in packed and args.trust:
+                index_cases = kiln_reads_indexes_like_this_reader(args.kiln, data, a, keys, read_private_seed(args.paged[1]),
+                                                                  args.trust, scratch.name)
         except Refused as e:
             print(f"FAIL {n}: {e}", file=sys.stderr)
             failures += 1
             continue
         kinds = sorted({KINDS[e["kind"]] for e in a["entries"] if e["kind"]})
         zstd = sum(e["compression"] for e in a["entries"])
-        print(f"ok   {n}: {a['digest']}, {len(a['entries'])} members in {len(a['head']['pages'])} page(s) ({zstd} zstd; "
+        ref_pages = sum(p["level"] > 0 for p in a["pages"])
+        split = f"{len(a['pages']) - ref_pages} entry page(s) under a {a['head']['form']} head" + (
+            f" of height {a['head']['height']}, {ref_pages} reference page(s)" if a["head"]["form"] == "tree" else "")
+        print(f"ok   {n}: {a['digest']}, {len(a['entries'])} members in {split} ({zstd} zstd; "
               f"code {', '.join(kinds)}), {len(a['records'])} kernels, {len(a['signatures'])} signature(s), "
               f"{len(a['valid_keys'])} verified" + (f"; {len(cases)} launch extension variants" if cases else "") +
-              (" (kiln preflight agrees on each)" if path == edges and args.trust else ""))
+              (" (kiln preflight agrees on each)" if path == edges and args.trust else "") +
+              (f"; {index_cases} other indexes, kiln verify agrees on each" if index_cases else ""))
     print(f"{len(paths) - failures} of {len(paths)} archives read as FORMAT.md says"
           f" (zstd via {'the zstandard module' if zstandard else ZSTD_CLI})")
     return 1 if failures else 0
