@@ -1,6 +1,7 @@
-// The paged index (FORMAT.md §3): lookups across pages, lazy tamper detection (a changed page
-// is refused when it is first used and by a full verification, never silently believed), and
-// heads that disagree with their pages refused at decode.
+// The paged index (FORMAT.md §3), in both head forms: lookups across pages and levels, lazy
+// tamper detection (a changed page is refused when it is first used and by a full verification,
+// never silently believed), and heads and reference pages that disagree with what they name
+// refused at decode.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,12 +10,16 @@
 #include "error.hpp"
 #include "format.hpp"
 #include "manifest.hpp"
+#include "sha256.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
 namespace {
 
-constexpr int kDataMembers = 300;  // with kiln.toml and the kernel table: three pages
+// With kiln.toml and the kernel table: 300 data members make 10 entry pages (a one-level head),
+// 1,500 make 48 (more than 32: a tree of height 2).
+constexpr int kOneLevelMembers = 300;
+constexpr int kTreeMembers = 1500;
 
 std::string data_path(int i) {
   char name[32];
@@ -22,18 +27,26 @@ std::string data_path(int i) {
   return name;
 }
 
-class PagedIndex : public ::testing::Test {
+std::string data_content(int i) { return "member " + std::to_string(i) + " of the paged index test\n"; }
+
+format::IndexHead head_of(const std::vector<std::uint8_t>& bytes) {
+  format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
+  return format::decode_index_head(ByteView(bytes.data() + h.index_offset, h.index_head_size), h.index_size,
+                                   h.index_offset);
+}
+
+class PagedIndex : public ::testing::TestWithParam<int> {
  protected:
   PackageIdentity id = test::default_identity();
   PrivateKey key = PrivateKey::generate();
   TrustSet trust = test::trust_of({&key});
 
-  std::vector<std::uint8_t> build() {
+  std::vector<std::uint8_t> build(int members) {
     std::vector<MemberInput> data;
-    for (int i = 0; i < kDataMembers; ++i) {
+    for (int i = 0; i < members; ++i) {
       MemberInput m;
       m.path = data_path(i);
-      m.content = test::bytes_of("member " + std::to_string(i) + " of the paged index test\n");
+      m.content = test::bytes_of(data_content(i));
       data.push_back(std::move(m));
     }
     return build_archive(id, test::small_members_with(id, std::move(data)), {Signer{&key, "paged", 0}}, WriteOptions{});
@@ -43,94 +56,123 @@ class PagedIndex : public ::testing::Test {
     options.policy = TrustPolicy{&trust, 1};
     return Archive::open_memory(bytes.data(), bytes.size(), options);
   }
-  static format::Header header(const std::vector<std::uint8_t>& bytes) {
-    return format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
-  }
 };
 
-TEST_F(PagedIndex, EveryMemberIsFoundAcrossPages) {
-  std::vector<std::uint8_t> bytes = build();
+TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
+  const int members = GetParam();
+  std::vector<std::uint8_t> bytes = build(members);
+  format::IndexHead head = head_of(bytes);
+  // The writer's choice (FORMAT.md §3): one level while the entry pages fit in the head.
+  EXPECT_EQ(head.tree, members == kTreeMembers);
+  EXPECT_EQ(head.height, members == kTreeMembers ? 2u : 1u);
+  EXPECT_LE(head.refs.size(), format::kReferencesPerPage);
   std::unique_ptr<Archive> a = open(bytes);
-  format::Header h = header(bytes);
-  format::IndexHead head =
-      format::decode_index_head(ByteView(bytes.data() + h.index_offset, h.index_head_size), h.index_size, h.index_offset);
-  ASSERT_GE(head.pages.size(), 3u);
-  EXPECT_EQ(head.pages[0].entry_count, format::kEntriesPerPage);
-  // kiln.toml and kiln/kernels.bin, which every open reads, sit alone in a page of two (FORMAT.md §3).
-  long table_page = head.page_for("kiln/kernels.bin");
-  ASSERT_GE(table_page, 0);
-  EXPECT_EQ(head.pages[static_cast<std::size_t>(table_page)].first_path, "kiln.toml");
-  EXPECT_EQ(head.pages[static_cast<std::size_t>(table_page)].entry_count, 2u);
-  for (int i = 0; i < kDataMembers; ++i) {
+  // Opening reads the kernel table through one page per level; kiln.toml and kiln/kernels.bin
+  // sit alone in an entry page of two.
+  EXPECT_EQ(a->index_pages_read(), head.height);
+  for (int i = 0; i < members; ++i) {
     long position = a->find(data_path(i));
     ASSERT_GE(position, 0) << data_path(i);
     EXPECT_EQ(a->entry(static_cast<std::size_t>(position)).path, data_path(i));
     std::vector<std::uint8_t> content = a->read_member(static_cast<std::size_t>(position));
-    EXPECT_EQ(std::string(content.begin(), content.end()), "member " + std::to_string(i) + " of the paged index test\n");
+    EXPECT_EQ(std::string(content.begin(), content.end()), data_content(i));
   }
   EXPECT_EQ(a->find("data/9999.bin"), -1);
   EXPECT_EQ(a->find("aaa"), -1);  // before the first page
   EXPECT_EQ(a->find("zzz"), -1);  // after the last
-  // The full index is the pages in order.
-  EXPECT_EQ(a->index().entries.size(), a->member_count());
+  // Positions and paths agree both ways, and the full index is every entry page in order.
+  const format::Index& index = a->index();
+  ASSERT_EQ(index.entries.size(), a->member_count());
+  std::unique_ptr<Archive> fresh = open(bytes);
+  for (std::size_t i = 0; i < index.entries.size(); i += 7) {
+    EXPECT_EQ(fresh->entry(i).path, index.entries[i].path);
+    EXPECT_EQ(fresh->find(index.entries[i].path), static_cast<long>(i));
+  }
   a->verify_all(2, true, nullptr);
 }
 
-TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
-  std::vector<std::uint8_t> bytes = build();
-  format::Header h = header(bytes);
-  format::IndexHead head =
-      format::decode_index_head(ByteView(bytes.data() + h.index_offset, h.index_head_size), h.index_size, h.index_offset);
-  // A byte of page 0 (data/0000..data/0127); kiln.toml and the kernel table live in the last page.
-  bytes[h.index_offset + head.pages[0].index_position + 40] ^= 1;
-  std::unique_ptr<Archive> a = open(bytes);  // the open path never needs page 0
-  try {
-    a->read_member(data_path(3));
-    FAIL() << "a member of the changed page was read";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::integrity);
-    EXPECT_NE(std::string(e.what()).find("index page 0"), std::string::npos) << e.what();
-  }
-  EXPECT_GE(a->find(data_path(200)), 0);  // other pages still answer
-  try {
-    open(bytes)->verify_all(1, false, nullptr);
-    FAIL() << "full verification accepted a changed page";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::integrity);
-    EXPECT_NE(std::string(e.what()).find("index page 0"), std::string::npos) << e.what();
+INSTANTIATE_TEST_SUITE_P(BothHeadForms, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));
+
+// Where, in the index, the page that holds `path` is, at each level from the head down.
+std::vector<format::PageRef> path_to(const std::vector<std::uint8_t>& bytes, const std::string& path) {
+  format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
+  format::IndexHead head = head_of(bytes);
+  std::vector<format::PageRef> out;
+  std::vector<format::PageRef> refs = head.refs;
+  format::PageBounds bounds{h.index_offset, nullptr};
+  for (unsigned level = head.height - 1;; --level) {
+    long i = format::ref_for_path(refs, path);
+    const format::PageRef ref = refs.at(static_cast<std::size_t>(i));
+    out.push_back(ref);
+    if (level == 0) return out;
+    ByteView page(bytes.data() + h.index_offset + ref.index_position, ref.size);
+    bounds = format::child_bounds(refs, static_cast<std::size_t>(i), bounds);
+    refs = format::decode_reference_page(page, ref, level, bounds, h.index_size);
   }
 }
 
-// Heads that disagree with their pages, checked at decode (a signer could ship these).
+TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
+  for (int members : {kOneLevelMembers, kTreeMembers}) {
+    const std::vector<std::uint8_t> bytes = build(members);
+    const std::vector<format::PageRef> path = path_to(bytes, data_path(3));
+    const format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
+    // A byte of each page on the way to data/0003.bin (the entry page, and in the tree the
+    // reference page above it); the open path needs neither.
+    for (const format::PageRef& ref : path) {
+      SCOPED_TRACE(std::to_string(members) + " members, page at " + std::to_string(ref.index_position));
+      std::vector<std::uint8_t> changed = bytes;
+      changed[h.index_offset + ref.index_position + 20] ^= 1;
+      std::unique_ptr<Archive> a = open(changed);
+      try {
+        a->read_member(data_path(3));
+        ADD_FAILURE() << "a member under the changed page was read";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::integrity);
+        EXPECT_NE(std::string(e.what()).find("index page at " + std::to_string(ref.index_position)), std::string::npos)
+            << e.what();
+      }
+      EXPECT_GE(a->find(data_path(members - 1)), 0);  // pages elsewhere still answer
+      try {
+        open(changed)->verify_all(1, false, nullptr);
+        ADD_FAILURE() << "full verification accepted a changed page";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::integrity) << e.what();
+      }
+    }
+  }
+}
+
+// Heads and reference pages that disagree with what they name, checked at decode (a signer
+// could ship these). The index alone is built, so each case changes bytes and, where a page
+// changed, the digest that names it (decode_index checks pages against references, and no
+// signature is involved).
 class PagedHead : public ::testing::Test {
  protected:
   format::Index index;
   format::EncodedIndex encoded;
   std::uint64_t index_offset = 0;
 
-  void SetUp() override {
+  format::EncodedIndex encode(int members) {
+    index = format::Index{};
     index.package = "p";
     index.kernel_revision = "r";
     index.sequence = 1;
-    std::uint64_t offset = format::kHeaderSize;
-    for (int i = 0; i < kDataMembers; ++i) {
+    for (int i = 0; i < members; ++i) {
       format::Entry e;
       e.path = i == 0 ? "kiln.toml" : data_path(i);
       e.role = i == 0 ? format::Role::manifest : format::Role::testdata;
-      e.offset = offset;
       e.stored_size = e.content_size = 10;
-      offset = format::align_up(offset + e.stored_size);
       index.entries.push_back(e);
     }
     std::sort(index.entries.begin(), index.entries.end(),
               [](const format::Entry& a, const format::Entry& b) { return a.path < b.path; });
-    offset = format::kHeaderSize;
+    std::uint64_t offset = format::kHeaderSize;
     for (format::Entry& e : index.entries) {
       e.offset = offset;
       offset = format::align_up(offset + e.stored_size);
     }
     index_offset = offset;
-    encoded = format::encode_index(index);
+    return format::encode_index(index);
   }
   std::string refusal(const std::vector<std::uint8_t>& bytes, std::uint64_t head_size) {
     try {
@@ -140,64 +182,111 @@ class PagedHead : public ::testing::Test {
     }
     return "";
   }
-  // Offset in the head of page `p`'s reference (after magic, counts, identity).
-  std::size_t page_ref(std::size_t p) const {
-    std::size_t at = 8 + 4 + 8 + 2 + index.package.size() + 2 + index.kernel_revision.size() + 4;
-    format::IndexHead head = format::decode_index_head(ByteView(encoded.bytes.data(), encoded.head_size),
-                                                       encoded.bytes.size(), index_offset);
-    for (std::size_t i = 0; i < p; ++i) at += 4 + 4 + 8 + 32 + 2 + head.pages[i].first_path.size();
+  format::IndexHead head() const {
+    return format::decode_index_head(ByteView(encoded.bytes.data(), encoded.head_size), encoded.bytes.size(),
+                                     index_offset);
+  }
+  // Offset in the head of reference `k` (after magic, counts, identity, the tree's height).
+  std::size_t head_ref(std::size_t k) const {
+    const format::IndexHead h = head();
+    std::size_t at = 8 + 4 + 8 + 2 + index.package.size() + 2 + index.kernel_revision.size() + (h.tree ? 1 : 0) + 4;
+    for (std::size_t i = 0; i < k; ++i) at += 4 + 4 + (h.tree ? 4 : 0) + 8 + 32 + 2 + h.refs[i].first_path.size();
     return at;
+  }
+  static bool says(const std::string& refusal, const std::string& rule) {
+    return refusal.find(rule) != std::string::npos;
   }
 };
 
-TEST_F(PagedHead, RoundTripsAndRefusesHeadsThatDisagreeWithTheirPages) {
+TEST_F(PagedHead, OneLevelHeadsThatDisagreeWithTheirPagesAreRefused) {
+  encoded = encode(kOneLevelMembers);
+  ASSERT_FALSE(head().tree);
   ASSERT_EQ(refusal(encoded.bytes, encoded.head_size), "");
   EXPECT_EQ(format::decode_index(ByteView(encoded.bytes), encoded.head_size, index_offset).entries.size(),
-            static_cast<std::size_t>(kDataMembers));
+            static_cast<std::size_t>(kOneLevelMembers));
 
-  // Each case breaks one rule of FORMAT.md §3 and must be refused by that rule's message.
+  // Each case breaks one rule of FORMAT.md §3 and must be refused by that rule.
   std::vector<std::uint8_t> counts = encoded.bytes;  // page 0 claims one entry more
-  counts[page_ref(0)] += 1;
+  counts[head_ref(0)] += 1;
   EXPECT_EQ(refusal(counts, encoded.head_size), "index head: its pages hold 301 entries, not the 300 it declares");
 
   std::vector<std::uint8_t> digest = encoded.bytes;  // page 1's digest changed
-  digest[page_ref(1) + 16] ^= 1;
-  EXPECT_EQ(refusal(digest, encoded.head_size), "index page 1: its bytes do not match the SHA-256 in the index head");
+  digest[head_ref(1) + 16] ^= 1;
+  EXPECT_TRUE(says(refusal(digest, encoded.head_size), "its bytes do not match the SHA-256 its reference gives"));
 
-  const std::size_t first_path_digit = page_ref(1) + 4 + 4 + 8 + 32 + 2 + 8;  // the '9' of "data/0129.bin"
-  ASSERT_EQ(encoded.bytes[first_path_digit], '9');
+  const format::IndexHead h = head();
+  const std::size_t first_path_last = head_ref(1) + 4 + 4 + 8 + 32 + 2 + h.refs[1].first_path.size() - 5;
+  ASSERT_EQ(h.refs[1].first_path, "data/0033.bin");  // data/0000.bin is kiln.toml here
+  ASSERT_EQ(encoded.bytes[first_path_last], '3');
   std::vector<std::uint8_t> first = encoded.bytes;  // page 1's first path after its first entry's
-  first[first_path_digit] = ':';  // "data/012:.bin": still after every path of page 0
-  EXPECT_EQ(refusal(first, encoded.head_size),
-            "index page 1 at offset 117: index entry 128 ('data/0129.bin'): is not the page's first path in the "
-            "index head");
+  first[first_path_last] = '4';                     // "data/0034.bin"
+  EXPECT_TRUE(says(refusal(first, encoded.head_size), "('data/0033.bin'): is not the first path its page's reference gives"));
   std::vector<std::uint8_t> before = encoded.bytes;  // page 1's first path is page 0's last entry
-  before[first_path_digit] = '8';  // "data/0128.bin"
-  EXPECT_EQ(refusal(before, encoded.head_size),
-            "index page 0 at offset 13960: index entry 127 ('data/0128.bin'): must sort before the next page's first "
-            "path 'data/0128.bin'");
+  before[first_path_last] = '2';                     // "data/0032.bin"
+  EXPECT_TRUE(says(refusal(before, encoded.head_size), "('data/0032.bin'): must sort before the next page's first path"));
 
   std::vector<std::uint8_t> offset = encoded.bytes;  // page 1 starts its members 64 bytes early
-  offset[page_ref(1) + 8] ^= 64;
-  EXPECT_EQ(refusal(offset, encoded.head_size),
-            "index page 0 at offset 13960: index entry 127 ('data/0128.bin'): its bytes run to 8202, past 8192 where "
-            "the next page's members (or the index) begin");
+  offset[head_ref(1) + 8] ^= 64;
+  EXPECT_TRUE(says(refusal(offset, encoded.head_size), "where the next page's members (or the index) begin"));
 
-  // A head size that cuts a page reference, or that moves the pages past the end of the index.
-  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size - 1), "index head at offset 269: needs 9 more bytes but only 8 remain");
-  EXPECT_EQ(refusal(encoded.bytes, encoded.head_size + 1),
-            "index head at offset 278: index page 3: 113 bytes cannot hold 1 entries within the index");
-  EXPECT_EQ(refusal(encoded.bytes, 0), "header: index head size 0 is outside 1..33006 (the index size)");
-  // A byte after the last page reference (the pages moved along with it, so that only the
-  // head is wrong), and a byte after the last page that no page covers.
+  // A head size that cuts a reference, or that moves the pages past the end of the index.
+  EXPECT_TRUE(says(refusal(encoded.bytes, encoded.head_size - 1), "more bytes but only"));
+  EXPECT_TRUE(says(refusal(encoded.bytes, encoded.head_size + 1), "cannot hold"));
+  EXPECT_TRUE(says(refusal(encoded.bytes, 0), "index head size 0 is outside"));
+  // A byte after the last reference (the pages moved along with it, so that only the head is
+  // wrong), and a byte after the last page that no page covers.
   std::vector<std::uint8_t> trailing = encoded.bytes;
   trailing.insert(trailing.begin() + static_cast<std::ptrdiff_t>(encoded.head_size), 0);
-  EXPECT_EQ(refusal(trailing, encoded.head_size + 1), "index head at offset 278: 1 trailing bytes after the last page reference");
+  EXPECT_TRUE(says(refusal(trailing, encoded.head_size + 1), "1 trailing bytes after the last reference"));
   std::vector<std::uint8_t> uncovered = encoded.bytes;
   uncovered.push_back(0);
   EXPECT_EQ(refusal(uncovered, encoded.head_size),
             "index head: its pages cover " + std::to_string(encoded.bytes.size() - encoded.head_size) + " bytes but " +
                 std::to_string(encoded.bytes.size() + 1 - encoded.head_size) + " follow the head");
+}
+
+TEST_F(PagedHead, TreeHeadsAndReferencePagesThatDisagreeAreRefused) {
+  encoded = encode(kTreeMembers);
+  const format::IndexHead h = head();
+  ASSERT_TRUE(h.tree);
+  ASSERT_EQ(h.height, 2u);
+  ASSERT_EQ(refusal(encoded.bytes, encoded.head_size), "");
+  EXPECT_EQ(format::decode_index(ByteView(encoded.bytes), encoded.head_size, index_offset).entries.size(),
+            static_cast<std::size_t>(kTreeMembers));
+  const std::size_t height_at = head_ref(0) - 4 - 1;
+
+  std::vector<std::uint8_t> height = encoded.bytes;
+  for (std::uint8_t bad : {0, 9}) {
+    height[height_at] = bad;
+    EXPECT_EQ(refusal(height, encoded.head_size),
+              "index head at offset " + std::to_string(height_at + 1) + ": height " + std::to_string(bad) + " is outside 1..8");
+  }
+  height[height_at] = 1;  // the head's references would name entry pages of 1,024 entries
+  EXPECT_TRUE(says(refusal(height, encoded.head_size), "cannot hold 1024 entries")) << refusal(height, encoded.head_size);
+  height[height_at] = 3;  // the reference pages' references would name reference pages
+  EXPECT_TRUE(says(refusal(height, encoded.head_size), "must exceed the size of a reference page"))
+      << refusal(height, encoded.head_size);
+
+  std::vector<std::uint8_t> span = encoded.bytes;  // reference 0 claims 256 bytes fewer under it
+  span[head_ref(0) + 8 + 1] -= 1;
+  EXPECT_TRUE(says(refusal(span, encoded.head_size), "index head: its pages cover")) << refusal(span, encoded.head_size);
+
+  // Inside reference page 0: change one of its references, then give the page its new digest,
+  // so that only the rule under test is broken.
+  const format::PageRef& page0 = h.refs[0];
+  auto rehashed = [&](std::size_t at_in_page, std::uint8_t xor_with) {
+    std::vector<std::uint8_t> bytes = encoded.bytes;
+    bytes[page0.index_position + at_in_page] ^= xor_with;
+    Sha256 digest = sha256(bytes.data() + page0.index_position, page0.size);
+    std::memcpy(bytes.data() + head_ref(0) + 4 + 4 + 4 + 8, digest.data(), 32);
+    return bytes;
+  };
+  const std::size_t child0 = 8 + 4;  // after the reference page's magic and count
+  EXPECT_TRUE(says(refusal(rehashed(child0, 1), encoded.head_size), "entries, not the"));  // entry count
+  EXPECT_TRUE(says(refusal(rehashed(child0 + 8, 64), encoded.head_size), "must equal the size of an entry page"));
+  EXPECT_TRUE(says(refusal(rehashed(child0 + 4 + 4 + 4 + 8 + 32 + 2, 1), encoded.head_size),
+                   "first path and first offset must be those of the reference that names this page"));
+  EXPECT_TRUE(says(refusal(rehashed(0, 1), encoded.head_size), "bad magic: not a kiln index reference page"));
 }
 
 }  // namespace
