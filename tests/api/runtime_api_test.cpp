@@ -175,7 +175,7 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   ASSERT_GT(at, index_offset);
   page_changed[at + 5] ^= 1;
   EXPECT_EQ(kiln_archive_open_memory(rt, page_changed.data(), page_changed.size(), &a), KILN_ERR_INTEGRITY);
-  EXPECT_NE(last_error(rt).find("its bytes do not match the SHA-256 the index head gives for it"), std::string::npos)
+  EXPECT_NE(last_error(rt).find("its bytes do not match the SHA-256 its reference gives"), std::string::npos)
       << last_error(rt);
   // A truncated file is malformed.
   EXPECT_EQ(kiln_archive_open_memory(rt, good.data(), good.size() - 1, &a), KILN_ERR_MALFORMED);
