@@ -16,9 +16,13 @@ namespace kiln {
 
 struct Archive::Page {
   Once once;
+  std::vector<std::uint8_t> bytes;    // a reference page's bytes: its refs' first paths point here
   std::vector<format::PageRef> refs;  // a reference page's
   std::unique_ptr<Page[]> children;   // one slot per reference
   std::vector<format::Entry> entries; // an entry page's
+  // Per entry: its stored bytes were found to match (verify_member, read_member). Kept with
+  // the page, so that a reader holds flags only for the pages it decoded.
+  std::unique_ptr<std::atomic<bool>[]> verified;
 };
 
 Archive::~Archive() = default;
@@ -91,7 +95,8 @@ void Archive::parse(const ReadOptions& options) {
 
   // The head is copied out of the mapping before it is hashed, and parsed from the copy, so
   // that a file changed underneath cannot show the parser other bytes than the hash saw.
-  std::vector<std::uint8_t> head = copy_out(header_.index_offset, header_.index_head_size);
+  head_bytes_ = copy_out(header_.index_offset, header_.index_head_size);
+  const std::vector<std::uint8_t>& head = head_bytes_;  // kept: the head's references point into it
   digest_ = sha256(head.data(), head.size());
 
   try {
@@ -115,7 +120,6 @@ void Archive::parse(const ReadOptions& options) {
     refuse(e.what());
   }
   top_pages_.reset(new Page[head_.refs.size()]);
-  verified_.reset(new std::atomic<bool>[head_.entry_count]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
@@ -154,8 +158,10 @@ const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsig
     try {
       if (level == 0) {
         slot.entries = format::decode_entry_page(ByteView(bytes), ref, bounds);
+        slot.verified.reset(new std::atomic<bool>[slot.entries.size()]());
       } else {
-        slot.refs = format::decode_reference_page(ByteView(bytes), ref, level, bounds, header_.index_size);
+        slot.bytes = std::move(bytes);
+        slot.refs = format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size);
         slot.children.reset(new Page[slot.refs.size()]);
       }
     } catch (const Error& e) {
@@ -171,7 +177,7 @@ const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsig
 Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
   Page* slots = top_pages_.get();
-  format::PageBounds bounds{header_.index_offset, nullptr};
+  format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     long i = format::ref_for_path(*refs, path);
     if (i < 0) return {};
@@ -187,7 +193,7 @@ Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
 Archive::EntryPage Archive::entry_page_for_position(std::size_t position) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
   Page* slots = top_pages_.get();
-  format::PageBounds bounds{header_.index_offset, nullptr};
+  format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     std::size_t i = format::ref_for_position(*refs, position);
     const format::PageRef& ref = (*refs)[i];
@@ -203,6 +209,11 @@ const format::Entry& Archive::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
   return at.page->entries[i - at.ref->first_entry];
+}
+
+std::atomic<bool>& Archive::verified_flag(std::size_t i) const {
+  EntryPage at = entry_page_for_position(i);  // entry(i) has checked i and decoded the page
+  return at.page->verified[i - at.ref->first_entry];
 }
 
 long Archive::find(const std::string& path) const {
@@ -235,7 +246,7 @@ const format::Index& Archive::index() const {
     index.kernel_revision = head_.kernel_revision;
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
-    collect_entries(head_.refs, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, nullptr},
+    collect_entries(head_.refs, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, false, {}},
                     index.entries);
     long manifest = index.find(format::kManifestPath);
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
@@ -331,14 +342,14 @@ ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
 
 void Archive::verify_member(std::size_t i) const {
   const format::Entry& e = entry(i);
-  if (verified_[i].load(std::memory_order_acquire)) return;
+  if (verified_flag(i).load(std::memory_order_acquire)) return;
   ByteView stored = unchecked_stored_bytes(i);
   Sha256 got = sha256(stored.data, stored.size);
   if (got != e.stored_sha256) {
     fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
   }
-  verified_[i].store(true, std::memory_order_release);
+  verified_flag(i).store(true, std::memory_order_release);
 }
 
 std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
@@ -353,7 +364,7 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
     fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
   }
-  verified_[i].store(true, std::memory_order_release);
+  verified_flag(i).store(true, std::memory_order_release);
   std::vector<std::uint8_t> content;
   if (e.compression == format::Compression::none) {
     content = std::move(stored);
@@ -415,7 +426,7 @@ void Archive::verify_member_deep(std::size_t i) const {
     }
   }
   if (auto p = format::nested_archive_problem(e.path, ByteView(first_bytes)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
-  verified_[i].store(true, std::memory_order_release);
+  verified_flag(i).store(true, std::memory_order_release);
 }
 
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {

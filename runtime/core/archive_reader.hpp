@@ -124,6 +124,8 @@ class Archive {
     const format::PageRef* ref = nullptr;
   };
   EntryPage entry_page_for_position(std::size_t position) const;
+  // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
+  std::atomic<bool>& verified_flag(std::size_t i) const;
   EntryPage entry_page_for_path(const std::string& path) const;
   void collect_entries(const std::vector<format::PageRef>& refs, Page* slots, unsigned level,
                        const format::PageBounds& outer, std::vector<format::Entry>& out) const;
@@ -137,6 +139,7 @@ class Archive {
   std::uint64_t file_size_ = 0;
   format::Header header_;
   Sha256 digest_{};
+  std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; head_ points into it
   format::IndexHead head_;
   std::unique_ptr<Page[]> top_pages_;  // one per reference in the head
   mutable std::atomic<std::size_t> pages_read_{0};
@@ -152,7 +155,6 @@ class Archive {
   TrustReport trust_report_;
   bool authenticated_ = false;
   std::uint64_t max_member_size_ = 0;
-  mutable std::unique_ptr<std::atomic<bool>[]> verified_;
 };
 
 }  // namespace kiln

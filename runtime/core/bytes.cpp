@@ -37,40 +37,6 @@ void ByteReader::fail_here(const std::string& message) const {
   fail(Errc::malformed, what_ + " at offset " + std::to_string(pos_) + ": " + message);
 }
 
-std::uint8_t ByteReader::u8() {
-  need(1);
-  return bytes_.data[pos_++];
-}
-std::uint16_t ByteReader::u16() {
-  need(2);
-  auto v = load_le16(bytes_.data + pos_);
-  pos_ += 2;
-  return v;
-}
-std::uint32_t ByteReader::u32() {
-  need(4);
-  auto v = load_le32(bytes_.data + pos_);
-  pos_ += 4;
-  return v;
-}
-std::uint64_t ByteReader::u64() {
-  need(8);
-  auto v = load_le64(bytes_.data + pos_);
-  pos_ += 8;
-  return v;
-}
-ByteView ByteReader::take(std::size_t n) {
-  need(n);
-  ByteView v(bytes_.data + pos_, n);
-  pos_ += n;
-  return v;
-}
-std::string ByteReader::string16() {
-  std::size_t n = u16();
-  ByteView v = take(n);
-  return std::string(v.as_chars());
-}
-
 void ByteWriter::u16(std::uint16_t v) {
   out_.push_back(static_cast<std::uint8_t>(v));
   out_.push_back(static_cast<std::uint8_t>(v >> 8));

@@ -29,12 +29,24 @@ class ByteReader {
  public:
   ByteReader(ByteView bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
 
-  std::uint8_t u8();
-  std::uint16_t u16();
-  std::uint32_t u32();
-  std::uint64_t u64();
-  ByteView take(std::size_t n);
-  std::string string16();  // u16 length, then that many bytes
+  // Inline (little-endian loads by bytes, which compilers fuse): every field of every index
+  // entry and reference read passes here; only the failure is out of line.
+  std::uint8_t u8() {
+    need(1);
+    return bytes_.data[pos_++];
+  }
+  std::uint16_t u16() { return static_cast<std::uint16_t>(little_endian<2>()); }
+  std::uint32_t u32() { return static_cast<std::uint32_t>(little_endian<4>()); }
+  std::uint64_t u64() { return little_endian<8>(); }
+  ByteView take(std::size_t n) {
+    need(n);
+    ByteView v(bytes_.data + pos_, n);
+    pos_ += n;
+    return v;
+  }
+  std::string string16() { return std::string(string16_view()); }  // u16 length, then that many bytes
+  // The same field as a view into the bytes being read: valid while they are.
+  std::string_view string16_view() { return take(u16()).as_chars(); }
 
   std::size_t offset() const { return pos_; }
   std::size_t remaining() const { return bytes_.size - pos_; }
@@ -47,6 +59,14 @@ class ByteReader {
     if (n > remaining()) ran_out(n);
   }
   [[noreturn]] void ran_out(std::size_t n) const;
+  template <std::size_t N>
+  std::uint64_t little_endian() {
+    need(N);
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < N; ++i) v |= static_cast<std::uint64_t>(bytes_.data[pos_ + i]) << (8 * i);
+    pos_ += N;
+    return v;
+  }
   ByteView bytes_;
   std::string what_;
   std::size_t pos_ = 0;

@@ -143,15 +143,68 @@ bool is_identifier(std::string_view s) {
 
 // The kiln/ folder holds only what kiln writes, so a signer cannot slip a file in beside the
 // kernel table that a reader (or a person) might take for kiln's own.
-bool is_kiln_owned_path(const std::string& path) {
-  const std::string records = "kiln/kernels/";
+bool is_kiln_owned_path(std::string_view path) {
+  constexpr std::string_view records = "kiln/kernels/";
   if (path == "kiln/kernels.bin" || path == "kiln/observed-toolchain.toml") return true;
-  return path.compare(0, records.size(), records) == 0 && is_identifier(std::string_view(path).substr(records.size()));
+  return path.substr(0, records.size()) == records && is_identifier(path.substr(records.size()));
+}
+
+}  // namespace
+
+namespace {
+
+// [a-z0-9_:+-] and ',' (the separator), for the arch tags' one-pass check.
+struct ArchChars {
+  bool allowed[256] = {};
+  constexpr ArchChars() {
+    for (int c = 'a'; c <= 'z'; ++c) allowed[c] = true;
+    for (int c = '0'; c <= '9'; ++c) allowed[c] = true;
+    for (char c : {'_', ':', '+', '-', ','}) allowed[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr ArchChars kArchChars;
+
+// True when `path` obeys every rule of member_path_problem, in one pass over its bytes; false
+// when it may not, and then member_path_problem says why. Every entry of every index page read
+// passes here, so the common case is kept to a table lookup and two compares per byte.
+bool path_plainly_acceptable(std::string_view path) {
+  if (path.empty() || path.size() > kMaxPathLength) return false;
+  std::size_t start = 0, first_dot = std::string_view::npos;
+  for (std::size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      const std::size_t length = i - start;
+      if (length == 0 || length > kMaxPathComponentLength || path[i - 1] == '.') return false;  // also "." and ".."
+      const std::size_t stem = first_dot == std::string_view::npos ? length : first_dot - start;
+      if ((stem == 3 || stem == 4) && is_windows_device_name(path.substr(start, length))) return false;
+      start = i + 1;
+      first_dot = std::string_view::npos;
+    } else if (!is_portable_name_char(path[i])) {
+      return false;
+    } else if (path[i] == '.' && first_dot == std::string_view::npos) {
+      first_dot = i;
+    }
+  }
+  // Any case of "kiln/" is the reserved folder (member_path_problem says which names it holds).
+  return !(path.size() > 5 && path[4] == '/' && fold_ascii(path[0]) == 'k' && fold_ascii(path[1]) == 'i' &&
+           fold_ascii(path[2]) == 'l' && fold_ascii(path[3]) == 'n') ||
+         is_kiln_owned_path(path);
+}
+
+bool arch_plainly_acceptable(std::string_view arch) {
+  if (arch.size() > kMaxArchLength) return false;
+  if (arch.empty()) return true;
+  if (arch.front() == ',' || arch.back() == ',') return false;
+  for (std::size_t i = 0; i < arch.size(); ++i) {
+    if (!kArchChars.allowed[static_cast<unsigned char>(arch[i])]) return false;
+    if (arch[i] == ',' && arch[i + 1] == ',') return false;  // not the last byte: checked above
+  }
+  return true;
 }
 
 }  // namespace
 
 std::string member_path_problem(const std::string& path) {
+  if (path_plainly_acceptable(path)) return "";
   if (path.empty()) return "the path is empty";
   if (path.size() > kMaxPathLength) return "the path is longer than " + std::to_string(kMaxPathLength) + " bytes";
   if (path.front() == '/') return "the path " + quoted(path) + " is absolute";
@@ -284,6 +337,7 @@ std::string nested_archive_problem(const std::string& path, ByteView content) {
 }
 
 std::string arch_tags_problem(const std::string& arch) {
+  if (arch_plainly_acceptable(arch)) return "";
   if (arch.size() > kMaxArchLength) return "the arch tags are longer than " + std::to_string(kMaxArchLength) + " bytes";
   if (arch.empty()) return "";
   std::size_t start = 0;
@@ -416,7 +470,7 @@ Entry decode_entry(ByteReader& r, std::uint64_t position) {
 
 long ref_for_path(const std::vector<PageRef>& refs, const std::string& path) {
   auto it = std::upper_bound(refs.begin(), refs.end(), path,
-                             [](const std::string& key, const PageRef& ref) { return key.compare(ref.first_path) < 0; });
+                             [](const std::string& key, const PageRef& ref) { return std::string_view(key) < ref.first_path; });
   return static_cast<long>(it - refs.begin()) - 1;
 }
 
@@ -427,7 +481,7 @@ std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t posit
 }
 
 PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer) {
-  if (i + 1 < refs.size()) return PageBounds{refs[i + 1].first_offset, &refs[i + 1].first_path};
+  if (i + 1 < refs.size()) return PageBounds{refs[i + 1].first_offset, true, refs[i + 1].first_path};
   return outer;
 }
 
@@ -504,11 +558,11 @@ EncodedIndex encode_index(const Index& index) {
     page.bytes = std::move(w.buffer());
     level.push_back(std::move(page));
   }
-  // A head of at most kReferencesPerPage references: one-level where the entry pages fit (an
+  // A head of at most kHeadReferences references: one-level where the entry pages fit (an
   // archive kiln 0.2 can still read), otherwise reference pages, level by level.
   unsigned height = 1;
-  const bool tree = level.size() > kReferencesPerPage;
-  while (level.size() > kReferencesPerPage) {
+  const bool tree = level.size() > kHeadReferences;
+  while (level.size() > kHeadReferences) {
     std::vector<Subtree> up;
     for (std::size_t first = 0; first < level.size(); first += kReferencesPerPage) {
       std::size_t last = std::min<std::size_t>(first + kReferencesPerPage, level.size());
@@ -572,7 +626,7 @@ std::vector<PageRef> decode_refs(ByteReader& r, std::uint32_t count, const RefLi
     std::memcpy(ref.sha256.data(), digest.data, 32);
     // Not validated here: it only steers the search, and a page is used only after the first
     // entry under it (validated with its page) is found equal to it.
-    ref.first_path = r.string16();
+    ref.first_path = r.string16_view();
     if (ref.entry_count == 0 || (list.level == 0 && ref.entry_count > kMaxEntriesPerPage)) {
       r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
                   (list.level == 0 ? std::to_string(kMaxEntriesPerPage) : std::string("the index's")));
@@ -735,8 +789,8 @@ std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const Pa
       r.fail_here(where() + (i == 0 ? ": is not the first path its page's reference gives"
                                   : ": paths must be unique and sorted bytewise"));
     }
-    if (bounds.path_bound != nullptr && !(e.path < *bounds.path_bound)) {
-      r.fail_here(where() + ": must sort before the next page's first path '" + *bounds.path_bound + "'");
+    if (bounds.has_path_bound && !(std::string_view(e.path) < bounds.path_bound)) {
+      r.fail_here(where() + ": must sort before the next page's first path '" + std::string(bounds.path_bound) + "'");
     }
     if (e.offset != next_offset) {
       r.fail_here(where() + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
@@ -791,7 +845,7 @@ Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t 
   index.kernel_revision = head.kernel_revision;
   index.sequence = head.sequence;
   index.entries.reserve(head.entry_count);
-  decode_subtrees(index_bytes, head.refs, head.height - 1, PageBounds{index_offset, nullptr}, index.entries);
+  decode_subtrees(index_bytes, head.refs, head.height - 1, PageBounds{index_offset, false, {}}, index.entries);
   long manifest = index.find(kManifestPath);
   if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
     fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");

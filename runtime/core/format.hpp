@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bytes.hpp"
@@ -21,12 +22,14 @@ constexpr std::array<std::uint8_t, 8> kIndexPageMagic = {'K', 'I', 'L', 'N', 'P'
 constexpr std::array<std::uint8_t, 8> kReferencePageMagic = {'K', 'I', 'L', 'N', 'R', 'E', 'F', '3'};
 constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
 constexpr std::uint32_t kFormatVersion = 2;
-// What the writer puts in a page (FORMAT.md §3): an entry page holds at most 32 entries (~4 KiB),
-// a reference page, and the head, at most 32 references (~3 KiB). A lookup hashes and decodes one
-// page per level, so at 20,000 members it reads ~7 KiB a level instead of a 16 KiB page and a
-// head that grows with the archive.
-constexpr std::uint32_t kEntriesPerPage = 32;
+// What the writer puts in a page (FORMAT.md §3): an entry page holds at most 16 entries (~2 KiB),
+// a reference page at most 32 references (~3 KiB), the head at most 64 (~5 KiB). A lookup hashes
+// and decodes one page per level: at 20,000 members, a reference page and an entry page, instead
+// of one 16 KiB page under a head that grows with the archive. (Entries cost more to check than
+// references, so entry pages are the smaller.)
+constexpr std::uint32_t kEntriesPerPage = 16;
 constexpr std::uint32_t kReferencesPerPage = 32;
+constexpr std::uint32_t kHeadReferences = 64;
 // What a reader accepts.
 constexpr std::uint32_t kMaxEntriesPerPage = 4096;
 constexpr std::uint32_t kMaxReferencesPerPage = 4096;
@@ -110,7 +113,10 @@ struct PageRef {
   std::uint32_t span = 0;           // bytes of the page and every page under it
   std::uint64_t first_offset = 0;   // file offset of the first member under the page
   Sha256 sha256{};
-  std::string first_path;           // the first entry's path under the page
+  // The first entry's path under the page: a view into the bytes the reference was decoded
+  // from (the head's, a reference page's) or, when encoding, into the entry's path. Whoever
+  // holds a PageRef keeps those bytes alive (Archive keeps every page it decoded).
+  std::string_view first_path;
   std::uint64_t index_position = 0; // bytes from the index start (derived, not encoded)
   std::uint32_t first_entry = 0;    // position of its first entry in the index (derived)
 };
@@ -118,8 +124,9 @@ struct PageRef {
 // What a page must fit below (FORMAT.md §3, "bounds passed down"): the first path and first
 // member offset of whatever follows it in the index.
 struct PageBounds {
-  std::uint64_t end_offset = 0;           // where the next page's members (or the index) begin
-  const std::string* path_bound = nullptr; // every path under the page sorts below it; none: null
+  std::uint64_t end_offset = 0;  // where the next page's members (or the index) begin
+  bool has_path_bound = false;   // the last page of the index has none
+  std::string_view path_bound;   // every path under the page sorts below it
 };
 
 struct IndexHead {
@@ -137,7 +144,6 @@ long ref_for_path(const std::vector<PageRef>& refs, const std::string& path);
 // The last whose first entry is <= position (refs is never empty once decoded).
 std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t position);
 // The bounds of the page refs[i] names, inside a page (or the head) whose own bounds are `outer`.
-// The pointer it returns points into `refs` or is outer's: both outlive the page's decoding.
 PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer);
 
 constexpr const char* kManifestPath = "kiln.toml";

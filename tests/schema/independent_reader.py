@@ -229,8 +229,9 @@ REF_PAGE_MAGIC, ENTRY_PAGE_MAGIC = b"KILNREF3", b"KILNPGE2"
 MIN_ENTRY = 96                 # a lower bound (FORMAT.md §3): an entry really takes 2+1, 4, 2, 24, 64 = 97
 MIN_REF_PAGE = 67              # 8 + 4 + one reference of at least 4+4+4+8+32+2+1
 ONE_LEVEL_REF, TREE_REF = 51, 55  # the smallest reference in each form
-WRITER_PAGE_ENTRIES = 32       # §3 "How the writer splits": entries in a full entry page
-WRITER_FANOUT = 32             # references in a full reference page; at most this many under a head
+WRITER_PAGE_ENTRIES = 16       # §3 "How the writer splits": entries in a full entry page
+WRITER_FANOUT = 32             # references in a full reference page
+WRITER_HEAD = 64               # at most this many references under a head
 
 
 def decode_refs(r, count, has_span, here, naming, index_size, what):
@@ -457,7 +458,7 @@ def encode_entry(w, e):
 
 
 def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
-    """The writer's entry pages (§3): at most 32 entries a page, and a new page at kiln.toml and
+    """The writer's entry pages (§3): at most 16 entries a page, and a new page at kiln.toml and
     right after kiln/kernels.bin."""
     pages, current = [], []
     for e in entries:
@@ -470,17 +471,20 @@ def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
     return pages
 
 
-def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT):
-    """The writer's split (§3): a one-level head over the entry pages when there are at most 32
+def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, head=None):
+    """The writer's split (§3): a one-level head over the entry pages when there are at most 64
     of them; otherwise reference pages of 32 references (the last takes the rest), level by level,
-    until at most 32 pages remain, under a tree head. Returns (tree form?, height, the head's
+    until at most 64 pages remain, under a tree head. Returns (tree form?, height, the head's
     pages), each page a node {"level", "name", "entries" or "children"}. Other values of
-    `per_page` and `fanout` give other splits, which a reader accepts too."""
+    `per_page`, `fanout` and `head` give other splits, which a reader accepts too (`head`
+    defaults to 64 with the writer's page sizes, to the fanout otherwise)."""
+    if head is None:
+        head = WRITER_HEAD if (per_page, fanout) == (WRITER_PAGE_ENTRIES, WRITER_FANOUT) else fanout
     nodes = [{"level": 0, "name": f"L0#{i}", "entries": p} for i, p in enumerate(writer_pages(entries, per_page))]
-    if len(nodes) <= fanout:
+    if len(nodes) <= head:
         return False, 1, nodes
     height = 1
-    while len(nodes) > fanout:
+    while len(nodes) > head:
         nodes = [{"level": height, "name": f"L{height}#{i // fanout}", "children": nodes[i:i + fanout]}
                  for i in range(0, len(nodes), fanout)]
         height += 1
@@ -1595,16 +1599,17 @@ def synthetic_index_checks():
         checked += 1
         return roots
 
-    # The writer's split on each side of 32 entry pages: one-level at 32, a tree of two
-    # reference pages (32 references and 1) at 33.
+    # The writer's split on each side of 64 entry pages (of at most 16 entries): one-level at 64,
+    # a tree of three reference pages (32, 32 and 1 references) at 65.
     def page_count(n):
-        return -(-(n // 2 - 1) // 32) + 1 + -(-(n - n // 2 - 1) // 32)
-    n33 = next(n for n in range(4, 2048) if page_count(n) == 33)
-    entries, io = synthetic_entries(n33 - 1)
-    accept("32 entry pages", entries, io, "one-level", 1)
-    entries, io = synthetic_entries(n33)
-    roots = accept("33 entry pages", entries, io, "tree", 2)
-    need([len(n["children"]) for n in roots] == [32, 1], "self-check: 33 entry pages not under reference pages of 32 and 1")
+        return -(-(n // 2 - 1) // WRITER_PAGE_ENTRIES) + 1 + -(-(n - n // 2 - 1) // WRITER_PAGE_ENTRIES)
+    n65 = next(n for n in range(4, 4096) if page_count(n) == WRITER_HEAD + 1)
+    entries, io = synthetic_entries(n65 - 1)
+    accept("64 entry pages", entries, io, "one-level", 1)
+    entries, io = synthetic_entries(n65)
+    roots = accept("65 entry pages", entries, io, "tree", 2)
+    need([len(n["children"]) for n in roots] == [32, 32, 1],
+         "self-check: 65 entry pages not under reference pages of 32, 32 and 1")
 
     entries, io = synthetic_entries(200)
     accept("the writer's split", entries, io, "one-level", 1)
@@ -2023,8 +2028,8 @@ code = [{{ arch = "compute_80", file = "scale.ptx" }}]
 
 def pack_tree_archive(kiln, ptx, key, folder, kernels=128, empty=900):
     """Packs, with kiln, a package of 128 kernels, each with its own code member (a copy of the
-    PTX), and 900 empty files: about 1,160 members, 33 entry pages before kiln.toml's, so more than
-    32 in all and a tree head of height 2 over reference pages of 32 references and the rest (§3).
+    PTX), and 900 empty files: about 1,160 members, 65 entry pages before kiln.toml's, so more than
+    64 in all and a tree head of height 2 over reference pages of 32 references and the rest (§3).
     Members 128 .. 1,027 are empty, so the second reference page begins at the offset where the
     first one's last entry pages begin and end."""
     folder = os.path.join(folder, "tree")
@@ -2236,7 +2241,7 @@ def main():
                 h = decode_header(data)
                 magic = data[h["index_offset"]:h["index_offset"] + 8]
                 need(magic == HEAD_TREE, f"its head's magic is {magic!r}: kiln wrote no tree head (KILNIDX3) for an "
-                     "index of more than 32 entry pages (FORMAT.md §3, How the writer splits)")
+                     "index of more than 64 entry pages (FORMAT.md §3, How the writer splits)")
             a = read_archive(data, keys)
             if path == tree:
                 need(a["head"]["height"] >= 2, f"a tree head of height {a['head']['height']}, not 2 or more")

@@ -16,8 +16,8 @@
 namespace kiln {
 namespace {
 
-// With kiln.toml and the kernel table: 300 data members make 10 entry pages (a one-level head),
-// 1,500 make 48 (more than 32: a tree of height 2).
+// With kiln.toml and the kernel table: 300 data members make 20 entry pages (a one-level head),
+// 1,500 make 95 (more than the head's 64: a tree of height 2).
 constexpr int kOneLevelMembers = 300;
 constexpr int kTreeMembers = 1500;
 
@@ -99,7 +99,7 @@ std::vector<format::PageRef> path_to(const std::vector<std::uint8_t>& bytes, con
   format::IndexHead head = head_of(bytes);
   std::vector<format::PageRef> out;
   std::vector<format::PageRef> refs = head.refs;
-  format::PageBounds bounds{h.index_offset, nullptr};
+  format::PageBounds bounds{h.index_offset, false, {}};
   for (unsigned level = head.height - 1;; --level) {
     long i = format::ref_for_path(refs, path);
     const format::PageRef ref = refs.at(static_cast<std::size_t>(i));
@@ -216,14 +216,14 @@ TEST_F(PagedHead, OneLevelHeadsThatDisagreeWithTheirPagesAreRefused) {
 
   const format::IndexHead h = head();
   const std::size_t first_path_last = head_ref(1) + 4 + 4 + 8 + 32 + 2 + h.refs[1].first_path.size() - 5;
-  ASSERT_EQ(h.refs[1].first_path, "data/0033.bin");  // data/0000.bin is kiln.toml here
-  ASSERT_EQ(encoded.bytes[first_path_last], '3');
+  ASSERT_EQ(h.refs[1].first_path, "data/0017.bin");  // data/0000.bin is kiln.toml here
+  ASSERT_EQ(encoded.bytes[first_path_last], '7');
   std::vector<std::uint8_t> first = encoded.bytes;  // page 1's first path after its first entry's
-  first[first_path_last] = '4';                     // "data/0034.bin"
-  EXPECT_TRUE(says(refusal(first, encoded.head_size), "('data/0033.bin'): is not the first path its page's reference gives"));
+  first[first_path_last] = '8';                     // "data/0018.bin"
+  EXPECT_TRUE(says(refusal(first, encoded.head_size), "('data/0017.bin'): is not the first path its page's reference gives"));
   std::vector<std::uint8_t> before = encoded.bytes;  // page 1's first path is page 0's last entry
-  before[first_path_last] = '2';                     // "data/0032.bin"
-  EXPECT_TRUE(says(refusal(before, encoded.head_size), "('data/0032.bin'): must sort before the next page's first path"));
+  before[first_path_last] = '6';                     // "data/0016.bin"
+  EXPECT_TRUE(says(refusal(before, encoded.head_size), "('data/0016.bin'): must sort before the next page's first path"));
 
   std::vector<std::uint8_t> offset = encoded.bytes;  // page 1 starts its members 64 bytes early
   offset[head_ref(1) + 8] ^= 64;
@@ -261,8 +261,8 @@ TEST_F(PagedHead, TreeHeadsAndReferencePagesThatDisagreeAreRefused) {
     EXPECT_EQ(refusal(height, encoded.head_size),
               "index head at offset " + std::to_string(height_at + 1) + ": height " + std::to_string(bad) + " is outside 1..8");
   }
-  height[height_at] = 1;  // the head's references would name entry pages of 1,024 entries
-  EXPECT_TRUE(says(refusal(height, encoded.head_size), "cannot hold 1024 entries")) << refusal(height, encoded.head_size);
+  height[height_at] = 1;  // the head's references would name entry pages of 512 entries
+  EXPECT_TRUE(says(refusal(height, encoded.head_size), "cannot hold 512 entries")) << refusal(height, encoded.head_size);
   height[height_at] = 3;  // the reference pages' references would name reference pages
   EXPECT_TRUE(says(refusal(height, encoded.head_size), "must exceed the size of a reference page"))
       << refusal(height, encoded.head_size);
