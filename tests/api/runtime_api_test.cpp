@@ -153,6 +153,34 @@ TEST_F(RuntimeApi, OpensFromPathAndMemoryWithTheSameDigest) {
   kiln_archive_destroy(from_memory);
 }
 
+// An archive whose index is a tree (FORMAT.md §3, tests/data/tree/make_package.py), opened from
+// its path (read through pread, never mapped) and from memory: every kernel listed and resolved.
+TEST_F(RuntimeApi, AnArchiveWithATreeIndexListsAndResolvesEveryKernel) {
+  const std::string path = kArchives + "/tree-index.kiln";
+  if (!std::ifstream(path)) GTEST_SKIP() << path << " was not built (no Python 3 at configure time)";
+  std::vector<char> bytes = read_file(path);
+  kiln_archive* from_path = nullptr;
+  kiln_archive* from_memory = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &from_path), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_archive_open_memory(rt, bytes.data(), bytes.size(), &from_memory), KILN_OK) << last_error(rt);
+  EXPECT_STREQ(kiln_archive_digest(from_path), kiln_archive_digest(from_memory));
+  for (kiln_archive* a : {from_path, from_memory}) {
+    ASSERT_EQ(kiln_archive_kernel_count(a), 8u);
+    for (std::size_t i = 0; i < 8; ++i) {
+      char name[8];
+      std::snprintf(name, sizeof name, "k%03zu", i);
+      EXPECT_STREQ(kiln_archive_kernel_name(a, i), name);
+      kiln_kernel* k = nullptr;
+      ASSERT_EQ(kiln_archive_get_kernel(a, name, 0, &k), KILN_OK) << name << ": " << last_error(rt);
+      EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);  // no driver here
+    }
+    kiln_kernel* missing = nullptr;
+    EXPECT_EQ(kiln_archive_get_kernel(a, "k999", 0, &missing), KILN_ERR_NOT_FOUND);
+  }
+  kiln_archive_destroy(from_path);
+  kiln_archive_destroy(from_memory);
+}
+
 TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   std::vector<char> good = read_file(kArchives + "/scale.kiln");
   ASSERT_GT(good.size(), 200u);
