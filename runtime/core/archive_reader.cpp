@@ -15,17 +15,28 @@
 namespace kiln {
 
 struct Archive::Page {
+  Page() = default;
+  Page(const Page&) = delete;
+  Page& operator=(const Page&) = delete;
+  ~Page() {
+    for (std::size_t i = 0; children && i < refs.size(); ++i) delete children[i].load(std::memory_order_relaxed);
+  }
+
   Once once;
   std::vector<std::uint8_t> bytes;    // a reference page's bytes: its refs' first paths point here
   std::vector<format::PageRef> refs;  // a reference page's
-  std::unique_ptr<Page[]> children;   // one slot per reference
+  // One cell per reference, the page made on first use: a lookup pays for the pages on its
+  // way, not for a slot per sibling.
+  std::unique_ptr<std::atomic<Page*>[]> children;
   std::vector<format::Entry> entries; // an entry page's
   // Per entry: its stored bytes were found to match (verify_member, read_member). Kept with
   // the page, so that a reader holds flags only for the pages it decoded.
   std::unique_ptr<std::atomic<bool>[]> verified;
 };
 
-Archive::~Archive() = default;
+Archive::~Archive() {
+  for (std::size_t i = 0; top_pages_ && i < head_.refs.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
+}
 
 std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadOptions& options) {
   std::unique_ptr<Archive> a(new Archive);
@@ -119,7 +130,7 @@ void Archive::parse(const ReadOptions& options) {
   } catch (const Error& e) {
     refuse(e.what());
   }
-  top_pages_.reset(new Page[head_.refs.size()]);
+  top_pages_.reset(new std::atomic<Page*>[head_.refs.size()]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
@@ -162,7 +173,7 @@ const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsig
       } else {
         slot.bytes = std::move(bytes);
         slot.refs = format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size);
-        slot.children.reset(new Page[slot.refs.size()]);
+        slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
       }
     } catch (const Error& e) {
       fail(Errc::malformed, name_ + ": " + e.what());
@@ -173,17 +184,31 @@ const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsig
   return slot;
 }
 
+namespace {
+
+// The page in cells[i], made now if no thread has made it yet.
+template <typename Page>
+Page& slot_at(std::atomic<Page*>* cells, std::size_t i) {
+  Page* page = cells[i].load(std::memory_order_acquire);
+  if (page != nullptr) return *page;
+  auto fresh = std::make_unique<Page>();
+  if (cells[i].compare_exchange_strong(page, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *page;  // another thread's, made meanwhile
+}
+
+}  // namespace
+
 // Both lookups walk from the head down, one page per level, each page hashed and decoded once.
 Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
-  Page* slots = top_pages_.get();
+  std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     long i = format::ref_for_path(*refs, path);
     if (i < 0) return {};
     const format::PageRef& ref = (*refs)[static_cast<std::size_t>(i)];
     bounds = format::child_bounds(*refs, static_cast<std::size_t>(i), bounds);
-    const Page& p = page(slots[i], ref, level, bounds);
+    const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
     if (level == 0) return {&p, &ref};
     refs = &p.refs;
     slots = p.children.get();
@@ -192,13 +217,13 @@ Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
 
 Archive::EntryPage Archive::entry_page_for_position(std::size_t position) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
-  Page* slots = top_pages_.get();
+  std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     std::size_t i = format::ref_for_position(*refs, position);
     const format::PageRef& ref = (*refs)[i];
     bounds = format::child_bounds(*refs, i, bounds);
-    const Page& p = page(slots[i], ref, level, bounds);
+    const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
     if (level == 0) return {&p, &ref};
     refs = &p.refs;
     slots = p.children.get();
@@ -226,11 +251,11 @@ long Archive::find(const std::string& path) const {
   return static_cast<long>(at.ref->first_entry) + (it - entries.begin());
 }
 
-void Archive::collect_entries(const std::vector<format::PageRef>& refs, Page* slots, unsigned level,
+void Archive::collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
                               const format::PageBounds& outer, std::vector<format::Entry>& out) const {
   for (std::size_t i = 0; i < refs.size(); ++i) {
     const format::PageBounds bounds = format::child_bounds(refs, i, outer);
-    const Page& p = page(slots[i], refs[i], level, bounds);
+    const Page& p = page(slot_at(slots, i), refs[i], level, bounds);
     if (level == 0) {
       out.insert(out.end(), p.entries.begin(), p.entries.end());
     } else {

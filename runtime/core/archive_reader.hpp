@@ -127,7 +127,7 @@ class Archive {
   // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
   std::atomic<bool>& verified_flag(std::size_t i) const;
   EntryPage entry_page_for_path(const std::string& path) const;
-  void collect_entries(const std::vector<format::PageRef>& refs, Page* slots, unsigned level,
+  void collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
                        const format::PageBounds& outer, std::vector<format::Entry>& out) const;
   // Bytes [offset, offset + size) of the file, copied out (pread where the file is mapped,
   // memcpy otherwise): what is checked and parsed is always a private copy.
@@ -141,7 +141,7 @@ class Archive {
   Sha256 digest_{};
   std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; head_ points into it
   format::IndexHead head_;
-  std::unique_ptr<Page[]> top_pages_;  // one per reference in the head
+  std::unique_ptr<std::atomic<Page*>[]> top_pages_;  // one cell per reference in the head (Page::children)
   mutable std::atomic<std::size_t> pages_read_{0};
   mutable std::atomic<std::uint64_t> page_bytes_read_{0};
   mutable Once index_once_;

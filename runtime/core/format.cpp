@@ -508,6 +508,19 @@ struct Subtree {
   std::vector<std::uint8_t> bytes;
 };
 
+// Where the writer ends the reference page over `level` that starts at `first`: after
+// kReferencesPerPage references, and also around the page whose first path is kiln.toml (the
+// kernel table's page, read at every open), which gets a reference page of its own at every
+// level: an open then hashes and decodes one reference per level on its way, not 32.
+std::size_t reference_page_end(const std::vector<Subtree>& level, std::size_t first) {
+  std::size_t end = first + 1;
+  while (end < level.size() && end - first < kReferencesPerPage && level[end].ref.first_path != kManifestPath &&
+         level[end - 1].ref.first_path != kManifestPath) {
+    ++end;
+  }
+  return end;
+}
+
 void encode_ref(ByteWriter& w, const PageRef& ref, bool tree) {
   w.u32(ref.entry_count);
   w.u32(ref.size);
@@ -564,8 +577,8 @@ EncodedIndex encode_index(const Index& index) {
   const bool tree = level.size() > kHeadReferences;
   while (level.size() > kHeadReferences) {
     std::vector<Subtree> up;
-    for (std::size_t first = 0; first < level.size(); first += kReferencesPerPage) {
-      std::size_t last = std::min<std::size_t>(first + kReferencesPerPage, level.size());
+    for (std::size_t first = 0, last = 0; first < level.size(); first = last) {
+      last = reference_page_end(level, first);
       up.push_back(reference_subtree(level.begin() + static_cast<long>(first), level.begin() + static_cast<long>(last)));
     }
     level = std::move(up);

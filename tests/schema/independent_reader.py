@@ -483,12 +483,28 @@ def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, hea
     nodes = [{"level": 0, "name": f"L0#{i}", "entries": p} for i, p in enumerate(writer_pages(entries, per_page))]
     if len(nodes) <= head:
         return False, 1, nodes
+    isolate = (per_page, fanout) == (WRITER_PAGE_ENTRIES, WRITER_FANOUT)  # the writer's own split
     height = 1
     while len(nodes) > head:
-        nodes = [{"level": height, "name": f"L{height}#{i // fanout}", "children": nodes[i:i + fanout]}
-                 for i in range(0, len(nodes), fanout)]
+        groups, current = [], []
+        for node in nodes:
+            # A reference page ends after `fanout` references and, in the writer's split, around
+            # the page whose first path is kiln.toml (§3): that page gets a reference page alone.
+            if current and (len(current) == fanout or (isolate and (node_first_path(node) == b"kiln.toml" or
+                                                                    node_first_path(current[-1]) == b"kiln.toml"))):
+                groups.append(current)
+                current = []
+            current.append(node)
+        groups.append(current)
+        nodes = [{"level": height, "name": f"L{height}#{i}", "children": g} for i, g in enumerate(groups)]
         height += 1
     return True, height, nodes
+
+
+def node_first_path(node):
+    while "children" in node:
+        node = node["children"][0]
+    return node["entries"][0]["path"]
 
 
 def encode_ref(w, ref, has_span):
@@ -1600,7 +1616,7 @@ def synthetic_index_checks():
         return roots
 
     # The writer's split on each side of 64 entry pages (of at most 16 entries): one-level at 64,
-    # a tree of three reference pages (32, 32 and 1 references) at 65.
+    # a tree at 65, its reference pages of at most 32 references, the kiln.toml page alone in one.
     def page_count(n):
         return -(-(n // 2 - 1) // WRITER_PAGE_ENTRIES) + 1 + -(-(n - n // 2 - 1) // WRITER_PAGE_ENTRIES)
     n65 = next(n for n in range(4, 4096) if page_count(n) == WRITER_HEAD + 1)
@@ -1608,8 +1624,10 @@ def synthetic_index_checks():
     accept("64 entry pages", entries, io, "one-level", 1)
     entries, io = synthetic_entries(n65)
     roots = accept("65 entry pages", entries, io, "tree", 2)
-    need([len(n["children"]) for n in roots] == [32, 32, 1],
-         "self-check: 65 entry pages not under reference pages of 32, 32 and 1")
+    sizes = [len(n["children"]) for n in roots]
+    alone = [len(n["children"]) for n in roots if node_first_path(n) == b"kiln.toml"]
+    need(sum(sizes) == 65 and max(sizes) <= 32 and alone == [1] and len(roots) <= 5,
+         f"self-check: 65 entry pages not under reference pages of at most 32, the kiln.toml page alone: {sizes}")
 
     entries, io = synthetic_entries(200)
     accept("the writer's split", entries, io, "one-level", 1)

@@ -70,6 +70,12 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
   // Opening reads the kernel table through one page per level; kiln.toml and kiln/kernels.bin
   // sit alone in an entry page of two.
   EXPECT_EQ(a->index_pages_read(), head.height);
+  // ... and in the tree the writer gives that page a reference page of its own at every level:
+  // the head's reference on the way to the kernel table covers those two entries only.
+  const long table = format::ref_for_path(head.refs, "kiln/kernels.bin");
+  ASSERT_GE(table, 0);
+  EXPECT_EQ(head.refs[static_cast<std::size_t>(table)].first_path, "kiln.toml");
+  EXPECT_EQ(head.refs[static_cast<std::size_t>(table)].entry_count, 2u);
   for (int i = 0; i < members; ++i) {
     long position = a->find(data_path(i));
     ASSERT_GE(position, 0) << data_path(i);
