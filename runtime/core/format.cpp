@@ -10,19 +10,22 @@
 namespace kiln::format {
 namespace {
 
-// [A-Za-z0-9._+@=-] as a table: every byte of every path of every index page read is looked up.
-struct PortableNameChars {
+// A set of bytes as a table: every byte of every path and arch tag of every index page read is
+// looked up in one.
+struct CharSet {
   bool allowed[256] = {};
-  constexpr PortableNameChars() {
+  constexpr CharSet(bool upper, std::string_view extra) {
     for (int c = 'a'; c <= 'z'; ++c) allowed[c] = true;
-    for (int c = 'A'; c <= 'Z'; ++c) allowed[c] = true;
+    for (int c = 'A'; upper && c <= 'Z'; ++c) allowed[c] = true;
     for (int c = '0'; c <= '9'; ++c) allowed[c] = true;
-    for (char c : {'.', '_', '-', '+', '@', '='}) allowed[static_cast<unsigned char>(c)] = true;
+    for (char c : extra) allowed[static_cast<unsigned char>(c)] = true;
   }
+  constexpr bool contains(char c) const { return allowed[static_cast<unsigned char>(c)]; }
 };
-constexpr PortableNameChars kPortableNameChars;
+constexpr CharSet kPortableNameChars(true, "._-+@=");  // a path component's bytes (FORMAT.md §3.1)
+constexpr CharSet kArchChars(false, "_:+-,");           // arch tags and the ',' between them (§3.2)
 
-bool is_portable_name_char(char c) { return kPortableNameChars.allowed[static_cast<unsigned char>(c)]; }
+bool is_portable_name_char(char c) { return kPortableNameChars.contains(c); }
 
 template <std::size_t N>
 void expect_magic(ByteReader& r, const std::array<std::uint8_t, N>& magic, const char* what) {
@@ -153,17 +156,6 @@ bool is_kiln_owned_path(std::string_view path) {
 
 namespace {
 
-// [a-z0-9_:+-] and ',' (the separator), for the arch tags' one-pass check.
-struct ArchChars {
-  bool allowed[256] = {};
-  constexpr ArchChars() {
-    for (int c = 'a'; c <= 'z'; ++c) allowed[c] = true;
-    for (int c = '0'; c <= '9'; ++c) allowed[c] = true;
-    for (char c : {'_', ':', '+', '-', ','}) allowed[static_cast<unsigned char>(c)] = true;
-  }
-};
-constexpr ArchChars kArchChars;
-
 // True when `path` obeys every rule of member_path_problem, in one pass over its bytes; false
 // when it may not, and then member_path_problem says why. Every entry of every index page read
 // passes here, so the common case is kept to a table lookup and two compares per byte.
@@ -195,7 +187,7 @@ bool arch_plainly_acceptable(std::string_view arch) {
   if (arch.empty()) return true;
   if (arch.front() == ',' || arch.back() == ',') return false;
   for (std::size_t i = 0; i < arch.size(); ++i) {
-    if (!kArchChars.allowed[static_cast<unsigned char>(arch[i])]) return false;
+    if (!kArchChars.contains(arch[i])) return false;
     if (arch[i] == ',' && arch[i + 1] == ',') return false;  // not the last byte: checked above
   }
   return true;

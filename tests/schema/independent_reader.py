@@ -2036,11 +2036,16 @@ backend = "cuda"
 code = [{{ arch = "compute_80", file = "scale.ptx" }}]
 """
     open(os.path.join(folder, "kiln.toml"), "w").write(manifest)
-    out = os.path.join(folder, "paged.kiln")
+    return kiln_pack(kiln, key, folder, "paged")
+
+
+def kiln_pack(kiln, key, folder, name):
+    """Packs FOLDER/kiln.toml with kiln into FOLDER/NAME.kiln; returns its path."""
+    out = os.path.join(folder, name + ".kiln")
     run = subprocess.run([kiln, "pack", os.path.join(folder, "kiln.toml"), "--key", key, "-o", out, "-q"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     if run.returncode != 0:
-        raise Refused("kiln pack of the paged archive failed: " + run.stderr.decode(errors="replace"))
+        raise Refused(f"kiln pack of the {name} archive failed: " + run.stderr.decode(errors="replace"))
     return out
 
 
@@ -2073,12 +2078,7 @@ backend = "cuda"
 code = [{{ arch = "compute_80", file = "code/k{i:04d}.ptx" }}]
 """)
     open(os.path.join(folder, "kiln.toml"), "w").write("".join(manifest))
-    out = os.path.join(folder, "tree.kiln")
-    run = subprocess.run([kiln, "pack", os.path.join(folder, "kiln.toml"), "--key", key, "-o", out, "-q"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
-    if run.returncode != 0:
-        raise Refused("kiln pack of the tree archive failed: " + run.stderr.decode(errors="replace"))
-    return out
+    return kiln_pack(kiln, key, folder, "tree")
 
 
 # Every form kernel_args and cluster take in kiln.toml (MANIFEST.md), with every default left out

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "error.hpp"
 #include "format.hpp"
@@ -82,6 +86,124 @@ std::vector<Entry> entries_at(std::vector<std::string> paths) {
   std::vector<Entry> entries(paths.size());
   for (std::size_t i = 0; i < paths.size(); ++i) entries[i].path = paths[i];
   return entries;
+}
+
+// FORMAT.md §3.1 and §3.2 written out again, plainly and slowly, as the spec states them: the
+// reader's checks (a fast one-pass acceptance, then the detailed rules that name a refusal) must
+// give the same verdict on every string.
+bool spec_accepts_path(const std::string& path) {
+  if (path.empty() || path.size() > 1024) return false;
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      parts.push_back(path.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  for (const std::string& part : parts) {
+    if (part.empty() || part == "." || part == ".." || part.size() > 255 || part.back() == '.') return false;
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("._+@=-").find(c) == std::string::npos) return false;
+    }
+    const std::string stem = lower(part.substr(0, part.find('.')));
+    for (const char* device : {"con", "prn", "aux", "nul"}) {
+      if (stem == device) return false;
+    }
+    if (stem.size() == 4 && (stem.rfind("com", 0) == 0 || stem.rfind("lpt", 0) == 0) && std::isdigit(static_cast<unsigned char>(stem[3]))) {
+      return false;
+    }
+  }
+  if (parts.size() > 1 && lower(parts[0]) == "kiln") {
+    if (path == "kiln/kernels.bin" || path == "kiln/observed-toolchain.toml") return true;
+    if (parts.size() != 3 || parts[0] != "kiln" || parts[1] != "kernels") return false;
+    const std::string& name = parts[2];
+    if (std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+    for (char c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    }
+  }
+  return true;
+}
+
+bool spec_accepts_arch(const std::string& arch) {
+  if (arch.size() > 1024) return false;
+  if (arch.empty()) return true;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= arch.size(); ++i) {
+    if (i < arch.size() && arch[i] != ',') continue;
+    if (i == start) return false;
+    for (std::size_t j = start; j < i; ++j) {
+      const char c = arch[j];
+      if (!std::islower(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) &&
+          std::string("_:+-").find(c) == std::string::npos) {
+        return false;
+      }
+    }
+    start = i + 1;
+  }
+  return true;
+}
+
+TEST(MemberPath, AgreesWithTheSpecOnEveryShortStringOfItsAwkwardBytes) {
+  // Strings over the bytes the rules turn on (separators, dots, case, device-name and kiln/
+  // letters, a byte outside the set), every one up to 4 bytes and 200,000 random ones up to 16.
+  const std::string alphabet = "/.aKkInlLcoNmu1_\\ ";
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  std::size_t checked = 0;
+  auto check = [&](const std::string& p) {
+    ASSERT_EQ(format::member_path_problem(p).empty(), spec_accepts_path(p)) << "'" << p << "'";
+    ++checked;
+  };
+  std::vector<std::string> level = {""};
+  for (int length = 0; length <= 4; ++length) {
+    std::vector<std::string> longer;
+    for (const std::string& p : level) {
+      check(p);
+      if (length < 4) {
+        for (char c : alphabet) longer.push_back(p + c);
+      }
+    }
+    level = std::move(longer);
+  }
+  for (const char* p : {"kiln/kernels/abc", "kiln/kernels/1abc", "KILN/kernels.bin", "kiln/kernels.bin", "con.txt/a",
+                        "a/lpt9", "a/lpt", "com1", "nul.", "src/x.cu", "kiln/observed-toolchain.toml", "kiln/x"}) {
+    check(p);
+  }
+  for (int i = 0; i < 200000; ++i) {
+    std::string p(next() % 17, ' ');
+    for (char& c : p) c = alphabet[next() % alphabet.size()];
+    if (next() % 4 == 0) p = "kiln/kernels/" + p;
+    check(p);
+  }
+  EXPECT_GT(checked, 200000u);
+}
+
+TEST(ArchTags, AgreeWithTheSpecOnEveryShortStringOfItsAwkwardBytes) {
+  const std::string alphabet = ",sm_90a:+-XA ";
+  std::vector<std::string> level = {""};
+  for (int length = 0; length <= 5; ++length) {
+    std::vector<std::string> longer;
+    for (const std::string& a : level) {
+      ASSERT_EQ(format::arch_tags_problem(a).empty(), spec_accepts_arch(a)) << "'" << a << "'";
+      if (length < 5) {
+        for (char c : alphabet) longer.push_back(a + c);
+      }
+    }
+    level = std::move(longer);
+  }
+  EXPECT_FALSE(format::arch_tags_problem(std::string(1025, 'a')).empty());
+  EXPECT_TRUE(format::arch_tags_problem(std::string(1024, 'a')).empty());
 }
 
 TEST(MemberSet, RefusesNamesThatDifferOnlyInCaseAndFilesWhereFoldersMustBe) {
