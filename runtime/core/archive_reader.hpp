@@ -1,10 +1,10 @@
-// Reads archive format v2 from a mapped file or from memory, in the order that keeps
-// unverified bytes away from parsers: header, then the index head's SHA-256 (the archive's
-// digest) and the signatures over it, and only then the head and the kernel table header.
-// Index pages, kernel records and members are hashed and decoded lazily, right before first
-// use, so opening an archive of thousands of kernels costs what opening one of a single
-// kernel does; kiln.toml is parsed only when asked for (tools, full verification), never on
-// the runtime's path.
+// Reads archive format v2 (either index head, FORMAT.md §3) from a file or from memory, in the
+// order that keeps unverified bytes away from parsers: header, then the index head's SHA-256
+// (the archive's digest) and the signatures over it, and only then the head and the kernel
+// table header. Index pages (one per level on the way to an entry), kernel records and members
+// are hashed and decoded lazily, right before first use, so opening an archive of thousands of
+// kernels costs little more than opening one of a single kernel; kiln.toml is parsed only when
+// asked for (tools, full verification), never on the runtime's path.
 #pragma once
 
 #include <atomic>
@@ -106,7 +106,8 @@ class Archive {
   // Stored bytes without any check: for tools that show or copy raw bytes they are about
   // to verify themselves.
   ByteView unchecked_stored_bytes(std::size_t i) const;
-  // The whole file, unverified: for rewriting the unsigned part when a signature is added.
+  // The whole file, unverified: for rewriting the unsigned part when a signature is added, and
+  // for full verification. A large file is mapped on the first call (Errc::io if it cannot be).
   ByteView unchecked_file_bytes() const;
 
  private:
@@ -124,13 +125,13 @@ class Archive {
     const format::PageRef* ref = nullptr;
   };
   EntryPage entry_page_for_position(std::size_t position) const;
+  EntryPage entry_page_for_path(const std::string& path) const;
   // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
   std::atomic<bool>& verified_flag(std::size_t i) const;
-  EntryPage entry_page_for_path(const std::string& path) const;
   void collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
                        const format::PageBounds& outer, std::vector<format::Entry>& out) const;
-  // Bytes [offset, offset + size) of the file, copied out (pread where the file is mapped,
-  // memcpy otherwise): what is checked and parsed is always a private copy.
+  // Bytes [offset, offset + size) of the file, copied out (pread for a large file opened by
+  // path, memcpy otherwise): what is checked and parsed is always a private copy.
   std::vector<std::uint8_t> copy_out(std::uint64_t offset, std::uint64_t size) const;
 
   std::string name_;
