@@ -564,7 +564,7 @@ EncodedIndex encode_index(const Index& index) {
     level.push_back(std::move(page));
   }
   // A head of at most kHeadReferences references: one-level where the entry pages fit (an
-  // archive kiln 0.2 can still read), otherwise reference pages, level by level.
+  // archive kiln 0.2.1 and earlier can still read), otherwise reference pages, level by level.
   unsigned height = 1;
   const bool tree = level.size() > kHeadReferences;
   while (level.size() > kHeadReferences) {
