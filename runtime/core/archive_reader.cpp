@@ -198,13 +198,15 @@ Page& slot_at(std::atomic<Page*>* cells, std::size_t i) {
 
 }  // namespace
 
-// Both lookups walk from the head down, one page per level, each page hashed and decoded once.
-Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
+// Both lookups walk from the head down, one page per level, each page hashed and decoded once;
+// `choose` picks the reference to follow in a list, or -1 when no page can hold what is sought.
+template <typename Choose>
+Archive::EntryPage Archive::descend(Choose choose) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
   std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
-    long i = format::ref_for_path(*refs, path);
+    const long i = choose(*refs);
     if (i < 0) return {};
     const format::PageRef& ref = (*refs)[static_cast<std::size_t>(i)];
     bounds = format::child_bounds(*refs, static_cast<std::size_t>(i), bounds);
@@ -215,19 +217,14 @@ Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
   }
 }
 
+Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
+  return descend([&](const std::vector<format::PageRef>& refs) { return format::ref_for_path(refs, path); });
+}
+
 Archive::EntryPage Archive::entry_page_for_position(std::size_t position) const {
-  const std::vector<format::PageRef>* refs = &head_.refs;
-  std::atomic<Page*>* slots = top_pages_.get();
-  format::PageBounds bounds{header_.index_offset, false, {}};
-  for (unsigned level = head_.height - 1;; --level) {
-    std::size_t i = format::ref_for_position(*refs, position);
-    const format::PageRef& ref = (*refs)[i];
-    bounds = format::child_bounds(*refs, i, bounds);
-    const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
-    if (level == 0) return {&p, &ref};
-    refs = &p.refs;
-    slots = p.children.get();
-  }
+  return descend([&](const std::vector<format::PageRef>& refs) {
+    return static_cast<long>(format::ref_for_position(refs, position));
+  });
 }
 
 const format::Entry& Archive::entry(std::size_t i) const {

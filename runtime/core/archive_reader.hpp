@@ -126,6 +126,8 @@ class Archive {
   };
   EntryPage entry_page_for_position(std::size_t position) const;
   EntryPage entry_page_for_path(const std::string& path) const;
+  template <typename Choose>
+  EntryPage descend(Choose choose) const;
   // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
   std::atomic<bool>& verified_flag(std::size_t i) const;
   void collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
