@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stages what ci/gpu-profile.sh needs into .gpu-prof/ (the device tool carries at most 64 MiB,
-# and .gpu-stage with perf would not fit): the kiln command, kiln_open_profile, the no-op
-# kernel's code objects, the test keys, and this machine's perf with the libraries it loads
+# and .gpu-stage with perf would not fit): the kiln command, kiln_open_profile, kiln_cold_anatomy,
+# the no-op kernel's code objects, the test keys, and this machine's perf with the libraries it loads
 # (the GPU machine has no perf). Run after ci/gpu-build.sh:
 #   ci/gpu-profile-stage.sh && <device run, carry .gpu-prof>: KILN_STAGE=.gpu-prof ci/gpu-profile.sh
 set -euo pipefail
@@ -10,6 +10,8 @@ src=.gpu-stage
 prof=.gpu-prof
 rm -rf "$prof" && mkdir -p "$prof/bin" "$prof/bench" "$prof/keys" "$prof/tools/lib"
 cp "$src"/bin/{kiln,kiln_open_profile} "$prof/bin/"
+# Not in .gpu-stage, which is near the 64 MiB the device tool carries: from ci/gpu-build.sh's build.
+cp build-gpu/bin/kiln_cold_anatomy "$prof/bin/"
 cp "$src"/bench/noop.* "$prof/bench/"
 cp "$src"/keys/test.{pub,key} "$prof/keys/"
 perf=$(readlink -f "$(command -v perf)")

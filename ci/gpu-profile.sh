@@ -2,7 +2,8 @@
 # Where libkiln's cold start goes, on the GPU machine, in one call over what ci/gpu-build.sh
 # staged: packs a 1-kernel and a 5,000-kernel archive of the no-op kernel (four targets each, as
 # tests/bench/run.sh does), runs kiln_open_profile on both (signature memo cleared each time, and
-# not), then again under `perf record` and prints perf's top symbols. Prints the phase table last.
+# not), then again under `perf record` and prints perf's top symbols; then kiln_cold_anatomy takes
+# both sides of the cold-start row apart. Prints the phase tables last.
 #   ci/gpu-profile.sh [REPS]    (default 3000)
 # KILN_STAGE names the staged folder (.gpu-stage by default; ci/gpu-profile-stage.sh makes
 # .gpu-prof, which brings perf and its libraries in tools/: the GPU machine has none).
@@ -50,6 +51,10 @@ if command -v "$perf" >/dev/null; then
 else
   echo "perf is not installed here: phases only"
 fi
+# Both sides of the cold-start row taken apart, interleaved as kiln_runtime_bench runs them.
+anatomy=$("$stage/bin/kiln_cold_anatomy" "$work/small-1.kiln" "$stage/keys/test.pub" noop_00000 "$code/noop.sm_90a.cubin" noop 301 2>&1) ||
+  echo "kiln_cold_anatomy failed"
 echo
 echo "cold start phases (kiln_open_profile, $reps repetitions each)"
 printf '%s\n' "${table[@]}"
+printf '%s\n' "$anatomy"
