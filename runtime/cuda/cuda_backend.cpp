@@ -4,6 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::cuda {
@@ -56,6 +61,49 @@ Backend::~Backend() {
   }
 }
 
+namespace {
+
+// What a device is (handle, compute capability, name), queried once per process and driver: it
+// cannot change after cuInit, and each new runtime would otherwise ask again on its first get
+// (cuDeviceGetName alone costs ~2 us of a cold start). Failures are not kept: the next runtime asks
+// again. Returns "" or why the device cannot be used.
+struct DeviceProperties {
+  CUdevice handle = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::string name;
+};
+
+std::string device_properties(const Driver& driver, int ordinal, DeviceProperties* out) {
+  static std::mutex mutex;
+  static std::map<std::pair<const Driver*, int>, DeviceProperties> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find({&driver, ordinal});
+  if (it != known.end()) {
+    *out = it->second;
+    return "";
+  }
+  const DriverApi& api = driver.api();
+  int count = 0;
+  CUresult r = api.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) return "cuDeviceGetCount failed: " + driver.describe(r);
+  if (ordinal < 0 || ordinal >= count) {
+    return "no CUDA device " + std::to_string(ordinal) + " (the driver reports " + std::to_string(count) + ")";
+  }
+  DeviceProperties p;
+  char name[256] = {};
+  if ((r = api.cuDeviceGet(&p.handle, ordinal)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetAttribute(&p.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p.handle)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetAttribute(&p.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, p.handle)) != CUDA_SUCCESS ||
+      (r = api.cuDeviceGetName(name, sizeof name - 1, p.handle)) != CUDA_SUCCESS) {
+    return "CUDA device " + std::to_string(ordinal) + " could not be queried: " + driver.describe(r);
+  }
+  p.name = name;
+  *out = known.emplace(std::make_pair(&driver, ordinal), std::move(p)).first->second;
+  return "";
+}
+
+}  // namespace
+
 const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = devices_.find(ordinal);
@@ -70,30 +118,25 @@ const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) 
     *kind = no_device ? Unavailable::no_device : Unavailable::no_driver;
     return nullptr;
   }
-  const DriverApi& api = driver->api();
-  int count = 0;
-  CUresult r = api.cuDeviceGetCount(&count);
-  if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= count) {
+  DeviceProperties properties;
+  if (std::string problem = device_properties(*driver, ordinal, &properties); !problem.empty()) {
     *kind = Unavailable::no_device;
-    *why = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + driver->describe(r)
-                             : "no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
-                                   std::to_string(count) + ")";
+    *why = problem;
     return nullptr;
   }
   auto d = std::make_unique<Device>();
   d->ordinal = ordinal;
-  char name[256] = {};
-  if ((r = api.cuDeviceGet(&d->handle, ordinal)) != CUDA_SUCCESS ||
-      (r = api.cuDeviceGetAttribute(&d->spec.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->handle)) != CUDA_SUCCESS ||
-      (r = api.cuDeviceGetAttribute(&d->spec.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->handle)) != CUDA_SUCCESS ||
-      (r = api.cuDeviceGetName(name, sizeof name - 1, d->handle)) != CUDA_SUCCESS ||
-      (r = api.cuDevicePrimaryCtxRetain(&d->primary, d->handle)) != CUDA_SUCCESS) {
+  d->handle = properties.handle;
+  d->spec.cc_major = properties.cc_major;
+  d->spec.cc_minor = properties.cc_minor;
+  d->name = properties.name;
+  // The primary context is this backend's own reference, released when it goes.
+  if (CUresult r = driver->api().cuDevicePrimaryCtxRetain(&d->primary, d->handle); r != CUDA_SUCCESS) {
     *kind = Unavailable::no_device;
     *why = "CUDA device " + std::to_string(ordinal) + " could not be queried: " + driver->describe(r);
     return nullptr;
   }
   d->spec.driver_version = driver->version();
-  d->name = name;
   return devices_.emplace(ordinal, std::move(d)).first->second.get();
 }
 
@@ -102,9 +145,13 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   const DriverApi& api = driver->api();
   LoadResult result;
   // The JIT writes its diagnostics here when PTX fails to compile; kept for the caller.
-  std::vector<char> error_log(16384, '\0');
+  // Not zero-filled (16 KiB of writes on every load): the driver writes a terminated string,
+  // and both ends are terminated here in case it writes nothing or fills the buffer.
+  constexpr std::size_t kLogSize = 16384;
+  std::unique_ptr<char[]> error_log(new char[kLogSize]);
+  error_log[0] = error_log[kLogSize - 1] = '\0';
   int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void* values[] = {error_log.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(error_log.size() - 1))};
+  void* values[] = {error_log.get(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogSize - 1))};
   auto start = std::chrono::steady_clock::now();
   CUresult r;
   ContextScope scope(api, device.primary);
@@ -129,7 +176,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
     result.cuda_error = r;
     result.error = driver->describe(r);
     if (r == CUDA_ERROR_NOT_FOUND) result.error += ": no kernel named '" + entry + "' in the code object";
-    std::string log(error_log.data());
+    std::string log(error_log.get());
     if (!log.empty()) result.error += "; JIT log: " + log;
     unload(result.code);
     return result;

@@ -61,7 +61,9 @@ void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::stri
   k.route_ = k.reference_allowed_ ? KILN_ROUTE_REFERENCE : KILN_ROUTE_REFUSED;
   k.reason_ = reason;
   k.reason_text_ = text;
-  runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "' routes to " + kiln_route_string(k.route_) + ": " + text);
+  if (runtime_.logs(KILN_LOG_INFO)) {
+    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "' routes to " + kiln_route_string(k.route_) + ": " + text);
+  }
 }
 
 // The archive_semantics rules of this one kernel, on the index alone and whatever the device:
@@ -218,7 +220,7 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     if (!failures->empty()) k.reason_text_ += "; failed first: " + *failures;
     std::string rejected_text = join_texts(rejected);
     if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
-    runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "': " + k.reason_text_);
+    if (runtime_.logs(KILN_LOG_INFO)) runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "': " + k.reason_text_);
     return true;
   }
   return false;

@@ -58,7 +58,7 @@ std::shared_ptr<const Runtime::Reference> Runtime::reference(const std::string& 
 }
 
 void Runtime::log(kiln_log_level level, const std::string& message) const {
-  if (log_fn_ != nullptr && level <= log_level_) log_fn_(level, message.c_str(), log_user_);
+  if (logs(level)) log_fn_(level, message.c_str(), log_user_);
 }
 
 void Runtime::set_error(const std::string& message) const {

@@ -40,6 +40,9 @@ class Runtime {
   std::shared_ptr<const Reference> reference(const std::string& kernel) const;
 
   void log(kiln_log_level level, const std::string& message) const;
+  // Whether log(level, ...) would reach a callback: the success path of a cold start builds its
+  // messages only then (each is a few allocations of cold memory on every kernel's first get).
+  bool logs(kiln_log_level level) const { return log_fn_ != nullptr && level <= log_level_; }
   void set_error(const std::string& message) const;
   std::string last_error() const;
 

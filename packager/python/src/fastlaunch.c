@@ -242,8 +242,10 @@ static int fill(Launcher* self, Py_ssize_t i, PyObject* value, void* slot, long*
       memcpy(slot, &bits, 8);
       return 0;
     }
-    PyObject* data_ptr = PyObject_GetAttr(value, s_data_ptr);
-    if (!data_ptr) {
+    /* data_ptr() called as a method (no bound method object made): an object without one is
+       not a tensor, and goes to the Python helpers as before. */
+    PyObject* address = PyObject_CallMethodObjArgs(value, s_data_ptr, NULL);
+    if (!address) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
       if (PyLong_Check(value)) return convert_in_python(self, s_convert, i, value, slot);
@@ -251,17 +253,17 @@ static int fill(Launcher* self, Py_ssize_t i, PyObject* value, void* slot, long*
     }
     /* A tensor: its dtype must be the parameter's, its device gives the current stream. */
     if (!self->torch_resolved && resolve_torch(self) < 0) {
-      Py_DECREF(data_ptr);
+      Py_DECREF(address);
       return -1;
     }
     PyObject* dtype = PyObject_GetAttr(value, s_dtype);
     if (!dtype) {
-      Py_DECREF(data_ptr);
+      Py_DECREF(address);
       return -1;
     }
     Py_DECREF(dtype);  /* only its identity is compared */
     if (dtype != p->dtype) {
-      Py_DECREF(data_ptr);
+      Py_DECREF(address);
       PyObject* index = PyLong_FromSsize_t(i);
       if (!index) return -1;
       call_helper_raising(self, s_wrong_dtype, index, value);
@@ -271,19 +273,16 @@ static int fill(Launcher* self, Py_ssize_t i, PyObject* value, void* slot, long*
     if (*cuda_device < 0) {
       PyObject* device = PyObject_CallMethodObjArgs(value, s_get_device, NULL);
       if (!device) {
-        Py_DECREF(data_ptr);
+        Py_DECREF(address);
         return -1;
       }
       *cuda_device = PyLong_AsLong(device);
       Py_DECREF(device);
       if (*cuda_device == -1 && PyErr_Occurred()) {
-        Py_DECREF(data_ptr);
+        Py_DECREF(address);
         return -1;
       }
     }
-    PyObject* address = PyObject_CallNoArgs(data_ptr);
-    Py_DECREF(data_ptr);
-    if (!address) return -1;
     int rc;
     if (PyLong_CheckExact(address)) {
       unsigned long long bits = PyLong_AsUnsignedLongLongMask(address);
