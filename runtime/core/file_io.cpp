@@ -212,10 +212,16 @@ void MappedFile::open_fd(int fd, const std::string& path, bool opened_by_path) {
   fd_ = -1;  // the caller closes fd; this file is read from its mapping only
 }
 
+namespace {
+constexpr std::size_t kReadAheadWorthIt = 2 << 20;
+}  // namespace
+
 void MappedFile::map_now() const {
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
   if (p == MAP_FAILED) fail(Errc::io, path_ + ": cannot map: " + errno_text(errno));
-  ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint: kiln reads files front to back
+  // A hint that kiln reads files front to back; for a small file (most pack inputs) it would
+  // only take the memory-map lock once more, with nothing to read ahead.
+  if (size_ >= kReadAheadWorthIt) ::madvise(p, size_, MADV_SEQUENTIAL);
   data_ = static_cast<const std::uint8_t*>(p);
 }
 
