@@ -12,14 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <openssl/evp.h>
 
 #include "bench_util.hpp"
 #include "cuda_driver.hpp"
 #include "kiln/kiln.h"
+#include "signed_baseline.hpp"
 
 using namespace kiln::cuda;
 using Clock = std::chrono::steady_clock;
@@ -68,48 +68,20 @@ int main(int argc, char** argv) {
   int value = 7;
   void* args[] = {&out, &value};
 
-  // The raw side's key and signature, made once beforehand (as runtime_bench does).
-  EVP_PKEY* trusted = nullptr;
-  unsigned char signature[64];
-  std::size_t signature_size = sizeof signature;
-  {
-    std::vector<char> cubin = kiln_bench::read_whole_file(cubin_path);
-    unsigned char digest[32];
-    unsigned digest_size = 0;
-    EVP_PKEY* key = nullptr;
-    EVP_PKEY_CTX* keygen = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
-    unsigned char raw_public[32];
-    std::size_t raw_public_size = sizeof raw_public;
-    EVP_MD_CTX* sign = EVP_MD_CTX_new();
-    if (keygen == nullptr || EVP_PKEY_keygen_init(keygen) != 1 || EVP_PKEY_keygen(keygen, &key) != 1 ||
-        EVP_PKEY_get_raw_public_key(key, raw_public, &raw_public_size) != 1 ||
-        EVP_Digest(cubin.data(), cubin.size(), digest, &digest_size, EVP_sha256(), nullptr) != 1 || sign == nullptr ||
-        EVP_DigestSignInit(sign, nullptr, nullptr, nullptr, key) != 1 ||
-        EVP_DigestSign(sign, signature, &signature_size, digest, digest_size) != 1) {
-      die("OpenSSL: cannot make the raw side's key and signature");
-    }
-    trusted = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw_public, raw_public_size);
-    if (trusted == nullptr) die("OpenSSL: cannot load the raw side's public key");
-    EVP_MD_CTX_free(sign);
-    EVP_PKEY_free(key);
-    EVP_PKEY_CTX_free(keygen);
+  // The raw side's key and signature, made once beforehand (signed_baseline.hpp, as
+  // kiln_runtime_bench's cold start does).
+  std::unique_ptr<kiln_bench::SignedBaseline> signer;
+  try {
+    signer = std::make_unique<kiln_bench::SignedBaseline>(kiln_bench::read_whole_file(cubin_path));
+  } catch (const std::exception& e) {
+    die(e.what());
   }
 
   auto raw_once = [&](bool verify, Phases* p) {
     auto t0 = Clock::now();
     std::vector<char> cubin = kiln_bench::read_whole_file(cubin_path);
     auto t1 = Clock::now();
-    if (verify) {
-      unsigned char digest[32];
-      unsigned digest_size = 0;
-      EVP_MD_CTX* v = EVP_MD_CTX_new();
-      if (EVP_Digest(cubin.data(), cubin.size(), digest, &digest_size, EVP_sha256(), nullptr) != 1 || v == nullptr ||
-          EVP_DigestVerifyInit(v, nullptr, nullptr, nullptr, trusted) != 1 ||
-          EVP_DigestVerify(v, signature, signature_size, digest, digest_size) != 1) {
-        die("the raw side's signature does not verify");
-      }
-      EVP_MD_CTX_free(v);
-    }
+    if (verify && !signer->verify(cubin)) die("the raw side's signature does not verify");
     auto t2 = Clock::now();
     CUlibrary lib = nullptr;
     CUkernel kernel = nullptr;
@@ -166,7 +138,6 @@ int main(int argc, char** argv) {
     raw_once(false, &raw_plain);
     kiln_once(false, &kiln_second);
   }
-  EVP_PKEY_free(trusted);
   std::printf("cold start, phase medians in us over %ld interleaved repetitions\n", reps);
   auto raw_row = [](const char* name, const Phases& p) {
     std::printf("  %-22s total %7.1f = read %6.1f + digest+Ed25519 %6.1f + load+get %6.1f + launch+sync %6.1f\n", name,

@@ -31,16 +31,16 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <openssl/evp.h>
 
 #include "bench_util.hpp"
 #include "cuda_driver.hpp"
 #include "cuda_target.hpp"
 #include "kiln/kiln.h"
+#include "signed_baseline.hpp"
 
 using namespace kiln::cuda;
 using Clock = std::chrono::steady_clock;
@@ -474,49 +474,19 @@ int main(int argc, char** argv) {
   {
     const int reps = 21;
     // The baseline is what a competent engineer shipping signed cubins writes: read the cubin
-    // (one read), SHA-256 it (EVP_Digest), verify one Ed25519 signature over that digest
-    // (EVP_DigestVerify), cuLibraryLoadData, cuLibraryGetKernel, first launch, synchronise. The
-    // trusted public key is made once beforehand from its raw bytes, as a server holding its key
-    // does; the signature is made once beforehand with a freshly generated key.
-    EVP_PKEY* trusted = nullptr;
-    unsigned char signature[64];
-    std::size_t signature_size = sizeof signature;
-    {
-      std::vector<char> cubin = read_file(raw_cubin);
-      unsigned char digest[EVP_MAX_MD_SIZE];
-      unsigned digest_size = 0;
-      EVP_PKEY* key = nullptr;
-      EVP_PKEY_CTX* keygen = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
-      unsigned char raw_public[32];
-      std::size_t raw_public_size = sizeof raw_public;
-      EVP_MD_CTX* sign = EVP_MD_CTX_new();
-      if (keygen == nullptr || EVP_PKEY_keygen_init(keygen) != 1 || EVP_PKEY_keygen(keygen, &key) != 1 ||
-          EVP_PKEY_get_raw_public_key(key, raw_public, &raw_public_size) != 1 ||
-          EVP_Digest(cubin.data(), cubin.size(), digest, &digest_size, EVP_sha256(), nullptr) != 1 || sign == nullptr ||
-          EVP_DigestSignInit(sign, nullptr, nullptr, nullptr, key) != 1 ||
-          EVP_DigestSign(sign, signature, &signature_size, digest, digest_size) != 1) {
-        die("OpenSSL: cannot make the baseline's Ed25519 key and signature");
-      }
-      trusted = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw_public, raw_public_size);
-      if (trusted == nullptr) die("OpenSSL: cannot load the baseline's raw public key");
-      EVP_MD_CTX_free(sign);
-      EVP_PKEY_free(key);
-      EVP_PKEY_CTX_free(keygen);
+    // (one read), SHA-256 it, verify one Ed25519 signature over that digest (signed_baseline.hpp:
+    // key and signature made beforehand), cuLibraryLoadData, cuLibraryGetKernel, first launch,
+    // synchronise.
+    std::unique_ptr<kiln_bench::SignedBaseline> signer;
+    try {
+      signer = std::make_unique<kiln_bench::SignedBaseline>(read_file(raw_cubin));
+    } catch (const std::exception& e) {
+      die(e.what());
     }
     auto raw_once = [&](bool verify) {
       auto t0 = Clock::now();
       std::vector<char> cubin = read_file(raw_cubin);
-      if (verify) {
-        unsigned char digest[EVP_MAX_MD_SIZE];
-        unsigned digest_size = 0;
-        if (EVP_Digest(cubin.data(), cubin.size(), digest, &digest_size, EVP_sha256(), nullptr) != 1) die("EVP_Digest failed");
-        EVP_MD_CTX* verify_ctx = EVP_MD_CTX_new();
-        if (verify_ctx == nullptr || EVP_DigestVerifyInit(verify_ctx, nullptr, nullptr, nullptr, trusted) != 1 ||
-            EVP_DigestVerify(verify_ctx, signature, signature_size, digest, digest_size) != 1) {
-          die("the baseline's Ed25519 signature does not verify");
-        }
-        EVP_MD_CTX_free(verify_ctx);
-      }
+      if (verify && !signer->verify(cubin)) die("the baseline's Ed25519 signature does not verify");
       CUlibrary lib = nullptr;
       CUkernel kernel = nullptr;
       check(cu.cuLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "load", d);
@@ -576,7 +546,6 @@ int main(int argc, char** argv) {
       plain_t.push_back(raw_once(false) * 1e6);
       second_t.push_back(kiln_once(small1, "noop_00000", &second_phases) * 1e6);
     }
-    EVP_PKEY_free(trusted);
     auto print_phases = [](const char* what, const Phases& p) {
       std::printf("kiln %s phases, medians in us: create %.1f, open %.1f, get+load %.1f, launch+sync %.1f\n", what,
                   median(p.create), median(p.open), median(p.get), median(p.launch));
