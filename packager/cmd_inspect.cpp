@@ -91,6 +91,14 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.end_object();
 }
 
+// How the index is laid out (FORMAT.md §3): a one-level head (KILNIDX2) or a tree (KILNIDX3).
+std::string index_form_text(const Archive& a) {
+  const format::IndexHead& head = a.index_head();
+  std::string refs = std::to_string(head.refs.size()) + (head.refs.size() == 1 ? " reference" : " references");
+  if (!head.tree) return "one level (KILNIDX2): a head of " + refs + " to entry pages";
+  return "tree (KILNIDX3): a head of " + refs + ", " + std::to_string(head.height) + " levels of pages below it";
+}
+
 void print_json(const Archive& a, bool checked) {
   const format::Index& index = a.index();
   json::Writer w;
@@ -102,6 +110,14 @@ void print_json(const Archive& a, bool checked) {
       .field("kernel_revision", index.kernel_revision)
       .field("sequence", index.sequence)
       .field("signatures_checked", checked);
+  const format::IndexHead& head = a.index_head();
+  w.key("index")
+      .begin_object()
+      .field("form", head.tree ? "tree" : "one-level")
+      .field("levels", static_cast<std::uint64_t>(head.height))
+      .field("head_references", static_cast<std::uint64_t>(head.refs.size()))
+      .field("members", static_cast<std::uint64_t>(a.member_count()))
+      .end_object();
   w.key("signatures").begin_array();
   for (std::size_t i = 0; i < a.signatures().size(); ++i) {
     const auto& s = a.signatures()[i].attributes;
@@ -162,6 +178,7 @@ void print_human(const Archive& a, bool checked) {
             << "  digest     " << digest_string(a.digest()) << "\n"
             << "  package    " << index.package << "  revision " << index.kernel_revision << "  sequence " << index.sequence << "\n";
   if (!m.description.empty()) std::cout << "             " << m.description << "\n";
+  std::cout << "  index      " << a.member_count() << " members; " << index_form_text(a) << "\n";
   if (!m.toolchain.empty()) {
     std::cout << "  toolchain ";
     for (const auto& kv : m.toolchain) std::cout << " " << kv.first << "=" << kv.second;

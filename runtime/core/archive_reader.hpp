@@ -61,6 +61,8 @@ class Archive {
   const std::string& kernel_revision() const { return head_.kernel_revision; }
   std::uint64_t sequence() const { return head_.sequence; }
   std::size_t member_count() const { return head_.entry_count; }
+  // The index head as decoded at open: its form (one-level or tree), height and references.
+  const format::IndexHead& index_head() const { return head_; }
   // Position of the member at `path`, or -1; decodes (once) only the page that would hold it.
   long find(const std::string& path) const;
   // One member's index entry; decodes (once) only its page.

@@ -95,8 +95,11 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   Result inspect = run("inspect " + archive + " --json");
   EXPECT_EQ(inspect.code, 0);
   EXPECT_NE(inspect.out.find("\"arch\":\"compute_90\""), std::string::npos) << inspect.out;
+  // A small archive keeps the one-level head that kiln 0.2.1 and earlier read (FORMAT.md §3).
+  EXPECT_NE(inspect.out.find("\"index\":{\"form\":\"one-level\",\"levels\":1,"), std::string::npos) << inspect.out;
   Result human = run("inspect " + archive);
   EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("; one level (KILNIDX2): a head of "), std::string::npos) << human.out;
 }
 
 // A range shape packs, verifies (the kernel table re-derived from kiln.toml) and reads back in
@@ -427,6 +430,21 @@ TEST_F(Cli, PackIsReproducible) {
 }  // namespace
 
 #ifdef KILN_TEST_ARCHIVES
+// The test build's package of 1,059 members is written as a tree; inspect says so, and how deep.
+TEST(Cli, InspectShowsTheIndexForm) {
+  std::string archive = std::string(KILN_TEST_ARCHIVES) + "/tree-index.kiln";
+  if (!std::ifstream(archive)) GTEST_SKIP() << "tree-index.kiln needs Python 3 at build time";
+  Result human = run("inspect " + archive);
+  ASSERT_EQ(human.code, 0) << human.out;
+  EXPECT_NE(human.out.find("  index      1059 members; tree (KILNIDX3): a head of "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find(", 2 levels of pages below it"), std::string::npos) << human.out;
+  Result json = run("inspect " + archive + " --json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  EXPECT_NE(json.out.find("\"index\":{\"form\":\"tree\",\"levels\":2,\"head_references\":"), std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"members\":1059}"), std::string::npos) << json.out;
+}
+
 TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
   std::string archive = std::string(KILN_TEST_ARCHIVES) + "/matmul-relu.kiln";
   std::string trust = std::string(KILN_TEST_KEYS) + "/test.pub";
