@@ -445,6 +445,7 @@ class Kernel:
             if is_pointer:
                 ptr = getattr(value, "data_ptr", None)
                 if ptr is not None:  # a torch.Tensor
+                    address = ptr()  # first, as kiln._fastlaunch does: its errors come before the dtype's
                     if expected is None:
                         self._torch_types()
                         expected = self._expected
@@ -452,7 +453,7 @@ class Kernel:
                         self._wrong_dtype(i, value)
                     if cuda_device < 0:
                         cuda_device = value.get_device()
-                    slot.value = ptr()
+                    slot.value = address
                 elif isinstance(value, int):
                     slot.value = value
                 else:

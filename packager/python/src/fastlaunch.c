@@ -242,12 +242,21 @@ static int fill(Launcher* self, Py_ssize_t i, PyObject* value, void* slot, long*
       memcpy(slot, &bits, 8);
       return 0;
     }
-    /* data_ptr() called as a method (no bound method object made): an object without one is
-       not a tensor, and goes to the Python helpers as before. */
+    /* data_ptr() called as a method (no bound method object made), before the dtype check, as the
+       ctypes path does. An object without one is not a tensor and goes to the Python helpers; an
+       AttributeError raised inside one is the caller's, as on the ctypes path. */
     PyObject* address = PyObject_CallMethodObjArgs(value, s_data_ptr, NULL);
     if (!address) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-      PyErr_Clear();
+      PyObject *type, *error, *traceback;
+      PyErr_Fetch(&type, &error, &traceback);
+      if (PyObject_HasAttr(value, s_data_ptr)) {
+        PyErr_Restore(type, error, traceback);
+        return -1;
+      }
+      Py_XDECREF(type);
+      Py_XDECREF(error);
+      Py_XDECREF(traceback);
       if (PyLong_Check(value)) return convert_in_python(self, s_convert, i, value, slot);
       return convert_in_python(self, s_address, i, value, slot);  /* arrays, ctypes objects, or the error */
     }

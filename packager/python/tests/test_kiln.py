@@ -352,6 +352,37 @@ def test_tensors_give_their_data_ptr_and_the_current_stream_of_their_device(laun
         k(y, FakeTensor(fake.float64, 0x2000, 3), 0.5, 8)
 
 
+class TensorWithoutData(FakeTensor):
+    """A tensor whose data_ptr() raises, as a meta tensor's does."""
+
+    def __init__(self, dtype, error):
+        super().__init__(dtype, 0, 0)
+        self._error = error
+
+    def data_ptr(self):
+        raise self._error
+
+
+def test_an_error_from_data_ptr_reaches_the_caller_before_the_dtype_check(launcher, monkeypatch):
+    import sys
+    import types
+    fake = types.ModuleType("torch")
+    fake.float32, fake.float64, fake.int32 = object(), object(), object()
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
+    seen, keep = capture_launches(rt, "scale", [8, 8, 4, 4])
+    k = rt.open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    assert k.launcher == launcher
+    y = FakeTensor(fake.float32, 0x1000, 0)
+    # Raised inside data_ptr(), an AttributeError is the caller's too, not a sign of "no tensor".
+    for error in (RuntimeError("no storage"), AttributeError("no storage here")):
+        for dtype in (fake.float32, fake.float64):
+            with pytest.raises(type(error), match="^no storage"):
+                k(y, TensorWithoutData(dtype, error), 0.5, 8)
+    assert seen == []
+
+
 def test_the_environment_variable_turns_the_extension_off():
     import subprocess
     import sys
