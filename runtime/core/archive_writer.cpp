@@ -142,8 +142,9 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 // Unmapped by the workers as each member was done, thousands of small inputs made every munmap
 // wait for the process's memory-map lock against the other workers' page faults and send each
 // of their CPUs a TLB shootdown: at -j 16 on a 16-core host, 4-5 s of system time against
-// zstd's 0.8 s (perf: osq_lock, rwsem spinning, IPIs). Kept until the end, the mappings cost
-// no heap: their pages are the page cache's, clean and reclaimable.
+// zstd's 0.8 s (perf: osq_lock, rwsem spinning, IPIs); 2.6-3.6 s with this (tests/bench/RESULTS.md:
+// the page faults on thousands of small mappings are still there). Kept until the end, the
+// mappings cost no heap: their pages are the page cache's, clean and reclaimable.
 class MemberPipeline {
  public:
   MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
