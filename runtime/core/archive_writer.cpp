@@ -143,7 +143,7 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 // wait for the process's memory-map lock against the other workers' page faults and send each
 // of their CPUs a TLB shootdown: at -j 16 on a 16-core host, 4-5 s of system time against
 // zstd's 0.8 s (perf: osq_lock, rwsem spinning, IPIs); 2.6-3.6 s with this (tests/bench/RESULTS.md:
-// the page faults on thousands of small mappings are still there). Kept until the end, the
+// not profiled again; page faults on thousands of small mappings, likely). Kept until the end, the
 // mappings cost no heap: their pages are the page cache's, clean and reclaimable.
 class MemberPipeline {
  public:
