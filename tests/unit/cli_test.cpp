@@ -431,7 +431,7 @@ TEST_F(Cli, PackIsReproducible) {
 
 #ifdef KILN_TEST_ARCHIVES
 // The test build's package of 1,059 members is written as a tree; inspect says so, and how deep.
-TEST(Cli, InspectShowsTheIndexForm) {
+TEST(CliInspect, ShowsTheIndexForm) {
   std::string archive = std::string(KILN_TEST_ARCHIVES) + "/tree-index.kiln";
   if (!std::ifstream(archive)) GTEST_SKIP() << "tree-index.kiln needs Python 3 at build time";
   Result human = run("inspect " + archive);
