@@ -19,6 +19,7 @@
 #include "bench_util.hpp"
 #include "cuda_driver.hpp"
 #include "kiln/kiln.h"
+#include "kiln_cold_start.hpp"
 #include "signed_baseline.hpp"
 
 using namespace kiln::cuda;
@@ -26,10 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using kiln_bench::median;
 
 double us(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 
@@ -100,33 +98,18 @@ int main(int argc, char** argv) {
   };
   auto kiln_once = [&](bool uncached, Phases* p) {
     if (uncached) kiln_bench::start_uncached();
-    kiln_runtime_options o;
-    kiln_runtime_options_init(&o, sizeof o);
-    o.trust_path = trust.c_str();
-    kiln_runtime* rt = nullptr;
-    kiln_archive* a = nullptr;
-    kiln_kernel* k = nullptr;
-    if (kiln_runtime_create(&rt, &o) != KILN_OK) die("kiln_runtime_create failed");
-    auto t1 = Clock::now();
-    if (kiln_archive_open(rt, archive.c_str(), &a) != KILN_OK) die("kiln_archive_open failed");
-    auto t2 = Clock::now();
-    if (kiln_archive_get_kernel(a, kernel_name.c_str(), 0, &k) != KILN_OK || kiln_kernel_route(k) != KILN_ROUTE_NATIVE) {
-      die("the kernel is not on the native route");
+    kiln_bench::ColdStartPhases c;
+    try {
+      c = kiln_bench::kiln_cold_start(trust, archive, kernel_name.c_str(), args, 2,
+                                      [&] { check(cu.cuCtxSynchronize(), "sync", d); });
+    } catch (const std::exception& e) {
+      die(e.what());
     }
-    auto t3 = Clock::now();
-    if (kiln_kernel_launch(k, args, 2, nullptr, nullptr) != KILN_OK) die("launch failed");
-    check(cu.cuCtxSynchronize(), "sync", d);
-    auto t4 = Clock::now();
-    kiln_stats s;
-    kiln_stats_init(&s, sizeof s);
-    kiln_runtime_stats(rt, &s);
-    kiln_archive_destroy(a);
-    kiln_runtime_destroy(rt);
-    p->open.push_back(us(t1, t2));
-    p->get.push_back(us(t2, t3));
-    p->driver_load.push_back(static_cast<double>(s.load_time_ns) / 1e3);
-    p->launch_kiln.push_back(us(t3, t4));
-    p->total.push_back(us(t1, t4));
+    p->open.push_back(c.open);
+    p->get.push_back(c.get);
+    p->driver_load.push_back(c.driver_load);
+    p->launch_kiln.push_back(c.launch);
+    p->total.push_back(c.timed());
   };
 
   Phases raw_signed, raw_plain, kiln_cold, kiln_second, discard;

@@ -40,6 +40,7 @@
 #include "cuda_driver.hpp"
 #include "cuda_target.hpp"
 #include "kiln/kiln.h"
+#include "kiln_cold_start.hpp"
 #include "signed_baseline.hpp"
 
 using namespace kiln::cuda;
@@ -47,10 +48,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using kiln_bench::median;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -503,33 +501,21 @@ int main(int argc, char** argv) {
     struct Phases {
       std::vector<double> create, open, get, launch;
     };
+    // One kiln cold start (kiln_cold_start.hpp); its phases kept, the open + get + launch returned.
+    // The runtime (its trust keys, read once per process by a server) is made outside the
+    // timed region, as the baseline makes its trusted key once: its cost is the create phase.
     auto kiln_once = [&](const std::string& archive, const char* kernel, Phases* phases) {
-      auto t0 = Clock::now();
-      kiln_runtime_options o;
-      kiln_runtime_options_init(&o, sizeof o);
-      o.trust_path = trust.c_str();
-      kiln_runtime* rt = nullptr;
-      kiln_archive* a = nullptr;
-      kiln_kernel* k = nullptr;
-      if (kiln_runtime_create(&rt, &o) != KILN_OK) die("kiln_runtime_create failed");
-      auto t1 = Clock::now();
-      if (kiln_archive_open(rt, archive.c_str(), &a) != KILN_OK) die("open failed");
-      auto t2 = Clock::now();
-      if (kiln_archive_get_kernel(a, kernel, 0, &k) != KILN_OK || kiln_kernel_route(k) != KILN_ROUTE_NATIVE) die("get failed");
-      auto t3 = Clock::now();
-      if (kiln_kernel_launch(k, args, 2, nullptr, nullptr) != KILN_OK) die("launch failed");
-      check(cu.cuCtxSynchronize(), "sync", d);
-      auto t4 = Clock::now();
-      kiln_archive_destroy(a);
-      kiln_runtime_destroy(rt);
-      auto us = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double, std::micro>(y - x).count(); };
-      phases->create.push_back(us(t0, t1));
-      phases->open.push_back(us(t1, t2));
-      phases->get.push_back(us(t2, t3));
-      phases->launch.push_back(us(t3, t4));
-      // The runtime (its trust keys, read once per process by a server) is made outside the
-      // timed region, as the baseline makes its trusted EVP_PKEY once: its cost is the create phase.
-      return std::chrono::duration<double>(t4 - t1).count();
+      kiln_bench::ColdStartPhases p;
+      try {
+        p = kiln_bench::kiln_cold_start(trust, archive, kernel, args, 2, [&] { check(cu.cuCtxSynchronize(), "sync", d); });
+      } catch (const std::exception& e) {
+        die(e.what());
+      }
+      phases->create.push_back(p.create);
+      phases->open.push_back(p.open);
+      phases->get.push_back(p.get);
+      phases->launch.push_back(p.launch);
+      return p.timed() / 1e6;
     };
     // Each repetition: the signed baseline, kiln's first open (uncached), the plain baseline,
     // then kiln's second open of the same archive in the same process (its signature cached).
