@@ -52,7 +52,7 @@ void add_pack_command(CLI::App& app) {
     }
 
     std::uint64_t total = 0;
-    for (const MemberInput& m : plan.members) total += m.bytes().size;
+    for (const MemberInput& m : plan.members) total += m.size();
     std::size_t count = plan.members.size();
     Sha256 digest;
     WriteStats write_stats;

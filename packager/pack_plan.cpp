@@ -22,6 +22,9 @@ namespace kiln::cli {
 namespace {
 
 constexpr std::uint64_t kMaxInputFileSize = 4ull << 30;
+// Smaller inputs are read by the writer's workers (InputFile); larger ones are mapped, so that
+// no worker's buffer grows past this and a gigabyte input is not copied.
+constexpr std::uint64_t kReadBelow = 2ull << 20;
 
 std::string run_and_capture(const std::string& command) {
   std::string out;
@@ -87,14 +90,22 @@ class MemberSet {
     return &members_.back();
   }
 
-  // Opens and maps every file add() named, on `threads` threads (thousands of code objects
-  // are thousands of open/fstat/mmap calls); the first failure in manifest order is thrown.
-  void map_all(unsigned threads) {
+  // Opens every file add() named, on `threads` threads (thousands of code objects are
+  // thousands of open/fstat calls): a small one is left for the writer to read, a large one
+  // mapped. The first failure in manifest order is thrown.
+  void open_all(unsigned threads) {
     std::vector<std::string> errors(pending_.size());
     std::vector<Errc> codes(pending_.size(), Errc::manifest);
     parallel_for(pending_.size(), threads, [&](std::size_t i) {
       try {
-        pending_[i].member->mapped = MappedFile::open_regular_nofollow(base_ + "/" + pending_[i].ref.path, kMaxInputFileSize);
+        std::string path = base_ + "/" + pending_[i].ref.path;
+        std::uint64_t size = regular_file_size_nofollow(path, kMaxInputFileSize);
+        MemberInput& m = *pending_[i].member;
+        if (size < kReadBelow) {
+          m.file = InputFile{path, size, std::nullopt};
+        } else {
+          m.mapped = MappedFile::open_regular_nofollow(path, kMaxInputFileSize);
+        }
       } catch (const Error& e) {
         codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;
         errors[i] = where(manifest_name_, pending_[i].ref.pos) + ": " + e.what();
@@ -120,8 +131,18 @@ class MemberSet {
     MemberInput* member;
     FileRef ref;
   };
-  std::vector<Pending> pending_;  // named by add(), mapped by map_all()
+  std::vector<Pending> pending_;  // named by add(), opened by open_all()
 };
+
+// The bytes of a member planning checks (a code object, a test vector). A file input is read
+// here into `buffer`, and the digest of what was read is kept: the writer refuses the member
+// if it then reads anything else.
+ByteView bytes_to_check(MemberInput& m, std::vector<std::uint8_t>& buffer) {
+  if (!m.file) return m.bytes();
+  read_regular_file_exact_nofollow(m.file->path, m.file->size, buffer);
+  m.file->checked = sha256(buffer.data(), buffer.size());
+  return ByteView(buffer);
+}
 
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
@@ -200,7 +221,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   members.add_generated(std::move(manifest_member));
 
   // Every file the manifest names becomes a member; their code objects are checked once the
-  // files are mapped (in parallel), and reported in manifest order.
+  // files are opened (in parallel), and reported in manifest order.
   struct CodeClaim {
     const KernelSpec* kernel;
     const CodeObjectRef* code;
@@ -227,7 +248,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     for (const FileRef& f : k.ir) members.add(f, format::Role::ir);
   }
   for (const FileRef& f : plan.manifest.extra_files) members.add(f, format::Role::meta);
-  members.map_all(threads);
+  members.open_all(threads);
 
   // Each distinct code object read once, in parallel; a file two kernels share is read once.
   std::map<const MemberInput*, std::size_t> code_slot;
@@ -237,17 +258,27 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   }
   std::vector<CodeObjectInfo> infos(first_claim.size());
   std::vector<std::string> inspect_errors(first_claim.size());
+  std::vector<Errc> inspect_codes(first_claim.size(), Errc::code_object);
   parallel_for(first_claim.size(), threads, [&](std::size_t i) {
     const CodeClaim& c = *first_claim[i];
+    thread_local std::vector<std::uint8_t> buffer;  // one per planning thread, reused
+    ByteView bytes;
     try {
-      infos[i] = inspect_code_object(c.member->bytes(), "'" + c.code->file.path + "'");
+      bytes = bytes_to_check(*c.member, buffer);
+    } catch (const Error& e) {  // the file, not its content: it changed since it was opened
+      inspect_codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;  // as open_all reports it
+      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
+      return;
+    }
+    try {
+      infos[i] = inspect_code_object(bytes, "'" + c.code->file.path + "'");
     } catch (const Error& e) {
       inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
     }
   });
   for (const CodeClaim& c : claims) {
     std::size_t slot = code_slot.at(c.member);
-    if (!inspect_errors[slot].empty()) fail(Errc::code_object, inspect_errors[slot]);
+    if (!inspect_errors[slot].empty()) fail(inspect_codes[slot], inspect_errors[slot]);
     const CodeObjectInfo& info = infos[slot];
     // The same rule verify and the runtime apply to the sealed archive (archive_semantics.hpp).
     if (std::string p = code_claim_problem(*c.kernel, *c.code, info); !p.empty()) {
@@ -257,10 +288,17 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     c.member->kind = info.kind;
     c.member->arch = join(info.targets);
   }
+  std::vector<std::uint8_t> vector_bytes;
   for (const VectorCheck& v : vectors) {
     NpyArray array;
+    ByteView bytes;
     try {
-      array = parse_npy(v.member->bytes(), "'" + v.file->path + "'");
+      bytes = bytes_to_check(*v.member, vector_bytes);
+    } catch (const Error& e) {
+      fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
+    }
+    try {
+      array = parse_npy(bytes, "'" + v.file->path + "'");
     } catch (const Error& e) {
       fail(Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
     }

@@ -16,6 +16,12 @@
 #include "file_io.hpp"
 
 namespace kiln {
+
+ByteView MemberInput::bytes() const {
+  if (file) fail(Errc::internal, "member '" + path + "' is read from " + file->path + " when it is packed; it holds no bytes before");
+  return mapped ? mapped->bytes() : ByteView(content);
+}
+
 namespace {
 
 // A member is kept raw when zstd saves less than 1/32 of it (cubins full of already dense
@@ -86,7 +92,9 @@ format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& me
     if (auto p = format::member_path_problem(m.path); !p.empty()) bad("member: " + p);
     if (i > 0 && members[i - 1].path == m.path) bad("member '" + m.path + "' is given twice");
     if (auto p = format::arch_tags_problem(m.arch); !p.empty()) bad("member '" + m.path + "': " + p);
-    if (auto p = format::nested_archive_problem(m.path, m.bytes()); !p.empty()) bad(p);
+    if (int(m.file.has_value()) + int(m.mapped != nullptr) + int(!m.content.empty()) > 1) {
+      bad("member '" + m.path + "' is given more than one content");
+    }
     bool is_code = m.role == format::Role::code;
     if (is_code != (m.kind != format::CodeKind::none) || is_code != (m.backend != format::Backend::none) ||
         is_code == m.arch.empty()) {
@@ -136,7 +144,8 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 // written; a worker starts no new member while those add up to options.max_held_bytes (64 MiB)
 // or more, so the heap holds at most that plus one member's frame per worker, whatever the
 // archive's size. (The writer thread this replaced bounded nothing: workers ran ahead of it.)
-// Members stored raw are written straight from their input mapping and hold no heap.
+// Members stored raw are written straight from their input mapping and hold no heap; those read
+// from a file (InputFile) are copied out of the worker's buffer and count as held.
 //
 // Input mappings are released only once every worker has finished, by the calling thread.
 // Unmapped by the workers as each member was done, thousands of small inputs made every munmap
@@ -149,7 +158,7 @@ class MemberPipeline {
  public:
   MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
       : members_(members), index_(index), options_(options), stored_(members.size()), done_(members.size(), 0) {
-    for (const auto& m : members) total_ += m.bytes().size;
+    for (const auto& m : members) total_ += m.size();
   }
 
   // Returns where the members end (aligned to 64): the index's offset.
@@ -168,6 +177,7 @@ class MemberPipeline {
   struct Scratch {
     std::unique_ptr<ZstdCompressor> compressor;  // made by the first compress_one (it may throw)
     std::vector<std::uint8_t> frame;             // reused for every member this worker compresses
+    std::vector<std::uint8_t> input;             // every InputFile this worker reads, in turn
   };
 
   void work(Sink& sink) {
@@ -232,10 +242,22 @@ class MemberPipeline {
 
   void compress_one(std::size_t i, Scratch& scratch) {
     MemberInput& m = members_[i];
-    ByteView content = m.bytes();
+    ByteView content;
+    if (m.file) {
+      read_regular_file_exact_nofollow(m.file->path, m.file->size, scratch.input);
+      content = ByteView(scratch.input);
+    } else {
+      content = m.bytes();
+    }
+    // Here rather than at planning, where a file input's bytes are not read yet.
+    if (auto p = format::nested_archive_problem(m.path, content); !p.empty()) fail(Errc::invalid_argument, p);
     format::Entry& e = index_.entries[i];
     e.content_size = content.size;
     e.content_sha256 = sha256(content.data, content.size);
+    if (m.file && m.file->checked && *m.file->checked != e.content_sha256) {
+      fail(Errc::io, m.file->path + ": changed while kiln pack read it: its bytes are not the ones checked when it was "
+                                    "first read; pack again once nothing writes it");
+    }
     if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
     std::size_t packed = scratch.compressor->compress(content, options_.level, scratch.frame);
     Stored& out = stored_[i];
@@ -248,6 +270,13 @@ class MemberPipeline {
       out.view = ByteView(out.owned.data(), packed);
       m.content = {};
       retire(std::move(m.mapped));
+    } else if (m.file) {
+      // Stored raw from the worker's buffer, which the next member reuses: a copy, padded.
+      e.compression = format::Compression::none;
+      e.stored_sha256 = e.content_sha256;
+      out.owned.assign(static_cast<std::size_t>(format::align_up(content.size)), 0);
+      std::copy(content.data, content.data + content.size, out.owned.begin());
+      out.view = ByteView(out.owned.data(), content.size);
     } else {
       // Stored raw: written straight from the input, which stays alive until then.
       e.compression = format::Compression::none;
@@ -302,8 +331,8 @@ class MemberPipeline {
   format::Index& index_;
   const WriteOptions& options_;
   struct Stored {
-    std::vector<std::uint8_t> owned;  // the zstd frame and its zero padding, when compressed
-    ByteView view;                    // the stored bytes: the frame, or the input itself
+    std::vector<std::uint8_t> owned;  // the stored bytes and their zero padding, where copied
+    ByteView view;                    // the stored bytes: the frame, a copy, or the input itself
   };
   std::vector<Stored> stored_;
   std::uint64_t total_ = 0;

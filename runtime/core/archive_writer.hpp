@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,18 +15,35 @@
 
 namespace kiln {
 
+// A file the worker that packs its member reads, whole, into a buffer it reuses (what kiln pack
+// does with small files). Mapped instead, thousands of small inputs cost a page fault each
+// and made every worker wait for the process's memory-map lock (tests/bench/RESULTS.md).
+// The file is opened again by path when it is read: it must still be a regular file, not a
+// symbolic link, of `size` bytes, and, where `checked` is set, hold the bytes with that digest,
+// or the pack fails with Errc::io naming it.
+struct InputFile {
+  std::string path;
+  std::uint64_t size = 0;
+  // The SHA-256 of the bytes the caller read and checked before (a code object's targets, a
+  // test vector's dtype): what is packed must be what was checked.
+  std::optional<Sha256> checked;
+};
+
 struct MemberInput {
   std::string path;
   format::Role role = format::Role::meta;
   format::Backend backend = format::Backend::none;
   format::CodeKind kind = format::CodeKind::none;
   std::string arch;
-  // The content: bytes held here, or a mapped input file (what kiln pack uses, so that
-  // packing a gigabyte does not first copy a gigabyte).
+  // The content, exactly one of: bytes held here; a mapped input file (large files, so that
+  // packing a gigabyte does not first copy a gigabyte); a file read when it is packed.
   std::vector<std::uint8_t> content;
   std::shared_ptr<const MappedFile> mapped;
+  std::optional<InputFile> file;
 
-  ByteView bytes() const { return mapped ? mapped->bytes() : ByteView(content); }
+  std::uint64_t size() const { return file ? file->size : bytes().size; }
+  // The held or mapped bytes; Errc::internal for a member given as `file` (read it instead).
+  ByteView bytes() const;
 };
 
 struct PackageIdentity {

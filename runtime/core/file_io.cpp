@@ -30,11 +30,15 @@ void read_exact(int fd, std::uint8_t* out, std::size_t size, const std::string& 
   }
 }
 
-std::vector<std::uint8_t> read_opened(int fd, const std::string& path, std::uint64_t max_size) {
+std::uint64_t regular_size(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Errc::io, path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail(Errc::invalid_argument, path + ": not a regular file");
-  auto size = static_cast<std::uint64_t>(st.st_size);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::vector<std::uint8_t> read_opened(int fd, const std::string& path, std::uint64_t max_size) {
+  std::uint64_t size = regular_size(fd, path);
   if (size > max_size) {
     fail(Errc::limit, path + ": " + std::to_string(size) + " bytes is over the limit of " +
                           std::to_string(max_size) + " bytes");
@@ -122,13 +126,42 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
-std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size) {
+namespace {
+
+Fd open_pack_input(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ELOOP) fail(Errc::invalid_argument, path + ": is a symbolic link; kiln packs only regular files");
     fail(Errc::io, path + ": cannot open: " + errno_text(errno));
   }
+  return fd;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size) {
+  Fd fd = open_pack_input(path);
   return read_opened(fd.get(), path, max_size);
+}
+
+std::uint64_t regular_file_size_nofollow(const std::string& path, std::uint64_t max_size) {
+  Fd fd = open_pack_input(path);
+  std::uint64_t size = regular_size(fd.get(), path);
+  if (size > max_size) {
+    fail(Errc::limit, path + ": " + std::to_string(size) + " bytes is over the limit of " + std::to_string(max_size) + " bytes");
+  }
+  return size;
+}
+
+void read_regular_file_exact_nofollow(const std::string& path, std::uint64_t size, std::vector<std::uint8_t>& out) {
+  Fd fd = open_pack_input(path);
+  std::uint64_t now = regular_size(fd.get(), path);
+  if (now != size) {
+    fail(Errc::io, path + ": changed while kiln pack read it: " + std::to_string(size) + " bytes when first opened, " +
+                       std::to_string(now) + " now");
+  }
+  out.resize(static_cast<std::size_t>(size));
+  read_exact(fd.get(), out.data(), out.size(), path);
 }
 
 MappedFile::MappedFile(const std::string& path, bool follow_links) {

@@ -60,6 +60,14 @@ std::string random_hex(std::size_t bytes);
 // takes in: a link could smuggle /etc/shadow into an archive).
 std::vector<std::uint8_t> read_regular_file_nofollow(const std::string& path, std::uint64_t max_size);
 
+// The same refusals, for an input kiln pack reads later: returns the file's size, reading nothing.
+std::uint64_t regular_file_size_nofollow(const std::string& path, std::uint64_t max_size);
+
+// Reads the regular file at `path` (not a symbolic link) into `out`, resized to `size`: the size
+// the caller saw when it opened the file before. A file that is no longer `size` bytes is refused
+// with Errc::io ("<path>: changed while kiln pack read it: N bytes when first opened, M now").
+void read_regular_file_exact_nofollow(const std::string& path, std::uint64_t size, std::vector<std::uint8_t>& out);
+
 // A whole file, read-only: a private mapping. Opened by path (archives), a file of at most
 // 256 KiB is read into memory instead: mapping, faulting and unmapping cost more than reading it,
 // and a copy cannot change under the reader. The bytes are only as trustworthy as the checks

@@ -67,6 +67,59 @@ TEST_F(PackPlanTest, ReadsEveryNamedFileAndRecordsTheToolchain) {
   EXPECT_TRUE(saw_code);
 }
 
+// Small inputs are left for the writer's workers to read (no mapping per file); the plan reads
+// a code object once to check its target and keeps the digest of what it read, so a code object
+// rewritten between the check and the pack is refused, not packed with the plan's arch. A file
+// of 2 MiB or more is mapped.
+TEST_F(PackPlanTest, SmallInputsAreReadWhenPackedAndACodeObjectChangedSinceItsCheckIsRefused) {
+  std::string manifest = test::small_manifest(id, "k.ptx", {"big.bin"});
+  write("kiln.toml", manifest);
+  std::string ptx = test::small_ptx("sm_90");
+  write("k.ptx", ptx);
+  write("src/add.cu", "__global__ void add_f32(float* x, int n) {}\n");
+  write("tests/vector.bin", "a blob");
+  write("big.bin", std::string(2u << 20, 'b'));
+  cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml", 2);
+  auto member = [&](const std::string& path) -> MemberInput& {
+    for (MemberInput& m : plan.members) {
+      if (m.path == path) return m;
+    }
+    throw std::runtime_error("no member " + path);
+  };
+  ASSERT_TRUE(member("k.ptx").file.has_value());
+  EXPECT_EQ(member("k.ptx").file->path, dir + "/k.ptx");
+  EXPECT_EQ(member("k.ptx").file->size, ptx.size());
+  EXPECT_EQ(member("k.ptx").file->checked, sha256(ptx.data(), ptx.size()));
+  EXPECT_EQ(member("k.ptx").mapped, nullptr);
+  ASSERT_TRUE(member("src/add.cu").file.has_value());
+  EXPECT_FALSE(member("src/add.cu").file->checked.has_value()) << "a source is not read at planning";
+  EXPECT_FALSE(member("big.bin").file.has_value());
+  ASSERT_NE(member("big.bin").mapped, nullptr);
+  EXPECT_EQ(member("big.bin").size(), 2u << 20);
+
+  std::string changed = ptx;
+  changed.replace(changed.find("sm_90"), 5, "sm_80");  // what the plan's arch no longer says
+  write("k.ptx", changed);
+  PrivateKey key = PrivateKey::generate();
+  try {
+    write_archive_file(dir + "/out.kiln", plan.identity, plan.members, {Signer{&key, "t", 0}}, {});
+    ADD_FAILURE() << "a code object changed after its check was packed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::io) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir + "/k.ptx: changed while kiln pack read it"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(::access((dir + "/out.kiln").c_str(), F_OK), 0) << "nothing is left where the archive would go";
+  write("k.ptx", ptx);
+  write_archive_file(dir + "/out.kiln", plan.identity, plan.members, {Signer{&key, "t", 0}}, {});
+  ReadOptions options;
+  TrustSet trust = test::trust_of({&key});
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_file(dir + "/out.kiln", options);
+  std::vector<std::uint8_t> code = a->read_member("k.ptx");
+  EXPECT_EQ(std::string(code.begin(), code.end()), ptx);
+  EXPECT_EQ(a->read_member("big.bin").size(), 2u << 20);
+}
+
 TEST_F(PackPlanTest, ArchClaimThatTheFileContradictsIsRefusedWithItsLocation) {
   write("kiln.toml", kernel_only_manifest("k.ptx"));
   write("k.ptx", test::small_ptx("sm_80"));  // claimed compute_90 in the manifest

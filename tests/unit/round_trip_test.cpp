@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <tuple>
+
 #include "error.hpp"
 #include "file_io.hpp"
 #include "kernel_table.hpp"
@@ -148,6 +150,119 @@ TEST_F(RoundTrip, ManyMembersGiveTheSameBytesWhateverTheThreadsAndTheMemoryBound
   EXPECT_EQ(a->read_member("data/m200.bin"), std::vector<std::uint8_t>{});
   EXPECT_EQ(a->read_member("data/m003.bin").size(), 1u + 3 * 97);
   EXPECT_EQ(a->read_member("data/big.bin").size(), extra.back().content.size());
+}
+
+// What kiln pack gives the writer for small files (InputFile): read by the worker that packs
+// the member, into a buffer it reuses. The archive must be the bytes the same members held in
+// memory give, at any thread count and memory bound; an input that changed since it was checked
+// (other bytes, another size, a link in its place), or is itself an archive, is refused by name.
+TEST_F(RoundTrip, MembersReadFromFilesGiveTheSameBytesAsHeldOnesAndChangedFilesAreRefused) {
+  PackageIdentity id = test::default_identity();
+  std::string dir = test::make_temp_dir();
+  std::uint32_t state = 777;
+  std::vector<MemberInput> held;
+  for (int i = 0; i < 90; ++i) {
+    MemberInput m;
+    m.path = "data/f" + std::to_string(100 + i) + ".bin";
+    m.role = format::Role::meta;
+    if (i % 9 == 0) {
+      // empty
+    } else if (i % 3 == 0) {
+      m.content.resize(1 + static_cast<std::size_t>(i) * 211);  // random: stored raw
+      for (auto& b : m.content) b = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+    } else {
+      std::string text;
+      while (text.size() < static_cast<std::size_t>(i) * 173) text += "line " + std::to_string(text.size()) + " of a source\n";
+      m.content.assign(text.begin(), text.end());  // compressed
+    }
+    held.push_back(std::move(m));
+  }
+  auto from_files = [&](bool checked) {
+    std::vector<MemberInput> out;
+    for (const MemberInput& h : held) {
+      MemberInput m;
+      m.path = h.path;
+      m.role = h.role;
+      std::string file = dir + "/" + h.path.substr(h.path.rfind('/') + 1);
+      m.file = InputFile{file, h.content.size(), std::nullopt};
+      if (checked) m.file->checked = sha256(h.content.data(), h.content.size());
+      out.push_back(std::move(m));
+    }
+    return out;
+  };
+  for (const MemberInput& h : held) {
+    std::string file = dir + "/" + h.path.substr(h.path.rfind('/') + 1);
+    std::FILE* f = std::fopen(file.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << file;
+    if (!h.content.empty()) ASSERT_EQ(std::fwrite(h.content.data(), 1, h.content.size(), f), h.content.size());
+    std::fclose(f);
+  }
+  std::vector<Signer> signers{Signer{&key, "s", 0}};
+  auto build = [&](std::vector<MemberInput> extra, unsigned threads, std::uint64_t bound) {
+    WriteOptions options;
+    options.threads = threads;
+    options.max_held_bytes = bound;
+    return build_archive(id, test::small_members_with(id, std::move(extra)), signers, options);
+  };
+  std::vector<std::uint8_t> expected = build(held, 1, 64ull << 20);
+  for (unsigned threads : {1u, 3u, 8u}) {
+    for (std::uint64_t bound : {0ull, 64ull << 20}) {
+      EXPECT_EQ(build(from_files(threads % 2 == 1), threads, bound), expected) << threads << " threads, bound " << bound;
+    }
+  }
+  std::unique_ptr<Archive> a = test::open_and_verify(expected, test::trust_of({&key}));
+  EXPECT_EQ(a->read_member("data/f103.bin"), held[3].content);
+  EXPECT_EQ(a->entry(static_cast<std::size_t>(a->find("data/f103.bin"))).compression, format::Compression::none);
+  EXPECT_EQ(a->entry(static_cast<std::size_t>(a->find("data/f185.bin"))).compression, format::Compression::zstd);
+
+  auto refusal = [&](std::vector<MemberInput> extra) -> std::pair<Errc, std::string> {
+    try {
+      build(std::move(extra), 3, 64ull << 20);
+    } catch (const Error& e) {
+      return {e.code(), e.what()};
+    }
+    return {Errc::internal, "accepted"};
+  };
+  const std::string victim = dir + "/f104.bin";
+  std::vector<std::uint8_t> original = held[4].content;
+  ASSERT_GT(original.size(), 2u);
+  std::vector<std::uint8_t> changed = original;
+  changed[1] ^= 0x20;  // same size, one byte different
+  test::write_file(victim, changed);
+  auto [code, why] = refusal(from_files(true));
+  EXPECT_EQ(code, Errc::io) << why;
+  EXPECT_EQ(why, victim + ": changed while kiln pack read it: its bytes are not the ones checked when it was first "
+                          "read; pack again once nothing writes it");
+  // Unchecked, the same file is packed as it now reads: there was nothing to hold it to.
+  EXPECT_NO_THROW(build(from_files(false), 3, 64ull << 20));
+
+  changed.push_back('!');
+  test::write_file(victim, changed);
+  std::tie(code, why) = refusal(from_files(false));
+  EXPECT_EQ(code, Errc::io) << why;
+  EXPECT_EQ(why, victim + ": changed while kiln pack read it: " + std::to_string(original.size()) +
+                     " bytes when first opened, " + std::to_string(changed.size()) + " now");
+
+  ASSERT_EQ(::unlink(victim.c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/f101.bin").c_str(), victim.c_str()), 0);
+  std::tie(code, why) = refusal(from_files(false));
+  EXPECT_EQ(code, Errc::invalid_argument) << why;
+  EXPECT_EQ(why, victim + ": is a symbolic link; kiln packs only regular files");
+
+  ASSERT_EQ(::unlink(victim.c_str()), 0);
+  std::vector<std::uint8_t> nested = build(held, 1, 64ull << 20);
+  test::write_file(victim, nested);
+  std::vector<MemberInput> with_nested = from_files(false);
+  with_nested[4].file->size = nested.size();
+  std::tie(code, why) = refusal(with_nested);
+  EXPECT_EQ(code, Errc::invalid_argument) << why;
+  EXPECT_EQ(why, "member 'data/f104.bin' is itself a kiln archive; archives are not nested (ship it as its own archive)");
+
+  MemberInput twice = with_nested[5];
+  twice.content = {1, 2, 3};
+  std::tie(code, why) = refusal({twice});
+  EXPECT_EQ(code, Errc::invalid_argument) << why;
+  EXPECT_NE(why.find("member 'data/f105.bin' is given more than one content"), std::string::npos) << why;
 }
 
 TEST_F(RoundTrip, InputOrderDoesNotMatter) {

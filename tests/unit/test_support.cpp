@@ -1,10 +1,12 @@
 #include "test_support.hpp"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "kernel_table.hpp"
 #include "sha256.hpp"
@@ -168,6 +170,13 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  ::unlink(path.c_str());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) throw std::runtime_error("cannot write " + path);
 }
 
 }  // namespace kiln::test

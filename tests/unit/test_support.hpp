@@ -57,5 +57,7 @@ std::vector<std::uint8_t> assemble(RawArchive raw);
 RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> members);  // sorted by path
 
 std::string read_text_file(const std::string& path);
+// Writes `bytes` to `path`, replacing what is there (the file itself: a link is replaced, not followed).
+void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
 
 }  // namespace kiln::test
