@@ -56,8 +56,9 @@ class Archive {
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
   void resolve(Kernel& k);
   void resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip);
-  void check_code_references(const Kernel& k) const;
-  void resolve_on(kiln::engine::Backend& backend, Kernel& k);
+  // The member each of k's code references names, in the manifest's order, once checked.
+  std::vector<std::size_t> check_code_references(const Kernel& k) const;
+  void resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members);
   bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,
                   const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);

@@ -68,8 +68,11 @@ void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::stri
 
 // The archive_semantics rules of this one kernel, on the index alone and whatever the device:
 // verify checks every kernel's; the runtime checks the one it resolves (kiln.toml is never
-// parsed here, so opening stays flat in the archive's size).
-void Archive::check_code_references(const Kernel& k) const {
+// parsed here, so opening stays flat in the archive's size). The members found are returned, so
+// that resolving does not look each one up in the index again.
+std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
+  std::vector<std::size_t> members;
+  members.reserve(k.spec_.code.size());
   for (const kiln::CodeObjectRef& ref : k.spec_.code) {
     long m = reader_->find(ref.file.path);
     if (m < 0) {
@@ -79,23 +82,25 @@ void Archive::check_code_references(const Kernel& k) const {
     if (std::string p = kiln::code_reference_problem(k.spec_, ref, reader_->entry(static_cast<std::size_t>(m))); !p.empty()) {
       throw Error(Errc::integrity, "archive " + digest_ + ": " + p);
     }
+    members.push_back(static_cast<std::size_t>(m));
   }
+  return members;
 }
 
 void Archive::resolve(Kernel& k) { resolve(k, runtime_.cuda(), runtime_.hip()); }
 
 void Archive::resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip) {
-  check_code_references(k);
-  if (k.spec_.backend == "cuda") return resolve_on(cuda, k);
-  if (k.spec_.backend == "hip") return resolve_on(hip, k);
+  const std::vector<std::size_t> code_members = check_code_references(k);
+  if (k.spec_.backend == "cuda") return resolve_on(cuda, k, code_members);
+  if (k.spec_.backend == "hip") return resolve_on(hip, k, code_members);
   if (k.spec_.backend == "any") {
     // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
     // AMD one; where neither fits, the reason names both.
-    resolve_on(cuda, k);
+    resolve_on(cuda, k, code_members);
     if (k.runs_on_device()) return;
     kiln_reason cuda_reason = k.reason_;
     std::string cuda_text = k.reason_text_;
-    resolve_on(hip, k);
+    resolve_on(hip, k, code_members);
     if (k.runs_on_device()) return;
     bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
     return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason_, "CUDA: " + cuda_text + "; HIP: " + k.reason_text_);
@@ -104,7 +109,7 @@ void Archive::resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Back
                       "kernel '" + k.spec_.name + "' has backend '" + k.spec_.backend + "', which this libkiln cannot run");
 }
 
-void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
+void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members) {
   kiln_reason unavailable = KILN_REASON_NO_DEVICE;
   std::string why;
   const kiln::engine::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
@@ -119,8 +124,7 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k) {
 
   // Judge every code object listed for the kernel; keep each one's best tag.
   std::vector<Candidate> fitting, rejected, pending;
-  for (const kiln::CodeObjectRef& ref : k.spec_.code) {
-    const std::size_t m = static_cast<std::size_t>(reader_->find(ref.file.path));  // present: checked above
+  for (const std::size_t m : code_members) {
     const kiln::format::Entry& entry = reader_->entry(m);
     // Code of the other vendor (a kernel with backend "any") is the other backend's to judge;
     // code of this vendor that it cannot read is an error, never a silent skip.
