@@ -147,13 +147,13 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 // Members stored raw are written straight from their input mapping and hold no heap; those read
 // from a file (InputFile) are copied out of the worker's buffer and count as held.
 //
-// Input mappings are released only once every worker has finished, by the calling thread.
-// Unmapped by the workers as each member was done, thousands of small inputs made every munmap
-// wait for the process's memory-map lock against the other workers' page faults and send each
-// of their CPUs a TLB shootdown: at -j 16 on a 16-core host, 4-5 s of system time against
-// zstd's 0.8 s (perf: osq_lock, rwsem spinning, IPIs); 2.6-3.6 s with this (tests/bench/RESULTS.md:
-// not profiled again; page faults on thousands of small mappings, likely). Kept until the end, the
-// mappings cost no heap: their pages are the page cache's, clean and reclaimable.
+// Inputs: kiln pack hands small files over unread (InputFile): each worker reads them with
+// read(2) into one buffer it reuses. Mapped, thousands of small inputs cost a page fault each
+// and made every worker wait for the process's memory-map lock, and every munmap sent the other
+// workers' CPUs a TLB shootdown: at -j 16 on a 16-core host, 4-5 s of system time against zstd's
+// 0.8 s (perf: osq_lock, rwsem spinning, IPIs; tests/bench/RESULTS.md). The mappings that remain
+// (large files) are released only once every worker has finished, by the calling thread; kept
+// until the end, they cost no heap: their pages are the page cache's, clean and reclaimable.
 class MemberPipeline {
  public:
   MemberPipeline(std::vector<MemberInput>& members, format::Index& index, const WriteOptions& options)
