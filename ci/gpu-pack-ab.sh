@@ -3,8 +3,8 @@
 # call over what ci/gpu-pack-ab-stage.sh staged: builds the 512 MiB corpus of CUDA-library code
 # objects the benchmark uses (tests/bench/make_cuda_corpus.py, from the pip CUDA libraries), then
 # for each thread count runs old, new and `zstd -T` interleaved, REPS times each, for ROUNDS
-# rounds, each under /usr/bin/time; checks that old and new wrote the same bytes; prints a table
-# of medians last.
+# rounds, each under /usr/bin/time; checks that old and new wrote the same bytes; profiles the
+# new kiln at the largest thread count where perf was staged; prints a table of medians last.
 #   ci/gpu-pack-ab.sh [ROUNDS] [REPS] [THREADS...]    (default: 2 3 1 8 16)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,19 @@ for round in $(seq 1 "$rounds"); do
 done
 if cmp -s "$work/old.kiln" "$work/new.kiln"; then echo "old and new archives identical"; else echo "old and new archives DIFFER"; fi
 "$stage/bin/kiln" pack "$work/pack/kiln.toml" --key "$stage/keys/test.key" -o "$work/new.kiln" -l 9 -j "${threads[-1]}" -q --timings 2>&1 >/dev/null | tail -3
+if [ -x "$stage/tools/perf" ]; then
+  # Where the new kiln's time goes at the largest thread count, kernel included: self time by
+  # symbol, then time with callees for the system calls and faults it enters the kernel by.
+  perf="env LD_LIBRARY_PATH=$stage/tools/lib:$LD_LIBRARY_PATH $stage/tools/perf"
+  t=${threads[-1]}
+  $perf record -q -g -F 1999 -o "$work/pack.perf" "$stage/bin/kiln" pack "$work/pack/kiln.toml" --key "$stage/keys/test.key" \
+    -o "$work/new.kiln" -l 9 -j "$t" -q >/dev/null 2>&1 || echo "perf record failed"
+  echo "===== perf, new kiln -j $t: self time by symbol (top 30)"
+  $perf report -i "$work/pack.perf" --no-children --sort sym --stdio -g none 2>/dev/null | grep '%' | head -30
+  echo "===== perf, new kiln -j $t: time with callees, ways into the kernel (top 25)"
+  $perf report -i "$work/pack.perf" --children --sort sym --stdio -g none 2>/dev/null | grep '%' |
+    grep -E '__x64_sys|do_syscall|exc_page_fault|asm_exc|do_user_addr_fault|asm_sysvec|irqentry' | head -25
+fi
 echo
 echo "medians over ${rounds}x$reps runs: wall s (sys s)"
 python3 - "$results" <<'PY'

@@ -39,15 +39,23 @@ bool compression_pays(std::size_t content, std::size_t compressed) {
 class Sink {
  public:
   virtual ~Sink() = default;
-  virtual void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) = 0;
+  // `pieces` one after another from `offset`.
+  virtual void write_at(std::uint64_t offset, const std::vector<ByteView>& pieces) = 0;
+  void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) {
+    write_at(offset, std::vector<ByteView>{ByteView(data, size)});
+  }
 };
 
 class MemorySink : public Sink {
  public:
-  void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
+  using Sink::write_at;
+  void write_at(std::uint64_t offset, const std::vector<ByteView>& pieces) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (out.size() < offset + size) out.resize(static_cast<std::size_t>(offset + size));
-    std::copy(data, data + size, out.begin() + static_cast<long>(offset));
+    for (const ByteView& p : pieces) {
+      if (out.size() < offset + p.size) out.resize(static_cast<std::size_t>(offset + p.size));
+      std::copy(p.data, p.data + p.size, out.begin() + static_cast<long>(offset));
+      offset += p.size;
+    }
   }
   std::vector<std::uint8_t> out;
 
@@ -58,8 +66,11 @@ class MemorySink : public Sink {
 class FileSink : public Sink {
  public:
   explicit FileSink(AtomicFileWriter& file) : file_(file) {}
-  void write_at(std::uint64_t offset, const std::uint8_t* data, std::size_t size) override {
-    file_.pwrite_at(offset, data, size);
+  using Sink::write_at;
+  void write_at(std::uint64_t offset, const std::vector<ByteView>& pieces) override {
+    file_.pwritev_at(offset, pieces);
+    std::uint64_t size = 0;
+    for (const ByteView& p : pieces) size += p.size;
     // Every 16 MiB, the disk is asked to start on what is written so far, so that it writes
     // while the workers compress and the final fsync waits only for the tail.
     std::uint64_t before = written_.fetch_add(size);
@@ -136,8 +147,12 @@ std::vector<format::SignatureRecord> sign_all(const Sha256& digest, const Packag
 // A member's offset is the previous member's offset plus its stored size rounded up to 64, so
 // it is known once every member before it is compressed: workers take members in index order,
 // and whichever worker finishes the member at the frontier assigns offsets as far as members
-// are done and queues them for writing. A worker writes queued members before it compresses
-// another, so writing is spread over the workers and the output is the same for any -j.
+// are done and queues them for writing. A worker that finds members queued and nobody writing
+// becomes the writer: it takes the whole queue (consecutive members, so consecutive bytes) and
+// writes it with one pwritev per 1,024 pieces, then whatever was queued meanwhile, until the queue
+// is empty; the others go on compressing. One writer at a time: a buffered write holds the file's
+// inode lock, and sixteen workers each writing their own members spun on it (tests/bench/RESULTS.md).
+// The output is the same for any -j.
 //
 // Memory: each worker holds one compression context and one output buffer of
 // ZSTD_compressBound(largest member it compressed). Compressed members wait in memory until
@@ -184,27 +199,28 @@ class MemberPipeline {
     Scratch scratch;
     for (;;) {
       std::size_t job = 0;
-      bool write = false;
+      std::vector<std::size_t> run;  // consecutive members to write, when this worker is the writer
       {
         std::unique_lock<std::mutex> lock(mutex_);
         ready_.wait(lock, [&] {
-          return failed_ || !to_write_.empty() || frontier_ == members_.size() ||
+          return failed_ || (!to_write_.empty() && !writing_) || frontier_ == members_.size() ||
                  (next_ < members_.size() && may_start());
         });
         if (failed_) return;
-        if (!to_write_.empty()) {
-          job = to_write_.front();
-          to_write_.pop_front();
-          write = true;
+        if (!to_write_.empty() && !writing_) {
+          writing_ = true;
+          run.assign(to_write_.begin(), to_write_.end());
+          to_write_.clear();
         } else if (next_ < members_.size() && may_start()) {
           job = next_++;
         } else {
-          return;  // every member compressed and its write taken: the others finish theirs
+          return;  // every member compressed; what is still queued, the writer writes
         }
       }
+      const bool write = !run.empty();
       try {
         if (write) {
-          write_one(job, sink);
+          write_queued(std::move(run), sink);
         } else {
           compress_one(job, scratch);
         }
@@ -304,27 +320,52 @@ class MemberPipeline {
     if (queued || frontier_ == members_.size()) ready_.notify_all();
   }
 
-  void write_one(std::size_t i, Sink& sink) {
-    static const std::uint8_t zeros[format::kMemberAlignment] = {};
-    const format::Entry& e = index_.entries[i];
-    Stored& s = stored_[i];
-    std::size_t freed = s.owned.size();
-    if (!s.owned.empty()) {
-      sink.write_at(e.offset, s.owned.data(), s.owned.size());  // the frame and its padding
-    } else {
-      std::uint64_t end = e.offset + s.view.size;
-      if (s.view.size > 0) sink.write_at(e.offset, s.view.data, s.view.size);
-      std::size_t pad = static_cast<std::size_t>(format::align_up(end) - end);
-      if (pad > 0) sink.write_at(end, zeros, pad);
-    }
-    s = Stored{};  // release what was written
-    members_[i].content = {};
-    retire(std::move(members_[i].mapped));
-    if (freed > 0) {
+  // The writer's loop: writes `run`, then what was queued meanwhile, until nothing is queued.
+  void write_queued(std::vector<std::size_t> run, Sink& sink) {
+    for (;;) {
+      std::uint64_t freed = write_run(run, sink);
       std::lock_guard<std::mutex> lock(mutex_);
       held_ -= freed;
+      run.assign(to_write_.begin(), to_write_.end());
+      to_write_.clear();
+      if (run.empty()) writing_ = false;
       ready_.notify_all();
+      if (run.empty()) return;
     }
+  }
+
+  // Writes members that follow each other in the file (offsets assigned in index order leave
+  // no gap between them but their padding) and releases them; returns the heap bytes freed.
+  std::uint64_t write_run(const std::vector<std::size_t>& run, Sink& sink) {
+    static const std::uint8_t zeros[format::kMemberAlignment] = {};
+    std::vector<ByteView> pieces;
+    pieces.reserve(run.size() * 2);
+    const std::uint64_t start = index_.entries[run.front()].offset;
+    std::uint64_t at = start;
+    for (std::size_t i : run) {
+      const format::Entry& e = index_.entries[i];
+      if (e.offset != at) fail(Errc::internal, "member '" + e.path + "' is not where the one before it ends");
+      const Stored& s = stored_[i];
+      if (!s.owned.empty()) {
+        pieces.emplace_back(s.owned.data(), s.owned.size());  // the stored bytes and their padding
+        at += s.owned.size();
+      } else {
+        pieces.push_back(s.view);
+        std::uint64_t end = at + s.view.size;
+        std::size_t pad = static_cast<std::size_t>(format::align_up(end) - end);
+        if (pad > 0) pieces.emplace_back(zeros, pad);
+        at = end + pad;
+      }
+    }
+    sink.write_at(start, pieces);
+    std::uint64_t freed = 0;
+    for (std::size_t i : run) {
+      freed += stored_[i].owned.size();
+      stored_[i] = Stored{};  // release what was written
+      members_[i].content = {};
+      retire(std::move(members_[i].mapped));
+    }
+    return freed;
   }
 
   std::vector<MemberInput>& members_;
@@ -344,6 +385,7 @@ class MemberPipeline {
   std::uint64_t end_offset_ = format::kHeaderSize;  // where the member at the frontier goes
   std::uint64_t held_ = 0;            // bytes of compressed members not yet written
   std::deque<std::size_t> to_write_;  // members whose offset is known, waiting to be written
+  bool writing_ = false;              // a worker is writing (write_queued): the queue is its
   bool failed_ = false;
   std::string error_;
   Errc error_code_ = Errc::internal;

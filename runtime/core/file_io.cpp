@@ -6,10 +6,12 @@
 #include <sys/random.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "error.hpp"
@@ -297,6 +299,30 @@ void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::si
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(Errc::io, path_ + ": write failed: " + errno_text(errno));
     done += static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFileWriter::pwritev_at(std::uint64_t offset, const std::vector<ByteView>& pieces) {
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size());
+  for (const ByteView& p : pieces) {
+    if (p.size > 0) iov.push_back({const_cast<std::uint8_t*>(p.data), p.size});
+  }
+  std::size_t first = 0;
+  while (first < iov.size()) {
+    int count = static_cast<int>(std::min<std::size_t>(iov.size() - first, IOV_MAX));
+    ssize_t n = ::pwritev(fd_, iov.data() + first, count, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, path_ + ": write failed: " + errno_text(errno));
+    if (n == 0) fail(Errc::io, path_ + ": write failed: the system wrote nothing");
+    offset += static_cast<std::uint64_t>(n);
+    // A short write (a signal, a full disk about to say so) resumes inside the piece it stopped in.
+    auto left = static_cast<std::size_t>(n);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
   }
 }
 

@@ -120,6 +120,8 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
   void write(const void* data, std::size_t size);
   void pwrite_at(std::uint64_t offset, const void* data, std::size_t size);
+  // Writes the pieces one after another from `offset`, in as few pwritev(2) calls as IOV_MAX allows.
+  void pwritev_at(std::uint64_t offset, const std::vector<ByteView>& pieces);
   // Asks the kernel to start writing [offset, offset + size) to the disk now, without waiting
   // (sync_file_range SYNC_FILE_RANGE_WRITE): commit()'s fsync then has less left to wait for.
   // A hint: no durability on its own, errors ignored (the fsync reports them).

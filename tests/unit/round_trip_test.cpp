@@ -194,7 +194,9 @@ TEST_F(RoundTrip, MembersReadFromFilesGiveTheSameBytesAsHeldOnesAndChangedFilesA
     std::string file = dir + "/" + h.path.substr(h.path.rfind('/') + 1);
     std::FILE* f = std::fopen(file.c_str(), "wb");
     ASSERT_NE(f, nullptr) << file;
-    if (!h.content.empty()) ASSERT_EQ(std::fwrite(h.content.data(), 1, h.content.size(), f), h.content.size());
+    if (!h.content.empty()) {
+      ASSERT_EQ(std::fwrite(h.content.data(), 1, h.content.size(), f), h.content.size());
+    }
     std::fclose(f);
   }
   std::vector<Signer> signers{Signer{&key, "s", 0}};
