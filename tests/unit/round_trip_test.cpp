@@ -267,6 +267,31 @@ TEST_F(RoundTrip, MembersReadFromFilesGiveTheSameBytesAsHeldOnesAndChangedFilesA
   EXPECT_NE(why.find("member 'data/f105.bin' is given more than one content"), std::string::npos) << why;
 }
 
+// The writer's gathered write (pwritev): more pieces than one call takes (IOV_MAX, 1,024 on
+// Linux), empty ones among them, at an offset past what was written before: the file holds the
+// pieces one after another, and nothing else.
+TEST(AtomicFileWriterGather, ManyPiecesLandInOrderAtTheirOffset) {
+  std::string dir = test::make_temp_dir();
+  std::vector<std::vector<std::uint8_t>> owned;
+  std::vector<ByteView> pieces;
+  std::vector<std::uint8_t> expected(100, 0x5a);
+  for (int i = 0; i < 2500; ++i) {
+    owned.emplace_back(static_cast<std::size_t>(i % 7 == 0 ? 0 : 1 + (i * 37) % 300), static_cast<std::uint8_t>(i));
+  }
+  for (const auto& o : owned) {
+    pieces.emplace_back(o.data(), o.size());
+    expected.insert(expected.end(), o.begin(), o.end());
+  }
+  {
+    AtomicFileWriter out(dir + "/gathered.bin", 0644);
+    out.pwrite_at(0, expected.data(), 100);
+    out.pwritev_at(100, pieces);
+    out.commit();
+  }
+  std::string back = test::read_text_file(dir + "/gathered.bin");
+  EXPECT_EQ(std::vector<std::uint8_t>(back.begin(), back.end()), expected);
+}
+
 TEST_F(RoundTrip, InputOrderDoesNotMatter) {
   PackageIdentity id = test::default_identity();
   std::vector<MemberInput> members = test::small_members(id);
