@@ -24,7 +24,7 @@ struct PackPlan {
   // Where planning's time went, in seconds (kiln pack --timings prints them).
   struct Timings {
     double parse = 0;     // reading and parsing kiln.toml
-    double inputs = 0;    // naming, opening, mapping and checking every input
+    double inputs = 0;    // naming and opening every input, reading and checking code objects and test vectors
     double probe = 0;     // nvcc/hipcc --version, run beside the steps above
     double probe_wait = 0;  // how long planning waited for the probe at its end
     double table = 0;     // the kernel table members
