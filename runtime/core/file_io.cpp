@@ -160,7 +160,7 @@ void read_regular_file_exact_nofollow(const std::string& path, std::uint64_t siz
   std::uint64_t now = regular_size(fd.get(), path);
   if (now != size) {
     fail(Errc::io, path + ": changed while kiln pack read it: " + std::to_string(size) + " bytes when first opened, " +
-                       std::to_string(now) + " now");
+                       std::to_string(now) + " now; pack again once nothing writes it");
   }
   out.resize(static_cast<std::size_t>(size));
   read_exact(fd.get(), out.data(), out.size(), path);

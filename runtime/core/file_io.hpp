@@ -65,7 +65,8 @@ std::uint64_t regular_file_size_nofollow(const std::string& path, std::uint64_t 
 
 // Reads the regular file at `path` (not a symbolic link) into `out`, resized to `size`: the size
 // the caller saw when it opened the file before. A file that is no longer `size` bytes is refused
-// with Errc::io ("<path>: changed while kiln pack read it: N bytes when first opened, M now").
+// with Errc::io ("<path>: changed while kiln pack read it: N bytes when first opened, M now; pack
+// again once nothing writes it").
 void read_regular_file_exact_nofollow(const std::string& path, std::uint64_t size, std::vector<std::uint8_t>& out);
 
 // A whole file, read-only: a private mapping. Opened by path (archives), a file of at most
