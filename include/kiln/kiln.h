@@ -43,8 +43,8 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 2
-#define KILN_VERSION_PATCH 1
+#define KILN_VERSION_MINOR 3
+#define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
 /* The version of the library actually loaded, as KILN_VERSION_NUMBER computes it. */
@@ -250,6 +250,27 @@ KILN_API kiln_status kiln_archive_warm(kiln_archive* archive, int device);
  * (call again with a larger buffer; resolution is done once). */
 KILN_API kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buffer, size_t capacity,
                                             size_t* needed);
+
+/* Preflight for a GPU described rather than present (0.3): every kernel judged for `target`, a
+ * CUDA compute capability ("sm_80", "sm_90"; an a/f suffix names code, not GPUs, and is ignored)
+ * or an AMD target ID ("gfx942", "gfx90a:xnack-"), with the CUDA driver version `driver`
+ * ("12.4"; NULL or "" judges as if the driver were new enough for every code object). Nothing
+ * is loaded and no GPU is needed: the same resolver, matching and reasons as a real device of
+ * that kind, except what only its driver can tell (code it then refuses to load). The JSON is
+ * kiln_archive_preflight's with "target" and "driver" in place of "device". An unparsable
+ * target is KILN_ERR_INVALID_ARGUMENT naming it. Buffer rules as kiln_archive_preflight. */
+KILN_API kiln_status kiln_archive_preflight_target(kiln_archive* archive, const char* target, const char* driver,
+                                                   char* buffer, size_t capacity, size_t* needed);
+
+/* The content of one member (0.3), by its path in the archive ("kiln.toml", or a file the
+ * manifest named, as `kiln inspect` lists them): its stored bytes copied out of the file, their
+ * SHA-256 checked against the signed index, decompressed within max_member_size, and the
+ * content's SHA-256 checked, before any byte reaches `buffer`. `size` (may be NULL) receives
+ * the content's length, known from the index: call with capacity 0 to ask it (nothing is read
+ * then) and KILN_ERR_BUFFER_TOO_SMALL; KILN_ERR_NOT_FOUND when the archive has no such member;
+ * KILN_ERR_INTEGRITY when its bytes were changed. Thread-safe. */
+KILN_API kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, void* buffer, size_t capacity,
+                                             size_t* size);
 
 /* ---- Kernels --------------------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "api_support.hpp"
 #include "archive.hpp"
@@ -25,6 +26,7 @@ using kiln::api::guarded_status;
 using kiln::api::HandleKind;
 using kiln::api::invalid;
 using kiln::api::status_of;
+using kiln::Errc;
 using kiln::Error;
 
 namespace {
@@ -210,6 +212,39 @@ kiln_status kiln_archive_preflight(kiln_archive* archive, int device, char* buff
   return guarded_status(&archive->impl.runtime(), "kiln_archive_preflight: the report does not fit the buffer", [&] {
     std::string json = archive->impl.preflight_json(device);
     return copy_message(json, buffer, capacity, needed);
+  });
+}
+
+kiln_status kiln_archive_preflight_target(kiln_archive* archive, const char* target, const char* driver, char* buffer,
+                                          size_t capacity, size_t* needed) {
+  if (archive == nullptr || target == nullptr) {
+    return invalid(archive ? &archive->impl.runtime() : nullptr, "kiln_archive_preflight_target: archive and target are required");
+  }
+  return guarded_status(&archive->impl.runtime(), "kiln_archive_preflight_target: the report does not fit the buffer", [&] {
+    std::string json = archive->impl.preflight_target_json(target, driver != nullptr ? driver : "");
+    return copy_message(json, buffer, capacity, needed);
+  });
+}
+
+kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, void* buffer, size_t capacity, size_t* size) {
+  if (archive == nullptr || path == nullptr || (buffer == nullptr && capacity > 0)) {
+    return invalid(archive ? &archive->impl.runtime() : nullptr,
+                   "kiln_archive_read_member: archive and path are required (and a buffer where capacity > 0)");
+  }
+  if (size != nullptr) *size = 0;
+  return guarded_status(&archive->impl.runtime(), "kiln_archive_read_member: the member does not fit the buffer", [&] {
+    const kiln::Archive& reader = archive->impl.reader();
+    long i = reader.find(path);
+    if (i < 0) {
+      throw Error(Errc::not_found, reader.name() + ": no member named '" + std::string(path) + "'");
+    }
+    // The length comes from the signed index: a size query reads and decompresses nothing.
+    std::uint64_t length = reader.entry(static_cast<std::size_t>(i)).content_size;
+    if (size != nullptr) *size = static_cast<size_t>(length);
+    if (length > capacity) return KILN_ERR_BUFFER_TOO_SMALL;
+    std::vector<std::uint8_t> content = reader.read_member(static_cast<std::size_t>(i));
+    if (!content.empty()) std::memcpy(buffer, content.data(), content.size());
+    return KILN_OK;
   });
 }
 

@@ -144,6 +144,9 @@ def _load():
         "kiln_archive_sequence": ([p], ctypes.c_uint64), "kiln_archive_kernel_count": ([p], sz),
         "kiln_archive_kernel_name": ([p, sz], ctypes.c_char_p), "kiln_archive_warm": ([p, ctypes.c_int], st),
         "kiln_archive_get_kernel": ([p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(p)], st),
+        "kiln_archive_preflight": ([p, ctypes.c_int, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
+        "kiln_archive_preflight_target": ([p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
+        "kiln_archive_read_member": ([p, ctypes.c_char_p, p, sz, ctypes.POINTER(sz)], st),
         "kiln_kernel_route": ([p], st), "kiln_kernel_reason": ([p], st), "kiln_kernel_reason_text": ([p], ctypes.c_char_p),
         "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_kernel_name": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
         "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
@@ -346,6 +349,36 @@ class Archive:
 
     def warm(self, device=0):
         self._runtime._check(_lib.kiln_archive_warm(self._handle, device))
+
+    def read(self, path):
+        """The content of member `path` as bytes, its digests checked against the signed index
+        before any byte is returned (kiln_archive_read_member)."""
+        size = ctypes.c_size_t()
+        status = _lib.kiln_archive_read_member(self._handle, os.fsencode(path), None, 0, ctypes.byref(size))
+        if status not in (0, 14):
+            self._runtime._check(status)
+        buf = ctypes.create_string_buffer(max(size.value, 1))
+        self._runtime._check(_lib.kiln_archive_read_member(self._handle, os.fsencode(path), buf, size.value, None))
+        return buf.raw[:size.value]
+
+    def preflight(self, device=0, target=None, driver=None):
+        """Every kernel's route, reason and detail, as kiln_archive_preflight's JSON (a dict): for
+        `device` here (code loaded, nothing launched), or, with `target` ("sm_90", "gfx942"), for a
+        GPU described rather than present (kiln_archive_preflight_target: nothing loaded)."""
+        import json
+        needed = ctypes.c_size_t()
+
+        def call(buf, cap, out):
+            if target is None:
+                return _lib.kiln_archive_preflight(self._handle, device, buf, cap, out)
+            return _lib.kiln_archive_preflight_target(self._handle, target.encode(),
+                                                      driver.encode() if driver else None, buf, cap, out)
+        status = call(None, 0, ctypes.byref(needed))
+        if status not in (0, 14):
+            self._runtime._check(status)
+        buf = ctypes.create_string_buffer(needed.value)
+        self._runtime._check(call(buf, len(buf), None))
+        return json.loads(buf.value.decode())
 
     def kernel(self, name, device=0):
         handle = ctypes.c_void_p()

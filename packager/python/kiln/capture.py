@@ -1,0 +1,150 @@
+"""Capture what an app's JIT compilers build, unchanged app, one command:
+
+    python -m kiln.capture -o DIR [--target sm_80,sm_100a] [--package NAME] [--sequence N]
+                           [--revision R] [--pack KEY] -- python app.py ARGS...
+
+or in-process:
+
+    with kiln.capture.capture("DIR", targets=["sm_80"]) as c:
+        run_the_app()
+    print(c.summary)
+
+Every Triton kernel the app compiles (explicit @triton.jit and @triton.autotune kernels with their
+autotune results, and the Triton kernels torch.compile/Inductor generates), every host module
+Triton builds for them, and torch.compile's own cache artifacts land in DIR, which then holds an
+ordinary kiln package (kiln.toml): `kiln pack DIR/kiln.toml --key K -o app.kiln` seals and signs
+it, and `python -m kiln.serve app.kiln --trust KEYS -- python app.py` boots the app from it.
+"""
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+
+__all__ = ["capture", "start", "finish", "main"]
+
+_started = {}
+
+
+def start(directory, targets=()):
+    """Starts recording into `directory` in this process (Triton must be importable)."""
+    directory = os.path.abspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    os.environ["KILN_CAPTURE_DIR"] = directory
+    from .jit import hooks, recorder
+    session = recorder.CaptureSession(targets)
+    hooks.install(session)
+    _started["session"] = session
+    return session
+
+
+def finish(directory, **package_args):
+    """Writes DIR/kiln.toml and DIR/capture.json from what was recorded; returns the summary."""
+    from .jit import package
+    from .export.toolchain import distribution_digest, local_gpu, python_stack
+    pins = dict(python_stack())
+    try:
+        import triton
+        pins["triton"] = triton.__version__
+        pins["triton_install"] = distribution_digest("triton")
+    except ImportError:
+        pass
+    pins.update({f"capture_{k}": v for k, v in local_gpu().items()})
+    return package.write(directory, pins=pins, **package_args)
+
+
+class _Capture:
+    summary = None
+
+
+@contextlib.contextmanager
+def capture(directory, targets=(), **package_args):
+    """Records while the block runs; on a clean exit writes the package (summary in .summary)."""
+    session = start(directory, targets)
+    result = _Capture()
+    yield result
+    session.finish()
+    result.summary = finish(directory, **package_args)
+
+
+def _boot_path():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jit", "boot")
+
+
+def child_environment(base, extra):
+    """The app's environment: kiln's boot folder first on PYTHONPATH (so every Python process of the
+    app arms itself), and this kiln importable."""
+    env = dict(base)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parts = [_boot_path(), package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env.update(extra)
+    return env
+
+
+def _split(parser, argv):
+    """(options, the app's command): everything after the first `--` is the app's, untouched."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        parser.error("put the app's command line after --")
+    at = argv.index("--")
+    return parser.parse_args(argv[:at]), argv[at + 1:]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m kiln.capture", description=__doc__.split("\n\n")[0],
+                                     usage="python -m kiln.capture -o DIR [options] -- COMMAND [ARGS...]")
+    parser.add_argument("-o", "--output", required=True, help="the capture folder (new or empty)")
+    parser.add_argument("--target", default="", help="also compile every kernel for these targets (sm_80,sm_100a)")
+    parser.add_argument("--package", help="package name (default: the folder's name)")
+    parser.add_argument("--revision", help="kernel_revision (default: capture-<UTC time>)")
+    parser.add_argument("--sequence", type=int, default=1, help="release sequence (default 1)")
+    parser.add_argument("--pack", metavar="KEY", help="then seal DIR into DIR.kiln with this signing key")
+    args, command = _split(parser, argv)
+    if not command:
+        parser.error("no command: put the app's command line after --")
+    out = os.path.abspath(args.output)
+    if os.path.exists(out) and os.listdir(out):
+        parser.error(f"{out} exists and is not empty: capture into a new folder")
+    work = os.path.join(out, ".work")
+    os.makedirs(work, exist_ok=True)
+    env = child_environment(os.environ, {
+        "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target,
+        "TRITON_CACHE_MANAGER": "kiln.jit.recorder:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
+        # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": os.path.join(work, "triton"),
+        # Compile in the app's own processes (Inductor's worker pool would compile in others).
+        "TORCHINDUCTOR_COMPILE_THREADS": "1"})
+    env.pop("KILN_SERVE", None)
+    code = subprocess.call(command, env=env)
+    if code != 0:
+        print(f"kiln capture: the app exited with status {code}; nothing was packaged ({out} keeps what was "
+              "recorded)", file=sys.stderr)
+        return code if code > 0 else 1
+    from .jit.package import CaptureError
+    try:
+        summary = finish(out, package=args.package, revision=args.revision, sequence=args.sequence)
+    except CaptureError as e:
+        print(f"kiln capture: {e}", file=sys.stderr)
+        return 3
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"kiln capture: {summary['kernels']} kernel specialisation(s) for {', '.join(summary['archs']) or 'no arch'}, "
+          f"{summary['modules']} host module(s), {summary['autotune']} autotune result(s), "
+          f"{summary['torch_artifacts']} torch.compile artifact file(s) -> {out}/kiln.toml")
+    for s in summary["skipped"]:
+        print(f"kiln capture: skipped {s['key']}: {s['why']}", file=sys.stderr)
+    if args.pack:
+        from .export.__main__ import kiln_command
+        packed = out.rstrip("/") + ".kiln"
+        code = subprocess.call([kiln_command() or "kiln", "pack", os.path.join(out, "kiln.toml"), "--key", args.pack, "-o", packed])
+        if code != 0:
+            return code
+    else:
+        print(f"next: kiln pack {out}/kiln.toml --key KEY -o app.kiln, then "
+              f"python -m kiln.serve app.kiln --trust KEYS -- {' '.join(command)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

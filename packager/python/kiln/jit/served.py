@@ -1,0 +1,269 @@
+"""A verified kiln archive as Triton's cache.
+
+The archive is opened through libkiln (signatures checked), capture.json and every member it
+serves are read through kiln_archive_read_member (each member's digests checked against the signed
+index before a byte is returned), and each kernel's cubin is judged for the device by libkiln's
+resolver (kiln_archive_get_kernel on a real device, kiln_archive_preflight_target for a described
+one) before Triton is given anything. What Triton receives are files written from those verified
+bytes into a private folder of this process (mode 0700): nothing outside the archive is read as a
+compiled kernel, host module, autotune result or torch artifact.
+
+A lookup the archive cannot answer is a miss. By policy it is refused (KilnServeMiss, naming the
+kernel and the key component that differs) or compiled as usual and counted; either way once per
+key, with its reason, in the boot report.
+"""
+import collections
+import json
+import os
+import tempfile
+import threading
+import time
+
+from triton.runtime.cache import CacheManager
+
+from . import triton_keys
+from .files import safe_name, write_atomic
+
+POLICIES = ("refuse", "compile")
+
+
+class KilnServeMiss(RuntimeError):
+    """A compiler lookup the archive cannot serve, under policy 'refuse': the message names the
+    kernel (or host module), the reason and the component that differs."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+class Report:
+    """Counts of served / compiled / refused lookups, by kernel and reason: the proof of 'zero JIT'."""
+
+    def __init__(self, archive_digest, policy):
+        self.archive = archive_digest
+        self.policy = policy
+        self.started = time.time()
+        self._lock = threading.Lock()
+        self.counts = collections.Counter()
+        self.events = []            # one per key: {"what", "name", "key", "outcome", "reason", "detail"}
+        self._seen = set()
+        self.compilations = collections.Counter()   # Triton's listener: cache_hit False / True
+        self.notes = []
+
+    def record(self, outcome, what, name, key, reason=None, detail=None):
+        with self._lock:
+            if (key, outcome) in self._seen:
+                return
+            self._seen.add((key, outcome))
+            self.counts[outcome] += 1
+            self.events.append({"outcome": outcome, "what": what, "name": name, "key": key, "reason": reason,
+                                "detail": detail})
+
+    def as_dict(self):
+        with self._lock:
+            by_kernel = collections.defaultdict(collections.Counter)
+            by_reason = collections.Counter()
+            for e in self.events:
+                by_kernel[e["name"] or "?"][e["outcome"]] += 1
+                if e["reason"]:
+                    by_reason[f"{e['outcome']}:{e['reason']}"] += 1
+            return {"archive": self.archive, "policy": self.policy, "pid": os.getpid(),
+                    "served": self.counts["served"], "compiled": self.counts["compiled"],
+                    "refused": self.counts["refused"],
+                    "triton_compilations": self.compilations[False], "triton_cache_hits": self.compilations[True],
+                    "by_kernel": {k: dict(v) for k, v in sorted(by_kernel.items())},
+                    "by_reason": dict(sorted(by_reason.items())), "events": list(self.events),
+                    "notes": list(self.notes)}
+
+
+class ServedArchive:
+    """The archive, its capture index and the private folder Triton reads verified files from."""
+
+    def __init__(self, archive, target=None, driver=None):
+        self.archive = archive
+        self.target, self.driver = target, driver
+        try:
+            index = json.loads(archive.read("capture.json"))
+        except Exception as e:
+            raise ValueError(f"{archive.digest}: not a captured app (no readable capture.json: {e})") from None
+        if index.get("format") != "kiln-jit-capture/1":
+            raise ValueError(f"{archive.digest}: capture.json has format {index.get('format')!r}, "
+                             "this kiln reads kiln-jit-capture/1")
+        self.index = index
+        self.entries = index.get("triton", {})
+        self.by_name = collections.defaultdict(list)
+        for e in self.entries.values():
+            c = e.get("components")
+            if c:
+                self.by_name[(c["kind"], c["source"]["name"] if c["kind"] == "kernel" else c["name"])].append(c)
+        self.dir = tempfile.mkdtemp(prefix="kiln-serve-")  # 0700, this process's own
+        self._lock = threading.Lock()
+        self._materialised = {}
+        self._arch = {}
+        self._described = None
+
+    def arch_verdict(self, kernel, device):
+        """(ok, reason text) of libkiln's resolver for `kernel` on this process's device (or the
+        described target): ok when the route is native (a cubin that fits)."""
+        cache_key = (kernel, device)
+        if cache_key in self._arch:
+            return self._arch[cache_key]
+        if self.target is not None:
+            if self._described is None:
+                report = self.archive.preflight(target=self.target, driver=self.driver)
+                self._described = {k["kernel"]: k for k in report["kernels"]}
+            k = self._described.get(kernel, {"route": "refused", "detail": "not in the archive"})
+            verdict = (k["route"] == "native", f"{k['route']}: {k.get('detail', '')}")
+        else:
+            handle = self.archive.kernel(kernel, device=device)
+            verdict = (handle.route == "native", f"{handle.route}: {handle.reason_text}")
+        self._arch[cache_key] = verdict
+        return verdict
+
+    def materialise(self, key, filename):
+        """The path of a verified copy of member triton/<key>/<filename>, written once."""
+        entry = self.entries[key]
+        member = entry["files"][filename]
+        with self._lock:
+            path = self._materialised.get(member)
+            if path is None:
+                data = self.archive.read(member)   # digests checked by libkiln first
+                path = write_atomic(os.path.join(self.dir, safe_name(key, "key"), safe_name(filename, "file")),
+                                    data, mode=0o600)
+                self._materialised[member] = path
+            return path
+
+
+class ServeSession:
+    kind = "serve"
+
+    def __init__(self, served, policy="refuse", report_path=None):
+        if policy not in POLICIES:
+            raise ValueError(f"kiln serve: policy {policy!r} is not one of {', '.join(POLICIES)}")
+        self.served = served
+        self.policy = policy
+        self.report = Report(served.archive.digest, policy)
+        self.report_path = report_path
+        self.asked = {}          # key -> components, noted by the hooks before each lookup
+        self.fallback_dir = None
+        session = self
+
+        class ServeCacheManager(CacheManager):
+            def __init__(self, key, override=False, dump=False):
+                self.key = key
+                self.session = session
+
+            def get_file(self, filename):
+                return session.lookup(self.key, filename, group=False)
+
+            def get_group(self, filename):
+                return session.lookup(self.key, filename, group=True)
+
+            def put(self, data, filename, binary=True):
+                return session.store(self.key, data, filename)
+
+            def put_group(self, filename, group):
+                names = {n: os.path.basename(p) for n, p in group.items()}
+                return session.store(self.key, json.dumps({"child_paths": names}), f"__grp__{filename}")
+
+        ServeCacheManager.__module__ = __name__
+        ServeCacheManager.__qualname__ = ServeCacheManager.__name__ = "ServeCacheManager"
+        self.cache_manager_class = ServeCacheManager
+        globals()["ServeCacheManager"] = ServeCacheManager  # TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def installed(self):
+        import atexit
+        atexit.register(self.write_report)
+
+    def on_key(self, name, components, **_):
+        self.asked[name] = components
+
+    def on_compiled(self, src, metadata, cache_hit):
+        self.report.compilations[bool(cache_hit)] += 1
+
+    # -- lookups -------------------------------------------------------------------------------
+    def _device(self):
+        if self.served.target is not None:
+            return 0
+        from triton.runtime import driver
+        return driver.active.get_current_device()
+
+    def lookup(self, key, filename, group):
+        compiled = self._compiled_here(key, filename, group)
+        if compiled is not None:
+            return compiled
+        entry = self.served.entries.get(key)
+        what, name = self._describe(key, filename, entry)
+        if entry is None or (filename not in entry["files"] and
+                             (not group or entry.get("kind") != "kernel")):
+            asked = self.asked.get(key)
+            if filename.endswith(".autotune.json"):
+                reason, detail = "autotune-configs", (f"no autotune results for {name!r} under this key (its configs, "
+                                                      "tuning key, Triton build or ptxas differ from the capture's)")
+            else:
+                candidates = self.served.by_name.get((asked["kind"], name), []) if asked else []
+                reason, detail = triton_keys.explain_miss(asked, candidates)
+            return self._miss(what, name, key, reason, detail)
+        if group:
+            if entry.get("kind") != "kernel" or filename != entry.get("group"):
+                return self._miss(what, name, key, "not-captured", f"the archive's entry has no group {filename!r}")
+            ok, verdict = self.served.arch_verdict(entry["kernel"], self._device())
+            if not ok:
+                return self._miss(what, name, key, "arch", f"libkiln refuses kernel {entry['kernel']} here: {verdict}")
+            group_names = json.loads(open(self.served.materialise(key, f"__grp__{filename}")).read())["child_paths"]
+            paths = {child: self.served.materialise(key, child) for child in group_names}
+            self.report.record("served", what, name, key)
+            return paths
+        path = self.served.materialise(key, filename)
+        self.report.record("served", what, name, key)
+        return path
+
+    def _describe(self, key, filename, entry):
+        if filename.endswith(".autotune.json"):
+            return "autotune", filename[:-len(".autotune.json")]
+        asked = self.asked.get(key) or (entry or {}).get("components") or {}
+        if asked.get("kind") == "module":
+            return "module", asked["name"]
+        if asked.get("kind") == "kernel":
+            return "kernel", asked["source"]["name"]
+        return "file", filename.rsplit(".", 1)[0]
+
+    def _miss(self, what, name, key, reason, detail):
+        message = (f"kiln serve: {what} {name!r} (Triton cache key {key}) is not in archive "
+                   f"{self.served.archive.digest}: {reason}: {detail}")
+        if self.policy == "refuse":
+            self.report.record("refused", what, name, key, reason, detail)
+            raise KilnServeMiss(reason, message + " (policy 'refuse'; serve with policy 'compile' to compile it)")
+        self.report.record("compiled", what, name, key, reason, detail)
+        return None
+
+    def _compiled_here(self, key, filename, group):
+        """What this process compiled itself after a miss (policy 'compile'), found again."""
+        if self.fallback_dir is None:
+            return None
+        folder = os.path.join(self.fallback_dir, safe_name(key, "key"))
+        if not group:
+            path = os.path.join(folder, safe_name(filename, "file"))
+            return path if os.path.exists(path) else None
+        grp = os.path.join(folder, f"__grp__{safe_name(filename, 'file')}")
+        if not os.path.exists(grp):
+            return None
+        with open(grp) as f:
+            names = json.load(f)["child_paths"]
+        return {n: os.path.join(folder, safe_name(p, "file")) for n, p in names.items()}
+
+    def store(self, key, data, filename):
+        """Where Triton puts what it compiled after a miss (policy 'compile'): this process's own
+        folder, never the archive's files."""
+        if self.fallback_dir is None:
+            self.fallback_dir = tempfile.mkdtemp(prefix="kiln-serve-compiled-")
+        return write_atomic(os.path.join(self.fallback_dir, safe_name(key, "key"), safe_name(filename, "file")),
+                            data if isinstance(data, bytes) else str(data))
+
+    def write_report(self):
+        if not self.report_path:
+            return None
+        path = self.report_path.replace("{pid}", str(os.getpid()))
+        write_atomic(path, json.dumps(self.report.as_dict(), indent=1, sort_keys=True))
+        return path

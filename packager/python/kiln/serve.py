@@ -1,0 +1,138 @@
+"""Serve an app's JIT compilers from a verified kiln archive made by kiln.capture:
+
+    python -m kiln.serve app.kiln --trust KEYS [--policy refuse|compile] [--report FILE] -- python app.py ...
+
+or one line at the top of the app, before its kernels are first used:
+
+    import kiln.serve; kiln.serve.enable("app.kiln", trust="keys/", policy="refuse")
+
+or the environment alone (what the command above sets): KILN_SERVE=app.kiln KILN_SERVE_TRUST=keys/
+[KILN_SERVE_POLICY=compile] [KILN_SERVE_REPORT=/tmp/boot-{pid}.json] and kiln/jit/boot first on
+PYTHONPATH.
+
+Triton's every lookup (kernels, host modules, autotune results) is answered from the archive after
+libkiln has checked its signatures, the member's digests and, for a kernel, that its cubin fits the
+device; torch.compile's artifacts are loaded from it. A lookup the archive cannot answer is refused
+with its reason (policy 'refuse', the default) or compiled and counted ('compile'). report() is the
+boot report: served / compiled / refused, by kernel and reason.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+__all__ = ["enable", "report", "session", "KilnServeMiss", "main"]
+
+_state = {}
+
+
+def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=None, threshold=1, defer=False):
+    """Serves this process's Triton (and torch.compile) lookups from `archive` (a path). `target`
+    ("sm_90") judges kernels for a described GPU instead of the device (no GPU needed). The archive
+    is opened and authenticated now; with `defer`, Triton is hooked when the app imports it rather
+    than imported here."""
+    if session() is not None:
+        raise RuntimeError("kiln serve: already serving in this process")
+    import kiln
+    from .jit.boot_hook import when_imported
+    from .jit.served import ServedArchive, ServeSession
+    runtime = kiln.Runtime(trust=trust, threshold=threshold)
+    opened = runtime.open(archive)                       # signatures checked here
+    served = ServedArchive(opened, target=target, driver=driver)
+    new = ServeSession(served, policy=policy, report_path=report)
+    new.runtime = runtime
+    # No compile workers: a served boot compiles nothing, and a worker pool is a program started.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if served.index.get("torch"):
+        _serve_torch_artifacts(new)
+    _state["session"] = new
+    if defer:
+        when_imported("triton", lambda: _hook_triton(new))
+    else:
+        _hook_triton(new)
+    return new
+
+
+def _hook_triton(new):
+    from .jit import hooks
+    if not os.environ.get("TRITON_LIBCUDA_PATH") and new.served.target is None:
+        found = hooks.libcuda_dir()           # what Triton would learn by running /sbin/ldconfig -p
+        if found:
+            os.environ["TRITON_LIBCUDA_PATH"] = found
+    hooks.install(new)
+    hooks.answer_ptxas_version(new.served.index.get("ptxas", {}))
+
+
+def _serve_torch_artifacts(session):
+    """torch.compile's captured caches, loaded from verified bytes into a private Inductor cache
+    folder of this process, so that no cache entry from outside the archive is ever read."""
+    from .jit.boot_hook import when_imported
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-serve-inductor-")
+
+    def load():
+        import torch
+        loaded = 0
+        for member in session.served.index["torch"]:
+            if torch.compiler.load_cache_artifacts(session.served.archive.read(member)) is not None:
+                loaded += 1
+        session.report.notes.append(f"torch.compile artifacts loaded from {loaded} of "
+                                    f"{len(session.served.index['torch'])} captured file(s)")
+    when_imported("torch", load)
+
+
+def enable_from_environment():
+    env = os.environ
+    missing = [v for v in ("KILN_SERVE", "KILN_SERVE_TRUST") if not env.get(v)]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)} not set")
+    return enable(env["KILN_SERVE"], env["KILN_SERVE_TRUST"], policy=env.get("KILN_SERVE_POLICY", "refuse"),
+                  report=env.get("KILN_SERVE_REPORT"), target=env.get("KILN_SERVE_TARGET") or None,
+                  driver=env.get("KILN_SERVE_DRIVER") or None, defer=True)
+
+
+def session():
+    return _state.get("session")
+
+
+def report():
+    """The boot report of this process as a dict (None when nothing is served)."""
+    s = session()
+    return s.report.as_dict() if s else None
+
+
+def __getattr__(name):
+    if name == "KilnServeMiss":
+        from .jit.served import KilnServeMiss
+        return KilnServeMiss
+    raise AttributeError(name)
+
+
+def main(argv=None):
+    from .capture import _split, child_environment
+    parser = argparse.ArgumentParser(prog="python -m kiln.serve", description=__doc__.split("\n\n")[0],
+                                     usage="python -m kiln.serve ARCHIVE --trust KEYS [options] -- COMMAND [ARGS...]")
+    parser.add_argument("archive")
+    parser.add_argument("--trust", required=True, help="PEM public key or folder of keys")
+    parser.add_argument("--policy", choices=("refuse", "compile"), default="refuse",
+                        help="a lookup the archive cannot answer: refuse it (default) or compile and count it")
+    parser.add_argument("--report", help="write each process's boot report here as JSON ({pid} is replaced)")
+    parser.add_argument("--target", help="judge kernels for this described GPU (sm_90) instead of the device")
+    args, command = _split(parser, argv)
+    if not command:
+        parser.error("no command: put the app's command line after --")
+    import kiln
+    kiln.Runtime(trust=args.trust).open(args.archive)  # refuse a bad archive before the app starts
+    env = child_environment(os.environ, {
+        "KILN_SERVE": os.path.abspath(args.archive), "KILN_SERVE_TRUST": os.path.abspath(args.trust),
+        "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.served:ServeCacheManager",
+        "TRITON_CACHE_AUTOTUNING": "1"})
+    if args.report:
+        env["KILN_SERVE_REPORT"] = os.path.abspath(args.report)
+    if args.target:
+        env["KILN_SERVE_TARGET"] = args.target
+    env.pop("KILN_CAPTURE_DIR", None)
+    os.execvpe(command[0], command, env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""kiln.capture and kiln.serve on real Triton kernels, cross-compiled on a machine without a GPU:
+a capture recorded and sealed with the kiln command, then served in fresh processes, each lookup
+answered from the verified archive up to the moment Triton receives it. The GPU half (an HF model
+under torch.compile, autotune, launches) is ci/gpu-app-boot.sh's, on the H200."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("triton")
+from test_export import kiln_cli  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _python(script, env=None, check=True):
+    """Runs `script` in a fresh interpreter (a capture or serve session is one per process) and
+    returns the JSON it prints last."""
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path), **(env or {}))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=full_env,
+                       timeout=600)
+    if check and r.returncode != 0:
+        raise AssertionError(f"exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"exit": r.returncode,
+                                                                                    "stderr": r.stderr}
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    """One capture: add_kernel for sm_90 (and, by --target, sm_80), scale_kernel, a host module;
+    packed and signed with a key made here."""
+    root = tmp_path_factory.mktemp("capture")
+    cli = kiln_cli()
+    out = root / "app"
+    _python(f"""
+        import json, kiln.capture
+        with kiln.capture.capture({str(out)!r}, targets=["sm_80"], package="test-app") as c:
+            from jit_app import kernels
+            kernels.compile_add()
+            kernels.compile_scale()
+            kernels.build_probe()
+        print(json.dumps(c.summary))
+    """)
+    subprocess.run([cli, "keygen", "--out", str(root / "release")], check=True, capture_output=True)
+    subprocess.run([cli, "keygen", "--out", str(root / "stranger")], check=True, capture_output=True)
+    archive = root / "app.kiln"
+    subprocess.run([cli, "pack", str(out / "kiln.toml"), "--key", str(root / "release.key"), "-o", str(archive), "-q"],
+                   check=True, capture_output=True)
+    return {"root": root, "dir": out, "archive": archive, "trust": root / "release.pub", "cli": cli}
+
+
+_SERVE = """
+    import json, os, kiln.serve
+    from kiln.jit.served import KilnServeMiss
+    events = []
+    import sys
+    sys.addaudithook(lambda e, a: events.append(e) if e in ("subprocess.Popen", "os.exec", "os.posix_spawn",
+                                                           "os.system", "os.spawn", "os.fork") else None)
+    session = kiln.serve.enable({archive!r}, trust={trust!r}, policy={policy!r}, target={target!r})
+    from jit_app import kernels
+    result = {{}}
+    def attempt(name, fn):
+        try:
+            out = fn()
+            result[name] = {{"ok": True, "cubin": out.asm["cubin"].hex() if hasattr(out, "asm") else None}}
+        except KilnServeMiss as e:
+            result[name] = {{"ok": False, "reason": e.reason, "message": str(e)}}
+        except Exception as e:
+            result[name] = {{"ok": False, "error": type(e).__name__, "message": str(e)}}
+"""
+
+
+def _serve(captured, body, policy="refuse", target="sm_90", archive=None, trust=None):
+    script = textwrap.dedent(_SERVE.format(archive=str(archive or captured["archive"]),
+                                           trust=str(trust or captured["trust"]), policy=policy, target=target)) + \
+        textwrap.dedent(body) + \
+        "\nresult['report'] = kiln.serve.report(); result['programs'] = events\nprint(json.dumps(result))\n"
+    return _python(script)
+
+
+def test_capture_is_an_ordinary_package_of_every_specialisation(captured):
+    import tomllib
+    manifest = tomllib.loads((captured["dir"] / "kiln.toml").read_text())
+    archs = sorted(c["arch"] for k in manifest["kernel"] for c in k["code"])
+    assert archs == ["sm_80", "sm_80", "sm_90a", "sm_90a"]  # add and scale, native and --target sm_80
+    index = json.loads((captured["dir"] / "capture.json").read_text())
+    kinds = sorted(e["kind"] for e in index["triton"].values())
+    assert kinds == ["kernel"] * 4 + ["module"]
+    add = [e for e in index["triton"].values() if e["kind"] == "kernel" and e["components"]["source"]["name"] == "add_kernel"]
+    assert {e["components"]["arch"] for e in add} == {80, 90} and all(e["components"]["compiler_build"] for e in add)
+    assert index["ptxas"]["90"]["version"].startswith("ptxas") and len(index["ptxas"]["90"]["sha256"]) == 64
+    # the kiln command sees the captured kernels like any other: judged for an sm_90 fleet
+    r = subprocess.run([captured["cli"], "preflight", str(captured["archive"]), "--trust", str(captured["trust"]),
+                        "--target", "sm_90", "--json"], capture_output=True, text=True, check=True)
+    routes = {k["kernel"]: (k["route"], k["reason"]) for t in json.loads(r.stdout)["targets"] for k in t["kernels"]}
+    assert len(routes) == 4
+    assert sorted(routes.values()) == [("native", "match")] * 2 + [("reference", "arch-mismatch")] * 2  # sm_80 code
+
+
+def test_a_served_lookup_is_the_captured_bytes_and_runs_no_program(captured):
+    r = _serve(captured, """
+        attempt("add", kernels.compile_add)
+        attempt("scale", kernels.compile_scale)
+        probe = kernels.build_probe()
+        result["probe"] = probe.ANSWER
+    """)
+    index = json.loads((captured["dir"] / "capture.json").read_text())
+    served = {e["components"]["arch"]: captured["dir"] / e["files"]["add_kernel.cubin"]
+              for e in index["triton"].values() if e["kind"] == "kernel" and "add_kernel.cubin" in e["files"]}
+    assert r["add"]["ok"] and bytes.fromhex(r["add"]["cubin"]) == served[90].read_bytes()
+    assert r["scale"]["ok"]
+    assert r["probe"] == 42  # the host module, loaded from the verified archive: no C compiler ran
+    report = r["report"]
+    assert report["served"] == 3 and report["compiled"] == 0 and report["refused"] == 0
+    assert report["triton_compilations"] == 0 and report["triton_cache_hits"] == 2
+    assert r["programs"] == []  # no ptxas --version, no gcc, no `file`: nothing executed
+
+
+def test_every_miss_is_refused_with_the_component_that_differs(captured):
+    r = _serve(captured, """
+        attempt("specialisation", lambda: kernels.compile_add(block=256))
+        attempt("options", lambda: kernels.compile_add(num_warps=8))
+        attempt("arch", lambda: kernels.compile_add(arch=100))
+        import jit_app.kernels_changed as changed
+        attempt("source", lambda: kernels.compile_add(fn=changed.add_kernel))
+        attempt("not-captured", kernels.compile_neg)
+        import triton.runtime.build as build
+        build.platform_key = lambda: "riscv64,Linux,64bit,ELF"  # the host modules were built for x86-64
+        attempt("platform", kernels.build_probe)
+    """)
+    expected = {"specialisation": "constexprs", "options": "num_warps=8", "arch": "target arch 100",
+                "source": "source differs", "not-captured": "never compiled kernel 'neg_kernel'",
+                "platform": "riscv64"}
+    for name, words in expected.items():
+        assert r[name]["ok"] is False and r[name].get("reason") == name, r[name]
+        assert words in r[name]["message"], r[name]
+    assert r["report"]["refused"] == 6 and r["report"]["served"] == 0
+
+
+def test_a_changed_compiler_or_environment_is_refused_and_compile_policy_counts(captured):
+    r = _serve(captured, """
+        os.environ["MLIR_ENABLE_TIMING"] = "1"
+        attempt("env", kernels.compile_add)
+        del os.environ["MLIR_ENABLE_TIMING"]
+        import triton.runtime.cache as cache
+        real = cache.triton_key
+        cache.triton_key = lambda: "3.6.1" + real()[5:]
+        attempt("compiler-build", kernels.compile_add)
+        cache.triton_key = real
+        attempt("arch86", lambda: kernels.compile_scale(arch=86))
+    """, policy="compile")
+    assert r["env"]["ok"] and r["compiler-build"]["ok"]  # compiled, as the policy says
+    reasons = {e["reason"] for e in r["report"]["events"] if e["outcome"] == "compiled"}
+    assert {"env", "compiler-build", "arch"} <= reasons, r["report"]["events"]
+    assert r["report"]["compiled"] >= 3 and r["report"]["triton_compilations"] >= 3
+    detail = [e["detail"] for e in r["report"]["events"] if e["reason"] == "compiler-build"][0]
+    assert "version 3.6.1" in detail and "never served" in detail
+
+
+def test_a_tampered_member_is_refused_before_triton_reads_it(captured, tmp_path):
+    data = bytearray(captured["archive"].read_bytes())
+    index = json.loads((captured["dir"] / "capture.json").read_text())
+    member = next(e["files"]["add_kernel.cubin"] for e in index["triton"].values()
+                  if e["kind"] == "kernel" and e["components"]["arch"] == 90 and "add_kernel.cubin" in e["files"])
+    listing = subprocess.run([captured["cli"], "inspect", str(captured["archive"]), "--json"], capture_output=True,
+                             text=True, check=True)
+    stored = next(m for m in json.loads(listing.stdout)["members"] if m["path"] == member)
+    data[stored["offset"] + stored["stored_size"] // 2] ^= 0x01  # one byte of the sm_90a cubin's stored bytes
+    bad = tmp_path / "tampered.kiln"
+    bad.write_bytes(bytes(data))
+    r = _serve(captured, """
+        attempt("add", kernels.compile_add)
+        attempt("scale", kernels.compile_scale)
+    """, archive=bad)
+    assert r["add"]["ok"] is False and r["add"]["error"] == "KilnError", r["add"]
+    assert "integrity" in r["add"]["message"] and member in r["add"]["message"], r["add"]["message"]
+    # A described target is judged for the whole archive at once (kiln_archive_preflight_target):
+    # the changed member refuses the other kernel's lookup too, with the same reason.
+    assert r["scale"]["ok"] is False and member in r["scale"]["message"]
+    assert r["report"]["triton_compilations"] == 0  # the changed kernel was neither served nor compiled
+
+
+def test_an_untrusted_archive_or_a_wrong_arch_entry_never_reaches_triton(captured):
+    r = _python(f"""
+        import json, kiln.serve
+        try:
+            kiln.serve.enable({str(captured['archive'])!r}, trust={str(captured['root'] / 'stranger.pub')!r})
+            print(json.dumps({{"enabled": True}}))
+        except Exception as e:
+            print(json.dumps({{"enabled": False, "error": str(e)}}))
+    """)
+    assert r["enabled"] is False and "signature" in r["error"]
+    # The sm_80 entry asked for on an sm_90 device: in the index, but its cubin cannot run there
+    # (cc 8.x code on cc 9.0), and libkiln's resolver says so before Triton is given a byte.
+    r = _serve(captured, 'attempt("add", lambda: kernels.compile_add(arch=80))', target="sm_90")
+    assert r["add"]["ok"] is False and r["add"]["reason"] == "arch", r["add"]
+    assert "libkiln refuses" in r["add"]["message"] and "runs on cc 8.0 up to 8.x" in r["add"]["message"]
+    # ... and served on the fleet it was cross-compiled for (--target sm_80 at capture).
+    r = _serve(captured, 'attempt("add", lambda: kernels.compile_add(arch=80))', target="sm_86")
+    index = json.loads((captured["dir"] / "capture.json").read_text())
+    sm80 = next(captured["dir"] / e["files"]["add_kernel.cubin"] for e in index["triton"].values()
+                if e["kind"] == "kernel" and e["components"]["arch"] == 80 and "add_kernel.cubin" in e["files"])
+    assert r["add"]["ok"] and bytes.fromhex(r["add"]["cubin"]) == sm80.read_bytes()
+
+
+def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text("from jit_app import kernels\nkernels.compile_add()\nprint('app done')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path), KILN_CLI=captured["cli"])
+    out = tmp_path / "cap"
+    r = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(out), "--pack", str(captured["root"] / "release.key"),
+                        "--", sys.executable, str(app)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "app done" in r.stdout and "1 kernel specialisation(s) for sm_90a" in r.stdout
+    report = tmp_path / "boot-{pid}.json"
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust", str(captured["trust"]),
+                        "--target", "sm_90", "--report", str(report), "--", sys.executable, str(app)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and "app done" in r.stdout, r.stderr
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json")]
+    assert len(reports) == 1 and reports[0]["served"] == 1 and reports[0]["triton_compilations"] == 0
+    # A bad archive stops the app before it starts, with the reason.
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust",
+                        str(captured["root"] / "stranger.pub"), "--", sys.executable, str(app)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode != 0 and "app done" not in r.stdout and "signature" in r.stderr
