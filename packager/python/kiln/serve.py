@@ -34,7 +34,9 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     if session() is not None:
         raise RuntimeError("kiln serve: already serving in this process")
     import kiln
+    from .jit import audit
     from .jit.boot_hook import when_imported
+    audit.install()
     from .jit.served import ServedArchive, ServeSession
     runtime = kiln.Runtime(trust=trust, threshold=threshold)
     opened = runtime.open(archive)                       # signatures checked here

@@ -53,5 +53,7 @@ def arm():
         targets = [t for t in os.environ.get("KILN_CAPTURE_TARGETS", "").split(",") if t]
         when_imported("triton", lambda: capture.start(os.environ[CAPTURE_ENV], targets=targets))
     elif os.environ.get(SERVE_ENV):
+        from . import audit
+        audit.install()  # first, so the report sees every program the process starts
         from .. import serve
         serve.enable_from_environment()

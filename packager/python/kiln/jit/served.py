@@ -21,7 +21,7 @@ import time
 
 from triton.runtime.cache import CacheManager
 
-from . import triton_keys
+from . import audit, triton_keys
 from .files import safe_name, write_atomic
 
 POLICIES = ("refuse", "compile")
@@ -73,7 +73,7 @@ class Report:
                     "triton_compilations": self.compilations[False], "triton_cache_hits": self.compilations[True],
                     "by_kernel": {k: dict(v) for k, v in sorted(by_kernel.items())},
                     "by_reason": dict(sorted(by_reason.items())), "events": list(self.events),
-                    "notes": list(self.notes)}
+                    "programs": list(audit.programs), "notes": list(self.notes)}
 
 
 class ServedArchive:

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Boot of an unchanged app, three ways side by side on one GPU host (tests/gpu/app_boot/app.py:
+an HF Llama under torch.compile plus two explicit Triton kernels, one autotuned):
+
+  cold JIT   empty Triton and Inductor caches: everything compiles
+  warm JIT   both caches filled by an earlier run of the app: Triton's and Inductor's own reuse
+  kiln       fresh process, empty cache folders, PATH without any compiler: every lookup served by
+             `python -m kiln.serve` from the archive `python -m kiln.capture` recorded
+
+Each mode runs in fresh processes, interleaved, ROUNDS times; the table gives medians of time from
+process start to the first output, the first compiled forward, the first explicit Triton calls,
+Triton compilations (Triton's own listener), programs started (a Python audit hook), and whether
+the outputs are bit-identical to the cold JIT run's. The warm-cache app is also started once with
+the compiler-less PATH the served app gets, to show whether it can boot there at all.
+
+    app_boot.py --kiln KILN_COMMAND --work DIR [--rounds 3]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "..", "gpu", "app_boot", "app.py")
+NO_COMPILER_PATH = "/nonexistent-kiln-bench"   # no cc, gcc, ld, ptxas, nvcc, file, ldconfig on it
+
+
+def new_triton_entries(env, since):
+    """Kernels Triton compiled into the run's cache folder (Inductor's compile workers included):
+    complete entries (__grp__ files) written since `since`."""
+    root = env.get("TRITON_CACHE_DIR")
+    if not root or not os.path.isdir(root):
+        return 0
+    return sum(1 for d, _, files in os.walk(root) for f in files
+               if f.startswith("__grp__") and os.path.getmtime(os.path.join(d, f)) >= since)
+
+
+def run_app(mode, out, env, command_prefix=(), check=True):
+    env = dict(env, KILN_APP_AUDIT="1", PYTHONUNBUFFERED="1")
+    start = time.time()
+    r = subprocess.run([*command_prefix, sys.executable, APP, "--out", out], capture_output=True, text=True, env=env,
+                       timeout=900)
+    wall = time.time() - start
+    boot = None
+    for line in r.stdout.splitlines():
+        if line.startswith("BOOT "):
+            boot = json.loads(line[5:])
+    if (r.returncode != 0 or boot is None) and check:
+        raise SystemExit(f"{mode}: the app failed (exit {r.returncode})\n{r.stdout[-4000:]}\n{r.stderr[-6000:]}")
+    if boot is not None:
+        boot["compilations"] = max(boot.get("compilations_in_process", 0), new_triton_entries(env, start - 1))
+    return {"mode": mode, "exit": r.returncode, "wall_s": wall, "boot": boot, "stderr": r.stderr[-3000:]}
+
+
+def same_outputs(a, b):
+    import torch
+    x, y = torch.load(a), torch.load(b)
+    return set(x) == set(y) and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    base = dict(os.environ)
+    for v in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "KILN_SERVE", "KILN_CAPTURE_DIR"):
+        base.pop(v, None)
+
+    def caches(name):
+        d = os.path.join(work, name)
+        shutil.rmtree(d, ignore_errors=True)
+        return {"TRITON_CACHE_DIR": os.path.join(d, "triton"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(d, "inductor")}
+
+    # The reference outputs, and the warm caches: one cold run fills them.
+    warm = caches("warm")
+    reference = os.path.join(work, "jit.pt")
+    first = run_app("cold JIT (fills the warm caches)", reference, dict(base, **warm))
+    # Capture and seal.
+    subprocess.run([args.kiln, "keygen", "--out", os.path.join(work, "release")], check=True, capture_output=True)
+    cap = os.path.join(work, "capture")
+    r = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", cap, "--", sys.executable, APP, "--out",
+                        os.path.join(work, "capture.pt")], capture_output=True, text=True,
+                       env=dict(base, **caches("capture-caches")))
+    print(r.stdout[-3000:], r.stderr[-3000:])
+    if r.returncode != 0:
+        raise SystemExit("capture failed")
+    archive = os.path.join(work, "app.kiln")
+    subprocess.run([args.kiln, "pack", os.path.join(cap, "kiln.toml"), "--key", os.path.join(work, "release.key"),
+                    "-o", archive, "-q"], check=True)
+    size = os.path.getsize(archive)
+
+    def served(i):
+        report = os.path.join(work, f"report-{i}-{{pid}}.json")
+        out = os.path.join(work, f"served-{i}.pt")
+        env = dict(base, **caches(f"served-{i}"), PATH=NO_COMPILER_PATH)
+        res = run_app("kiln", out, env, command_prefix=(sys.executable, "-m", "kiln.serve", archive, "--trust",
+                                                           os.path.join(work, "release.pub"), "--report", report,
+                                                           "--"))
+        reports = [json.load(open(os.path.join(work, f))) for f in os.listdir(work)
+                   if f.startswith(f"report-{i}-")]
+        res["reports"] = reports
+        res["identical"] = same_outputs(out, reference)
+        return res
+
+    results = {"cold JIT": [], "warm JIT": [], "kiln": []}
+    for i in range(args.rounds):
+        out = os.path.join(work, f"cold-{i}.pt")
+        res = run_app("cold JIT", out, dict(base, **caches(f"cold-{i}")))
+        res["identical"] = same_outputs(out, reference)
+        results["cold JIT"].append(res)
+        out = os.path.join(work, f"warm-{i}.pt")
+        res = run_app("warm JIT", out, dict(base, **warm))
+        res["identical"] = same_outputs(out, reference)
+        results["warm JIT"].append(res)
+        results["kiln"].append(served(i))
+    no_cc = run_app("warm JIT, no compiler on PATH", os.path.join(work, "warm-nocc.pt"),
+                    dict(base, **warm, PATH=NO_COMPILER_PATH), check=False)
+
+    with open(os.path.join(os.environ.get("OUT", work), "app-boot.json"), "w") as f:
+        json.dump({"first": first, "results": results, "warm_no_compiler": no_cc, "archive_bytes": size}, f, indent=1)
+    for res in results["kiln"]:
+        for rep in res["reports"]:
+            print("serve report:", json.dumps({k: rep[k] for k in ("served", "compiled", "refused",
+                                                                     "triton_compilations", "triton_cache_hits",
+                                                                     "by_reason", "programs", "notes") if k in rep})[:3000])
+    print()
+    print(f"archive: {size / 1e6:.1f} MB; warm JIT with no compiler on PATH: "
+          + ("booted" if no_cc["exit"] == 0 and no_cc["boot"] else f"did not boot (exit {no_cc['exit']}): "
+             + no_cc["stderr"].strip().splitlines()[-1][:200] if no_cc["stderr"].strip() else f"exit {no_cc['exit']}"))
+    print(f"{'mode':10} {'first output s':>15} {'forward s':>10} {'triton s':>9} {'compiles':>9} {'programs':>9} {'identical':>9}")
+    for mode, rows in results.items():
+        med = lambda key: statistics.median(r["boot"][key] for r in rows)  # noqa: E731
+        compiles = [max(r["boot"]["compilations"], sum(rep["triton_compilations"] for rep in r.get("reports", [])))
+                    for r in rows]
+        programs = [len(r["boot"]["programs"]) for r in rows]
+        print(f"{mode:10} {med('first_output_s'):15.3f} {med('first_forward_s'):10.3f} {med('first_triton_calls_s'):9.3f} "
+              f"{max(compiles):9} {max(programs):9} {str(all(r['identical'] for r in rows)):>9}")
+    warm_med = statistics.median(r["boot"]["first_forward_s"] + r["boot"]["first_triton_calls_s"]
+                                 for r in results["warm JIT"])
+    kiln_med = statistics.median(r["boot"]["first_forward_s"] + r["boot"]["first_triton_calls_s"]
+                                 for r in results["kiln"])
+    print(f"first compiled forward + first Triton calls, kiln / warm JIT: {kiln_med / warm_med:.3f} (goal <= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

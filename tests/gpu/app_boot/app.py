@@ -1,0 +1,115 @@
+"""A small serving app as people write them, for the capture/serve run on the H200: an HF
+`transformers` Llama built from a small random config (no download) under torch.compile, whose
+logits go through two explicit Triton kernels, one of them autotuned. Nothing here knows kiln.
+
+    python app.py --out OUT.pt
+
+Prints `BOOT {json}` last: seconds from process start to the first output, and the first compiled
+forward's and first Triton calls' share of it. With KILN_APP_AUDIT=FILE, a Python audit hook installed
+before anything else writes every program the process started (subprocess, exec, spawn, system).
+"""
+import json
+import os
+import sys
+import time
+
+_programs = []
+if os.environ.get("KILN_APP_AUDIT"):
+    def _audit(event, args):
+        if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", "os.spawn"):
+            _programs.append({"event": event, "args": repr(args)[:300]})
+    sys.addaudithook(_audit)
+
+
+def process_age():
+    """Seconds since this process started (from /proc: the kernel's own record)."""
+    with open("/proc/self/stat") as f:
+        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+t_imports = time.perf_counter()
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+imports_s = time.perf_counter() - t_imports
+
+# Compilations in this process, from Triton's own listener (chained to one already set).
+_compiles = [0]
+_previous_listener = triton.knobs.compilation.listener
+
+
+def _listener(*, src, metadata, metadata_group, times, cache_hit):
+    _compiles[0] += 0 if cache_hit else 1
+    if _previous_listener is not None:
+        _previous_listener(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+
+triton.knobs.compilation.listener = _listener
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=4), triton.Config({"BLOCK": 512}, num_warps=8),
+                          triton.Config({"BLOCK": 1024}, num_warps=8)], key=["n_cols"])
+@triton.jit
+def softmax_rows(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc_max = tl.full([BLOCK], float("-inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc_max = tl.maximum(acc_max, tl.load(x_ptr + row * stride + offs, mask=offs < n_cols,
+                                              other=float("-inf")).to(tl.float32))
+    m = tl.max(acc_max, 0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + offs, mask=offs < n_cols, other=float("-inf")).to(tl.float32)
+        acc += tl.exp(x - m)
+    total = tl.sum(acc, 0)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + offs, mask=offs < n_cols, other=float("-inf")).to(tl.float32)
+        tl.store(y_ptr + row * stride + offs, tl.exp(x - m) / total, mask=offs < n_cols)
+
+
+@triton.jit
+def scaled_residual(x_ptr, r_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    r = tl.load(r_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * alpha + r, mask=mask)
+
+
+def main():
+    out = sys.argv[sys.argv.index("--out") + 1]
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=2048, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    model = LlamaForCausalLM(config).to("cuda", torch.float16).eval()
+    compiled = torch.compile(model)
+    ids = torch.randint(0, config.vocab_size, (2, 64), device="cuda")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        logits = compiled(input_ids=ids).logits.float().reshape(-1, config.vocab_size).contiguous()
+    torch.cuda.synchronize()
+    forward_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    probs = torch.empty_like(logits)
+    softmax_rows[(logits.shape[0],)](logits, probs, logits.shape[1], logits.stride(0))
+    mixed = torch.empty_like(probs)
+    n = probs.numel()
+    scaled_residual[(triton.cdiv(n, 1024),)](probs, logits, mixed, n, 0.5, BLOCK=1024)
+    torch.cuda.synchronize()
+    triton_s = time.perf_counter() - t1
+    first_output_s = process_age()
+    torch.save({"logits": logits.cpu(), "probs": probs.cpu(), "mixed": mixed.cpu()}, out)
+    print("BOOT " + json.dumps({"first_output_s": round(first_output_s, 3), "imports_s": round(imports_s, 3),
+                                "first_forward_s": round(forward_s, 3), "first_triton_calls_s": round(triton_s, 3),
+                                "compilations_in_process": _compiles[0], "programs": _programs}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
