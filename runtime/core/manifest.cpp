@@ -354,7 +354,7 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
   k.pos = pos_of(n);
   k.name = identifier(t, "name", "\"matmul_relu\"");
   TableReader named(file, *n.as_table(), "kernel '" + k.name + "'");
-  k.entry = identifier(t, "entry", "\"matmul_relu_f32\"");
+  k.entry = identifier(t, "entry", "\"matmul_relu_f32\"", 1024);
   const toml::node& bn = t.require("backend", "\"cuda\", \"hip\" or \"any\"");
   k.backend = t.as_string(bn, "backend", "\"cuda\"");
   if (k.backend != "cuda" && k.backend != "hip" && k.backend != "any") {

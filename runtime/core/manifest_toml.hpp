@@ -158,13 +158,21 @@ inline std::vector<FileRef> file_list(TableReader& t, std::string_view key) {
   return out;
 }
 
-inline std::string identifier(TableReader& t, std::string_view key, const std::string& example) {
+// Names kiln gives things (kernels, parameters) are at most 128 characters; a kernel's `entry` is
+// the compiler's symbol, which generated code makes long (Inductor names a fused kernel after every
+// op it fuses), so it may have up to 1024.
+inline std::string identifier(TableReader& t, std::string_view key, const std::string& example,
+                              std::size_t max_length = 128) {
   const toml::node& n = t.require(key, "an identifier such as " + example);
   std::string v = t.as_string(n, key, example);
   const std::string name(key);
-  bool ok = !v.empty() && v.size() <= 128 && !(v[0] >= '0' && v[0] <= '9');
+  bool ok = !v.empty() && v.size() <= max_length && !(v[0] >= '0' && v[0] <= '9');
   for (char c : v) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
-  if (!ok) t.fail_at(n, "'" + name + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*), found '" + v + "'");
+  if (!ok) {
+    t.fail_at(n, "'" + name + "' in " + t.where() + " must be an identifier ([A-Za-z_][A-Za-z0-9_]*) of 1 to " +
+                     std::to_string(max_length) + " characters, found '" + v + "' (" + std::to_string(v.size()) +
+                     " characters)");
+  }
   return v;
 }
 

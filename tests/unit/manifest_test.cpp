@@ -141,6 +141,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "kiln.toml:10:8: [toolchain] cuda: keys and values are at most 1024 bytes"},
         BadCase{"extra = [\"LICENSE.txt\"]", "extra = \"LICENSE.txt\"", "kiln.toml:13:9: 'extra' in [files] must be an array of file paths, found a string"}));
 
+// Generated kernels (Inductor names a fused kernel after every op it fuses) have long symbols:
+// an entry may have 1024 characters, a kernel's own name 128, and a refusal says the limit.
+TEST(Manifest, EntriesMayBeLongSymbolsNamesMayNot) {
+  auto with = [](const std::string& find, const std::string& replace) {
+    std::string text = kGood;
+    text.replace(text.find(find), find.size(), replace);
+    return text;
+  };
+  const std::string entry(1024, 'e');
+  EXPECT_EQ(parse_manifest(with("entry = \"matmul_relu_f32\"", "entry = \"" + entry + "\""), "kiln.toml")
+                .kernels[0].entry, entry);
+  try {
+    parse_manifest(with("entry = \"matmul_relu_f32\"", "entry = \"" + entry + "x\""), "kiln.toml");
+    FAIL() << "a 1025-character entry was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("of 1 to 1024 characters, found '" + entry + "x' (1025 characters)"),
+              std::string::npos) << e.what();
+  }
+  try {
+    parse_manifest(with("name = \"matmul_relu\"", "name = \"" + std::string(129, 'k') + "\""), "kiln.toml");
+    FAIL() << "a 129-character kernel name was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'name' in kernel[0] must be an identifier ([A-Za-z_][A-Za-z0-9_]*) of 1 to 128"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(Manifest, OtherCharactersAreWrittenAsEscapes) {
   std::string text = kGood;
   std::string from = "description = \"demo\"";
