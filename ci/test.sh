@@ -61,41 +61,52 @@ ctest_stage() {
 configure() {  # configure BUILD_DIR [CMAKE ARGS...]
   cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${@:2}"
 }
+# The sanitizer builds (ASan+UBSan, TSan) compile at -O1, keeping RelWithDebInfo's -g and NDEBUG:
+# the level the sanitizers' documentation recommends, with the same instrumentation as at -O2 (if
+# anything, fewer checked accesses are optimised away), for about a third less compile time with
+# gcc (measured on manifest.cpp and round_trip_test.cpp under ASan). The plain build stays at -O2.
+sanitizer_opt=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG")
 
 # ---- 1. The plain build and the whole suite.
 build_plain() { configure "$build" && cmake --build "$build" -j "$jobs"; }
 build_or_stop "build" build_plain
 ctest_stage "tests" "$build"
 
-# ---- 2. The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
-# build: every reader of attacker bytes (archives, manifests, code objects, .npy) runs
-# instrumented. Three tests are left to the plain run above: they load libkiln into Python and link
-# it from Go and Rust, hosts that would need the ASan runtime preloaded before their own start-up.
+# ---- 2. The suite again under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build:
+# every test that hands kiln's C/C++ code bytes runs instrumented (every reader of attacker bytes:
+# archives, manifests, code objects, .npy, registry replies; the CLI, the runtime, the store). Left
+# to the plain run above, by their ctest labels (tests/CMakeLists.txt says which and why):
+# foreign-host, libkiln loaded into Python, Go and Rust, hosts that would need the ASan runtime
+# preloaded before their own start-up; no-kiln-code, checks of files and text (the schema, the
+# README, exported symbols, the ABI) that run no kiln code on any input.
 asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 build_asan() {
-  configure "$build-asan" -DKILN_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$asan" -DCMAKE_CXX_FLAGS="$asan" \
+  configure "$build-asan" -DKILN_BUILD_BENCH=OFF "${sanitizer_opt[@]}" -DCMAKE_C_FLAGS="$asan" -DCMAKE_CXX_FLAGS="$asan" \
     -DCMAKE_EXE_LINKER_FLAGS="$asan" -DCMAKE_SHARED_LINKER_FLAGS="$asan" &&
     cmake --build "$build-asan" -j "$jobs"
 }
 build_or_stop "build (ASan+UBSan)" build_asan
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest_stage "tests (ASan+UBSan)" "$build-asan" -E '^(python_bindings|python_bindings_gpu|python_wheel|install_and_embed_from_c_go_and_rust)$'
+  ctest_stage "tests (ASan+UBSan)" "$build-asan" -LE '^(foreign-host|no-kiln-code)$'
 
-# ---- 3. Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy) from seeds
-# made by the plain build, after replaying tests/fuzz/regressions. A target counts as passed
-# when it ran its time without a crash.
+# ---- 3. Fuzz smoke: each libFuzzer target (archive, manifest, code objects, .npy, OCI manifest)
+# from seeds made by the plain build, after replaying tests/fuzz/regressions; the targets run side
+# by side, one per core, each for its full time. A target counts as passed when it ran its time
+# without a crash.
 start=$SECONDS
 echo "== fuzz"
 tests/fuzz/run.sh "$build" "${KILN_FUZZ_SECONDS:-60}"
 rc=$?
 ok=$(awk 'NR > 1 && $NF == "ok"' "$build-fuzz/summary.txt" 2>/dev/null | wc -l)
-record "fuzz (libFuzzer, ${KILN_FUZZ_SECONDS:-60} s a target)" $rc $((SECONDS - start)) "$ok $((rc != 0)) 0"
+bad=$(awk 'NR > 1 && $NF != "ok"' "$build-fuzz/summary.txt" 2>/dev/null | wc -l)
+[ "$rc" -eq 0 ] || [ "$bad" -gt 0 ] || bad=1
+record "fuzz (libFuzzer, ${KILN_FUZZ_SECONDS:-60} s a target)" $rc $((SECONDS - start)) "$ok $bad 0"
 
 # ---- 4. Concurrency under ThreadSanitizer: the runtime's API tests (threads launching one
 # kernel at once; launches while a package swaps archives) in a separately instrumented build.
 tsan="-fsanitize=thread"
 build_tsan() {
-  configure "$build-tsan" -DKILN_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$tsan" -DCMAKE_CXX_FLAGS="$tsan" \
+  configure "$build-tsan" -DKILN_BUILD_BENCH=OFF "${sanitizer_opt[@]}" -DCMAKE_C_FLAGS="$tsan" -DCMAKE_CXX_FLAGS="$tsan" \
     -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DCMAKE_SHARED_LINKER_FLAGS="$tsan" &&
     cmake --build "$build-tsan" -j "$jobs" --target kiln_runtime_api_tests kiln
 }

@@ -3,8 +3,10 @@
 #   tests/fuzz/run.sh MAIN_BUILD_DIR [SECONDS_PER_TARGET]
 # MAIN_BUILD_DIR is a finished ordinary build: its test archives, AMD code objects, .npy vectors
 # and the examples' manifests seed the corpora. Inputs in tests/fuzz/regressions/<target>/
-# (each one a crash found earlier) are replayed first. Exits non-zero on the first crash,
-# leaving the input as crash-* in the target's work folder and naming it.
+# (each one a crash found earlier) are replayed first. Targets run side by side, one per core
+# (KILN_FUZZ_JOBS, default nproc; each libFuzzer process is single-threaded, so each target still
+# has a core of its own for its SECONDS). Exits non-zero if any target crashed, leaving the input
+# as crash-* in the target's work folder and naming it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 main_build=$(cd "${1:?usage: tests/fuzz/run.sh MAIN_BUILD_DIR [SECONDS]}" && pwd)
@@ -30,9 +32,12 @@ seed() {  # seed TARGET: prints the seed files for TARGET, one per line; a folde
 
 export KILN_FUZZ_TRUST="$main_build/tests/keys/test.pub"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
-printf '%-12s %8s %10s %8s %s\n' target seeds execs cov result > "$fuzz_build/summary.txt"
-for t in "${targets[@]}"; do
-  work="$fuzz_build/work/$t"
+jobs=${KILN_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# fuzz TARGET: replays the target's regressions, then fuzzes it for SECONDS from fresh seeds;
+# writes its summary row to its work folder's row.txt, or says what crashed and returns 1.
+fuzz() {
+  local t=$1 work="$fuzz_build/work/$1" nseeds regressions execs cov
   rm -rf "$work"; mkdir -p "$work/corpus"
   # Seeds share names (every example has a kiln.toml): name each copy after its whole path.
   seed "$t" | while read -r f; do cp "$f" "$work/corpus/$(echo "$f" | tr / _)"; done
@@ -40,7 +45,7 @@ for t in "${targets[@]}"; do
   regressions=tests/fuzz/regressions/$t
   if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then
     "$fuzz_build/bin/kiln_fuzz_$t" "$regressions"/* > "$work/regressions.log" 2>&1 ||
-      { cat "$work/regressions.log"; echo "fuzz: $t: a checked-in regression input fails again"; exit 1; }
+      { cat "$work/regressions.log"; echo "fuzz: $t: a checked-in regression input fails again"; return 1; }
   fi
   echo "fuzz: $t for ${seconds}s from $nseeds seeds"
   if ! (cd "$work" && "$fuzz_build/bin/kiln_fuzz_$t" -max_total_time="$seconds" -max_len=1048576 \
@@ -48,10 +53,32 @@ for t in "${targets[@]}"; do
     tail -60 "$work/run.log"
     echo "fuzz: $t: crash; input saved as $(ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null | head -1)"
     echo "fuzz: add it under tests/fuzz/regressions/$t/ with the fix"
-    exit 1
+    return 1
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/run.log")
   cov=$(grep -o 'cov: [0-9]*' "$work/run.log" | tail -1 | cut -d' ' -f2)
-  printf '%-12s %8s %10s %8s %s\n' "$t" "$nseeds" "$execs" "$cov" ok >> "$fuzz_build/summary.txt"
+  printf '%-12s %8s %10s %8s %s\n' "$t" "$nseeds" "$execs" "$cov" ok > "$work/row.txt"
+}
+
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz "$t" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+# The table in the targets' order, whatever order they finished in.
+printf '%-12s %8s %10s %8s %s\n' target seeds execs cov result > "$fuzz_build/summary.txt"
+for t in "${targets[@]}"; do
+  cat "$fuzz_build/work/$t/row.txt" 2>/dev/null ||
+    printf '%-12s %8s %10s %8s %s\n' "$t" - - - FAILED
+done >> "$fuzz_build/summary.txt"
 cat "$fuzz_build/summary.txt"
+exit $status
