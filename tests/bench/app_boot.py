@@ -57,9 +57,14 @@ def run_app(mode, out, env, command_prefix=(), check=True):
 
 
 def same_outputs(a, b):
+    """True when every output tensor is bit-identical; else a line saying which differ and by how much."""
     import torch
     x, y = torch.load(a), torch.load(b)
-    return set(x) == set(y) and all(torch.equal(x[k], y[k]) for k in x)
+    if set(x) != set(y):
+        return f"different outputs: {sorted(x)} vs {sorted(y)}"
+    differ = [f"{k} (max abs diff {(x[k].double() - y[k].double()).abs().max().item():.3g})"
+              for k in sorted(x) if not torch.equal(x[k], y[k])]
+    return True if not differ else "differs: " + ", ".join(differ)
 
 
 def main():
@@ -67,6 +72,9 @@ def main():
     parser.add_argument("--kiln", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of the rounds: one warm JIT and one kiln boot with the first forward under "
+                             "cProfile ($OUT/profile-warm.txt, $OUT/profile-kiln.txt)")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -111,6 +119,19 @@ def main():
         res["identical"] = same_outputs(out, reference)
         return res
 
+    if args.profile:
+        out_dir = os.environ.get("OUT", work)
+        warm_run = run_app("warm JIT", os.path.join(work, "warm-p.pt"),
+                           dict(base, **warm, KILN_APP_PROFILE=os.path.join(out_dir, "profile-warm.txt")))
+        base["KILN_APP_PROFILE"] = os.path.join(out_dir, "profile-kiln.txt")
+        kiln_run = served("p")
+        print("warm", warm_run["boot"], "\nkiln", kiln_run["boot"], kiln_run["identical"])
+        return
+
+    # One unmeasured warm boot first: the first boot after the cold one still compiles a few kernels
+    # (Triton's key for Inductor's kernels differs until Inductor has set its ptxas), so the warm
+    # rows measure the steady state, the baseline's best case.
+    run_app("warm JIT (settles the caches)", os.path.join(work, "warm-settle.pt"), dict(base, **warm))
     results = {"cold JIT": [], "warm JIT": [], "kiln": []}
     for i in range(args.rounds):
         out = os.path.join(work, f"cold-{i}.pt")
@@ -129,21 +150,28 @@ def main():
         json.dump({"first": first, "results": results, "warm_no_compiler": no_cc, "archive_bytes": size}, f, indent=1)
     for res in results["kiln"]:
         for rep in res["reports"]:
-            print("serve report:", json.dumps({k: rep[k] for k in ("served", "compiled", "refused",
+            print("serve report:", json.dumps({k: rep[k] for k in ("served", "compiled", "refused", "lookup_seconds",
                                                                      "triton_compilations", "triton_cache_hits",
                                                                      "by_reason", "programs", "notes") if k in rep})[:3000])
     print()
     print(f"archive: {size / 1e6:.1f} MB; warm JIT with no compiler on PATH: "
           + ("booted" if no_cc["exit"] == 0 and no_cc["boot"] else f"did not boot (exit {no_cc['exit']}): "
              + no_cc["stderr"].strip().splitlines()[-1][:200] if no_cc["stderr"].strip() else f"exit {no_cc['exit']}"))
-    print(f"{'mode':10} {'first output s':>15} {'forward s':>10} {'triton s':>9} {'compiles':>9} {'programs':>9} {'identical':>9}")
+    for mode, rows in results.items():
+        for r in rows:
+            if r["identical"] is not True:
+                print(f"{mode}: output {r['identical']}")
+    print(f"{'mode':10} {'first output s':>15} {'forward s':>10} {'triton s':>9} {'compiles':>9} {'programs':>9} {'identical':>9}"
+          f" {'lookups s':>9}")
     for mode, rows in results.items():
         med = lambda key: statistics.median(r["boot"][key] for r in rows)  # noqa: E731
         compiles = [max(r["boot"]["compilations"], sum(rep["triton_compilations"] for rep in r.get("reports", [])))
                     for r in rows]
         programs = [len(r["boot"]["programs"]) for r in rows]
         print(f"{mode:10} {med('first_output_s'):15.3f} {med('first_forward_s'):10.3f} {med('first_triton_calls_s'):9.3f} "
-              f"{max(compiles):9} {max(programs):9} {str(all(r['identical'] for r in rows)):>9}")
+              f"{max(compiles):9} {max(programs):9} {str(all(r['identical'] is True for r in rows)):>9} "
+              + (f"{statistics.median(sum(rep['lookup_seconds'] for rep in r['reports']) for r in rows):9.3f}"
+                 if mode == "kiln" else f"{'-':>9}"))
     warm_med = statistics.median(r["boot"]["first_forward_s"] + r["boot"]["first_triton_calls_s"]
                                  for r in results["warm JIT"])
     kiln_med = statistics.median(r["boot"]["first_forward_s"] + r["boot"]["first_triton_calls_s"]

@@ -63,6 +63,11 @@ def _hook_triton(new):
             os.environ["TRITON_LIBCUDA_PATH"] = found
     hooks.install(new)
     hooks.answer_ptxas_version(new.served.index.get("ptxas", {}))
+    # Triton's key hashes its whole libtriton.so (~400 MB) at the first compile() of the process;
+    # a served boot knows it will be asked, so it is hashed now, beside the app's own imports.
+    import threading
+    from triton.runtime.cache import triton_key
+    threading.Thread(target=triton_key, name="kiln-serve-triton-key", daemon=True).start()
 
 
 def _serve_torch_artifacts(session):

@@ -91,6 +91,11 @@ def main():
     model = LlamaForCausalLM(config).to("cuda", torch.float16).eval()
     compiled = torch.compile(model)
     ids = torch.randint(0, config.vocab_size, (2, 64), device="cuda")
+    profile = None
+    if os.environ.get("KILN_APP_PROFILE"):  # where the first forward's time goes (cProfile, cumulative)
+        import cProfile
+        profile = cProfile.Profile()
+        profile.enable()
     t0 = time.perf_counter()
     with torch.no_grad():
         logits = compiled(input_ids=ids).logits.float().reshape(-1, config.vocab_size).contiguous()
@@ -105,6 +110,14 @@ def main():
     torch.cuda.synchronize()
     triton_s = time.perf_counter() - t1
     first_output_s = process_age()
+    if profile is not None:
+        import io
+        import pstats
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(70)
+        with open(os.environ["KILN_APP_PROFILE"], "w") as f:
+            f.write(text.getvalue())
     torch.save({"logits": logits.cpu(), "probs": probs.cpu(), "mixed": mixed.cpu()}, out)
     print("BOOT " + json.dumps({"first_output_s": round(first_output_s, 3), "imports_s": round(imports_s, 3),
                                 "first_forward_s": round(forward_s, 3), "first_triton_calls_s": round(triton_s, 3),

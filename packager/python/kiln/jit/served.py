@@ -49,6 +49,11 @@ class Report:
         self._seen = set()
         self.compilations = collections.Counter()   # Triton's listener: cache_hit False / True
         self.notes = []
+        self.lookup_seconds = 0.0   # time spent answering lookups (verification, arch check, files)
+
+    def add_time(self, seconds):
+        with self._lock:
+            self.lookup_seconds += seconds
 
     def record(self, outcome, what, name, key, reason=None, detail=None):
         with self._lock:
@@ -69,7 +74,7 @@ class Report:
                     by_reason[f"{e['outcome']}:{e['reason']}"] += 1
             return {"archive": self.archive, "policy": self.policy, "pid": os.getpid(),
                     "served": self.counts["served"], "compiled": self.counts["compiled"],
-                    "refused": self.counts["refused"],
+                    "refused": self.counts["refused"], "lookup_seconds": round(self.lookup_seconds, 4),
                     "triton_compilations": self.compilations[False], "triton_cache_hits": self.compilations[True],
                     "by_kernel": {k: dict(v) for k, v in sorted(by_kernel.items())},
                     "by_reason": dict(sorted(by_reason.items())), "events": list(self.events),
@@ -190,6 +195,13 @@ class ServeSession:
         return driver.active.get_current_device()
 
     def lookup(self, key, filename, group):
+        started = time.perf_counter()
+        try:
+            return self._lookup(key, filename, group)
+        finally:
+            self.report.add_time(time.perf_counter() - started)
+
+    def _lookup(self, key, filename, group):
         compiled = self._compiled_here(key, filename, group)
         if compiled is not None:
             return compiled
