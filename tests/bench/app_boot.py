@@ -128,9 +128,9 @@ def main():
         print("warm", warm_run["boot"], "\nkiln", kiln_run["boot"], kiln_run["identical"])
         return
 
-    # One unmeasured warm boot first: the first boot after the cold one still compiles a few kernels
-    # (Triton's key for Inductor's kernels differs until Inductor has set its ptxas), so the warm
-    # rows measure the steady state, the baseline's best case.
+    # One unmeasured warm boot first: on the H200 the first boot after the cold one was seen to
+    # compile 5 kernels again (cause not established here), so the warm rows measure the steady
+    # state, the baseline's best case.
     run_app("warm JIT (settles the caches)", os.path.join(work, "warm-settle.pt"), dict(base, **warm))
     results = {"cold JIT": [], "warm JIT": [], "kiln": []}
     for i in range(args.rounds):
