@@ -228,3 +228,39 @@ def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
                         str(captured["root"] / "stranger.pub"), "--", sys.executable, str(app)],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode != 0 and "app done" not in r.stdout and "signature" in r.stderr
+
+
+def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):
+    """A signer is not trusted with paths: a group file naming '../' files, or files its entry lacks,
+    is refused by name, and nothing is written outside the serving process's private folder."""
+    import shutil
+    evil = tmp_path / "evil"
+    shutil.copytree(captured["dir"], evil)
+    index = json.loads((evil / "capture.json").read_text())
+    key, entry = next((k, e) for k, e in index["triton"].items()
+                      if e["kind"] == "kernel" and e["components"]["arch"] == 90
+                      and e["components"]["source"]["name"] == "add_kernel")
+    group = evil / entry["files"][f"__grp__{entry['group']}"]
+    # The group's children as Triton's files, plus one that climbs out; the entry maps it to a member.
+    children = json.loads(group.read_text())["child_paths"]
+    children["../../kiln-escape.txt"] = "../../kiln-escape.txt"
+    entry["files"]["../../kiln-escape.txt"] = entry["files"]["add_kernel.json"]
+    group.write_text(json.dumps({"child_paths": children}))
+    (evil / "capture.json").write_text(json.dumps(index))
+    archive = tmp_path / "evil.kiln"
+    subprocess.run([captured["cli"], "pack", str(evil / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
+                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    r = _serve(captured, 'attempt("add", kernels.compile_add)', archive=archive)
+    assert r["add"]["ok"] is False and r["add"]["error"] == "ValueError", r["add"]
+    assert "is not a plain file name" in r["add"]["message"] and "kiln-escape" in r["add"]["message"]
+    assert not pathlib.Path("/tmp/kiln-escape.txt").exists()  # where the name would land from the private folder
+    # A group naming a file its entry does not hold.
+    del entry["files"]["../../kiln-escape.txt"]
+    children.pop("../../kiln-escape.txt")
+    children["add_kernel.extra"] = "add_kernel.extra"
+    group.write_text(json.dumps({"child_paths": children}))
+    (evil / "capture.json").write_text(json.dumps(index))
+    subprocess.run([captured["cli"], "pack", str(evil / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
+                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    r = _serve(captured, 'attempt("add", kernels.compile_add)', archive=archive)
+    assert r["add"]["ok"] is False and "names ['add_kernel.extra'], which its entry" in r["add"]["message"], r["add"]

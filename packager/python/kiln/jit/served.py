@@ -127,15 +127,16 @@ class ServedArchive:
 
     def materialise(self, key, filename):
         """The path of a verified copy of member triton/<key>/<filename>, written once."""
-        entry = self.entries[key]
-        member = entry["files"][filename]
+        # The names come from Triton or from the signed archive's group file: a signer is trusted
+        # with bytes, not with paths, so both are plain names before anything is looked up.
+        target = os.path.join(self.dir, safe_name(key, "Triton cache key"), safe_name(filename, "Triton cache file"))
+        member = self.entries[key]["files"][filename]
         with self._lock:
-            path = self._materialised.get(member)
+            path = self._materialised.get(target)
             if path is None:
                 data = self.archive.read(member)   # digests checked by libkiln first
-                path = write_atomic(os.path.join(self.dir, safe_name(key, "key"), safe_name(filename, "file")),
-                                    data, mode=0o600)
-                self._materialised[member] = path
+                path = write_atomic(target, data, mode=0o600)
+                self._materialised[target] = path
             return path
 
 
@@ -223,7 +224,12 @@ class ServeSession:
             ok, verdict = self.served.arch_verdict(entry["kernel"], self._device())
             if not ok:
                 return self._miss(what, name, key, "arch", f"libkiln refuses kernel {entry['kernel']} here: {verdict}")
-            group_names = json.loads(open(self.served.materialise(key, f"__grp__{filename}")).read())["child_paths"]
+            with open(self.served.materialise(key, f"__grp__{filename}")) as f:
+                group_names = json.load(f).get("child_paths", {})
+            unknown = sorted(set(group_names) - set(entry["files"]))
+            if unknown:  # a signed archive whose group names files its entry lacks: refused, never guessed
+                raise ValueError(f"kiln serve: archive {self.served.archive.digest}: the group of {name!r} "
+                                 f"(key {key}) names {unknown}, which its entry in capture.json does not hold")
             paths = {child: self.served.materialise(key, child) for child in group_names}
             self.report.record("served", what, name, key)
             return paths
