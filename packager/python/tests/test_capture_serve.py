@@ -128,17 +128,26 @@ def test_every_miss_is_refused_with_the_component_that_differs(captured):
         import jit_app.kernels_changed as changed
         attempt("source", lambda: kernels.compile_add(fn=changed.add_kernel))
         attempt("not-captured", kernels.compile_neg)
+        attempt("host-module-source", lambda: kernels.build_probe(answer=43))  # another C source
+        import triton.backends.nvidia.compiler as nvidia
+        pinned = nvidia.get_ptxas_version
+        nvidia.get_ptxas_version = lambda arch=80: "ptxas: NVIDIA (R) Ptx optimizing assembler\\nBuild cuda_12.4.r12.4"
+        attempt("ptxas", kernels.compile_add)
+        nvidia.get_ptxas_version = pinned
+        from triton.runtime.cache import get_cache_manager
+        attempt("autotune-configs", lambda: get_cache_manager("ab" * 32).get_file("softmax_rows.autotune.json"))
         import triton.runtime.build as build
         build.platform_key = lambda: "riscv64,Linux,64bit,ELF"  # the host modules were built for x86-64
         attempt("platform", kernels.build_probe)
     """)
     expected = {"specialisation": "constexprs", "options": "num_warps=8", "arch": "target arch 100",
                 "source": "source differs", "not-captured": "never compiled kernel 'neg_kernel'",
-                "platform": "riscv64"}
+                "host-module-source": "kiln_probe's C source differs", "ptxas": "cuda_12.4",
+                "autotune-configs": "no autotune results for 'softmax_rows'", "platform": "riscv64"}
     for name, words in expected.items():
         assert r[name]["ok"] is False and r[name].get("reason") == name, r[name]
         assert words in r[name]["message"], r[name]
-    assert r["report"]["refused"] == 6 and r["report"]["served"] == 0
+    assert r["report"]["refused"] == 9 and r["report"]["served"] == 0
 
 
 def test_a_changed_compiler_or_environment_is_refused_and_compile_policy_counts(captured):
