@@ -99,21 +99,55 @@ const KernelParam* integer_scalar(TableReader& t, const toml::node& at, const st
 // A launch dimension of a range shape: 1 to 3 elements, each an integer or an expression.
 // `constants` gets each element's value when it is an integer (1 for a left-out one) and -1
 // for an expression, so that a block of three integers is checked for 1024 threads at pack.
-void dim3_exprs(TableReader& t, std::string_view key_view, const KernelSpec& k, std::array<ExprCode, 3>* out,
-                std::array<std::int64_t, 3>* constants) {
+// The launch dimensions a call can have (MANIFEST.md "Range shapes"): grid x 1..2^31-1, y and z
+// 1..65535; each block dimension 1..1024 (and at most 1024 threads in all, checked below).
+std::int64_t dim_max(std::string_view key, std::size_t i) {
+  if (key == "block") return 1024;
+  return i == 0 ? 0x7fffffff : 65535;
+}
+
+// Refuses an expression no call of the shape can make valid: one that faults for every call
+// (`m / 0`), or whose value is always outside the dimension's range (`0 * m`, `1025 + 0 * m`).
+// The bound is interval arithmetic over the shape's values and ranges (`where` ignored, which
+// only widens it), so a refusal is a proof, never a guess.
+void check_reachable_dim(TableReader& t, const toml::node& n, const std::string& what, const ExprCode& code,
+                         const KernelSpec& k, const ShapeSpec& s, std::int64_t max, std::int64_t* lowest) {
+  std::int64_t lo = 0, hi = 0;
+  if (!expr_bounds(code, k.params, s, &lo, &hi)) {
+    t.fail_at(n, what + " '" + expr_text(code, k.params) + "' in " + t.where() +
+                     " faults for every call the shape allows (division by zero or overflow): no call can match it");
+  }
+  if (hi < 1 || lo > max) {
+    t.fail_at(n, what + " '" + expr_text(code, k.params) + "' in " + t.where() + " is always in [" + std::to_string(lo) +
+                     ", " + std::to_string(hi) + "] for the calls the shape allows, outside 1.." + std::to_string(max) +
+                     ": no call can match it");
+  }
+  *lowest = std::max<std::int64_t>(lo, 1);
+}
+
+void dim3_exprs(TableReader& t, std::string_view key_view, const KernelSpec& k, const ShapeSpec& s,
+                std::array<ExprCode, 3>* out, std::array<std::int64_t, 3>* constants, std::array<std::int64_t, 3>* lowest) {
   const std::string key(key_view);
   const toml::node& n = t.require(key_view, "an array of 1 to 3 positive integers or expressions such as [\"cdiv(m, 128)\", 1]");
   const toml::array& a = t.array(n, key, "1 to 3 positive integers or expression strings");
   if (a.empty() || a.size() > 3) t.fail_at(n, "'" + key + "' in " + t.where() + " must have 1 to 3 elements, found " + std::to_string(a.size()));
   for (std::size_t i = 0; i < 3; ++i) {
     (*constants)[i] = i < a.size() ? -1 : 1;
+    (*lowest)[i] = 1;
     if (i >= a.size()) {
       (*out)[i] = constant_expr(1);
     } else if (a[i].is_string()) {
-      (*out)[i] = expression(t, a[i], key + "[" + std::to_string(i) + "]", ExprKind::integer, k);
+      const std::string what = key + "[" + std::to_string(i) + "]";
+      (*out)[i] = expression(t, a[i], what, ExprKind::integer, k);
+      check_reachable_dim(t, a[i], what, (*out)[i], k, s, dim_max(key, i), &(*lowest)[i]);
     } else {
       std::int64_t v = t.integer(a[i], key, 1, 0x7fffffff);
+      if (v > dim_max(key, i) && key == "block") {
+        t.fail_at(a[i], key + "[" + std::to_string(i) + "] in " + t.where() + " is " + std::to_string(v) +
+                            " threads; at most 1024 are allowed in all");
+      }
       (*constants)[i] = v;
+      (*lowest)[i] = v;
       (*out)[i] = constant_expr(v);
     }
   }
@@ -198,13 +232,18 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
       s.where.push_back(expression(t, a[j], "where[" + std::to_string(j) + "]", ExprKind::condition, k));
     }
   }
-  std::array<std::int64_t, 3> grid_constants{}, block_constants{};
-  dim3_exprs(t, "grid", k, &s.grid_code, &grid_constants);
-  dim3_exprs(t, "block", k, &s.block_code, &block_constants);
+  std::array<std::int64_t, 3> grid_constants{}, block_constants{}, grid_lowest{}, block_lowest{};
+  dim3_exprs(t, "grid", k, s, &s.grid_code, &grid_constants, &grid_lowest);
+  dim3_exprs(t, "block", k, s, &s.block_code, &block_constants, &block_lowest);
   if (block_constants[0] > 0 && block_constants[1] > 0 && block_constants[2] > 0 &&
       block_constants[0] * block_constants[1] * block_constants[2] > 1024) {
     t.fail_at(n, where + ": block has " + std::to_string(block_constants[0] * block_constants[1] * block_constants[2]) +
                      " threads; at most 1024 are allowed");
+  }
+  // Each block dimension is at most 1024 (checked in dim3_exprs), so the products fit in 64 bits.
+  if (block_lowest[0] * block_lowest[1] * block_lowest[2] > 1024) {
+    t.fail_at(n, where + ": block has at least " + std::to_string(block_lowest[0] * block_lowest[1] * block_lowest[2]) +
+                     " threads for every call the shape allows; at most 1024 are allowed, so no call can match it");
   }
   if (sn == nullptr) {
     s.shared_mem_code = constant_expr(0);
@@ -394,6 +433,36 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
       ShapeSpec s = parse_shape(named, sa[j], j, k);
       if (!names.insert(s.name).second) t.fail_at(sa[j], "shape '" + s.name + "' appears twice in kernel '" + k.name + "'");
       k.shapes.push_back(s);
+    }
+  }
+  // A computed argument no call can bring into its type ("0 - 1" for a u64) is a mistake in the
+  // manifest, not a launch-time surprise: refused when, under every shape (or over the
+  // parameters' types where there is none), its interval lies outside the type or it always faults.
+  for (const KernelArg& a : k.kernel_args) {
+    if (a.kind != KernelArgKind::value) continue;
+    std::int64_t type_lo = 0, type_hi = 0;
+    computed_value_bounds(a.type, &type_lo, &type_hi);
+    std::vector<ShapeSpec> over = k.shapes;
+    if (over.empty()) over.emplace_back();
+    std::string why;
+    bool reachable = false;
+    for (const ShapeSpec& s : over) {
+      std::int64_t lo = 0, hi = 0;
+      if (!expr_bounds(a.value, k.params, s, &lo, &hi)) {
+        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
+               " faults for every call";
+      } else if (hi < type_lo || lo > type_hi) {
+        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
+               " is always in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+      } else {
+        reachable = true;
+      }
+    }
+    if (!reachable) {
+      t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' computes '" +
+                               expr_text(a.value, k.params) + "', which no call can bring into its type " +
+                               scalar_type_name(a.type) + " (" + std::to_string(type_lo) + ".." +
+                               std::to_string(type_hi) + "): " + why);
     }
   }
   // Tensor maps, scratch and clusters are CUDA's (cuTensorMapEncodeTiled, cuLaunchKernelEx).

@@ -641,8 +641,19 @@ void scalar_type_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi) {
   *hi = static_cast<std::int64_t>(i.hi);
 }
 
+void computed_value_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi) {
+  scalar_type_bounds(type, lo, hi);
+  if (type == ScalarType::u64) *lo = 0;
+}
+
 bool expr_upper_bound(const ExprCode& code, const std::vector<KernelParam>& params, const ShapeSpec& shape,
                       std::int64_t* hi) {
+  std::int64_t lo = 0;
+  return expr_bounds(code, params, shape, &lo, hi);
+}
+
+bool expr_bounds(const ExprCode& code, const std::vector<KernelParam>& params, const ShapeSpec& shape,
+                 std::int64_t* lo, std::int64_t* hi) {
   std::vector<Interval> stack;
   for (std::size_t i = 0; i < code.size();) {
     std::uint8_t o = code[i];
@@ -672,6 +683,7 @@ bool expr_upper_bound(const ExprCode& code, const std::vector<KernelParam>& para
     }
   }
   if (stack.size() != 1 || stack[0].empty) return false;
+  *lo = static_cast<std::int64_t>(stack[0].lo);
   *hi = static_cast<std::int64_t>(stack[0].hi);
   return true;
 }

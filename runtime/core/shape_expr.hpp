@@ -65,6 +65,10 @@ std::int64_t read_scalar_integer(const void* p, ScalarType type);
 
 // The values read_scalar_integer can give for a type (u64: every int64).
 void scalar_type_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi);
+// The values a computed kernel argument (kernel_args `value`) may take to be passed as `type`:
+// the type's own range, computed in signed 64-bit arithmetic, so u64 is 0..2^63-1 (a negative
+// result is a mistake such as "0 - 1", never 2^64-1).
+void computed_value_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi);
 
 // Valid bytecode decoded once into fixed-width instructions, so that evaluation at each launch
 // reads no variable-length operands and looks up no parameter types.
@@ -94,5 +98,10 @@ std::string expr_text(const ExprCode& code, const std::vector<KernelParam>& para
 // take no value at all (e.g. always divides by zero).
 bool expr_upper_bound(const ExprCode& code, const std::vector<KernelParam>& params, const ShapeSpec& shape,
                       std::int64_t* hi);
+// Both bounds, the same way: every value a call the shape allows can give lies in [*lo, *hi].
+// So a value range outside [*lo, *hi] proves that no call can reach it (kiln pack's refusal of
+// launches and computed arguments no call can make valid).
+bool expr_bounds(const ExprCode& code, const std::vector<KernelParam>& params, const ShapeSpec& shape,
+                 std::int64_t* lo, std::int64_t* hi);
 
 }  // namespace kiln

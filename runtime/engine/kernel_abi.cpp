@@ -88,7 +88,7 @@ unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* s
           fail_value(arg, "'" + expr_text(arg.value, params_) + "' faults: " + expr_fault_text(fault));
         }
         std::int64_t lo = 0, hi = 0;
-        scalar_type_bounds(e.type, &lo, &hi);
+        computed_value_bounds(e.type, &lo, &hi);
         if (v < lo || v > hi) {
           fail_value(arg, "'" + expr_text(arg.value, params_) + "' = " + std::to_string(v) + " does not fit " +
                               scalar_type_name(e.type));
@@ -139,6 +139,11 @@ bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
   TensorMapRequest request;
   request.recipe = &r;
   std::memcpy(&request.address, call[r.pointer], sizeof request.address);
+  // The driver encodes a NULL base without complaint and the kernel then faults on the GPU: a
+  // call that passes NULL for the tensor is refused here, by name.
+  if (request.address == 0) {
+    fail_value(arg, "the address of '" + params_[r.pointer].name + "' is NULL; a tensor map needs the tensor's memory");
+  }
   const std::uint64_t align = r.interleave == 2 ? 32 : 16;
   if (request.address % align != 0) {
     fail_value(arg, "the address of '" + params_[r.pointer].name + "' is not " + std::to_string(align) +

@@ -136,6 +136,9 @@ TEST_F(KernelAbiTest, ValuesALaunchCannotTakeAreRefusedWithTheEntryNamed) {
   call.k = 1096;
   call.a = 0x10008;
   EXPECT_EQ(refusal(call), "kernel 'mm': kernel_args entry 'a_desc': the address of 'a' is not 16-byte aligned, as a tensor map needs");
+  call.a = 0;
+  EXPECT_EQ(refusal(call), "kernel 'mm': kernel_args entry 'a_desc': the address of 'a' is NULL; a tensor map needs the tensor's memory");
+  EXPECT_TRUE(code.encodes.empty());  // refused before the driver is asked to encode it
   call.a = 0x10000;
   call.m = 0;
   EXPECT_EQ(refusal(call), "kernel 'mm': kernel_args entry 'a_desc': dims[1] 'm' = 0 is outside 1..2^32");
@@ -152,6 +155,53 @@ TEST_F(KernelAbiTest, ValuesALaunchCannotTakeAreRefusedWithTheEntryNamed) {
             std::string::npos) << driver;
   code.fail_encode = 0;
   EXPECT_EQ(refusal(call), "accepted");  // a failed encode is not cached
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+// Values are computed in signed 64-bit arithmetic: a negative result passed as u64 would be
+// 2^64 - 1 and up, so it is refused like any value outside its type.
+TEST_F(KernelAbiTest, ANegativeValueComputedForAU64IsRefused) {
+  std::string text = replaced(kKernel, "type = \"i8\", value = \"k - 1000\"", "type = \"u64\", value = \"k - 1000\"");
+  KernelSpec u64 = parse_manifest(text, "kiln.toml").kernels[0];
+  engine::KernelAbi abi64(u64);
+  Call call;
+  call.k = 1096;
+  ASSERT_EQ(abi64.build(call.args, launch, nullptr, code, nullptr, &frame), 1u);
+  std::uint64_t lda = 0;
+  std::memcpy(&lda, frame.args[2], 8);
+  EXPECT_EQ(lda, 96u);
+  call.k = 992;  // k - 1000 = -8
+  try {
+    abi64.build(call.args, launch, nullptr, code, nullptr, &frame);
+    FAIL() << "a negative u64 value was passed as " << lda;
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "kernel 'mm': kernel_args entry 'lda': 'k - 1000' = -8 does not fit u64");
+  }
+}
+
+// ... and a value no call can bring into its type is refused when the manifest is read.
+TEST(KernelAbiManifest, AComputedValueNoCallCanBringIntoItsTypeIsRefused) {
+  std::string text = replaced(kKernel, "type = \"i8\", value = \"k - 1000\"", "type = \"u64\", value = \"0 - 1\"");
+  try {
+    parse_manifest(text, "kiln.toml");
+    FAIL() << "accepted a u64 computed as 0 - 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kiln.toml:18:3: kernel_args entry 'lda' of kernel 'mm' computes '0 - 1', which no "
+                                         "call can bring into its type u64 (0..9223372036854775807): it is always in [-1, -1]"),
+              std::string::npos) << e.what();
+  }
+  text = replaced(kKernel, "value = \"k - 1000\"", "value = \"k / 0\"");
+  try {
+    parse_manifest(text, "kiln.toml");
+    FAIL() << "accepted a value that always divides by zero";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("computes 'k / 0', which no call can bring into its type i8 (-128..127): it faults for every call"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST_F(KernelAbiTest, NegativeScratchIsRefusedAndZeroPassesNull) {

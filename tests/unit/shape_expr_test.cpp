@@ -444,6 +444,21 @@ INSTANTIATE_TEST_SUITE_P(
                  "kiln.toml:35:14: shared_mem in kernel 'mm' shape[1] has no bound within 2147483647 bytes over the shape's "
                  "values and ranges (interval bound 562949953421312)"},
         BadRange{kAnyTail, "shared_mem = \"m / 0\"\n", "kiln.toml:35:14: shared_mem in kernel 'mm' shape[1] can never be computed"},
+        // Launches no call can make valid: refused at pack, each with the interval that proves it.
+        BadRange{"\"cdiv(m, 128)\"", "\"m / 0\"",
+                 "kiln.toml:33:25: grid[1] 'm / 0' in kernel 'mm' shape[1] faults for every call the shape allows"},
+        BadRange{"\"cdiv(m, 128)\"", "\"0 * m\"",
+                 "kiln.toml:33:25: grid[1] '0 * m' in kernel 'mm' shape[1] is always in [0, 0] for the calls the shape "
+                 "allows, outside 1..65535: no call can match it"},
+        BadRange{"\"cdiv(m, 128)\"", "\"m - 9000\"",
+                 "grid[1] 'm - 9000' in kernel 'mm' shape[1] is always in [-8999, -808]"},
+        BadRange{"block = [256, 1, 1]", "block = [\"1025 + 0 * m\", 1, 1]",
+                 "kiln.toml:34:10: block[0] '1025 + 0 * m' in kernel 'mm' shape[1] is always in [1025, 1025] for the "
+                 "calls the shape allows, outside 1..1024"},
+        BadRange{"block = [256, 1, 1]", "block = [\"32 + m / 8192\", 64, 1]",
+                 "kiln.toml:28:1: kernel 'mm' shape[1]: block has at least 2048 threads for every call the shape allows"},
+        BadRange{"block = [256, 1, 1]", "block = [2000, \"m\", 1]",
+                 "kiln.toml:34:10: block[0] in kernel 'mm' shape[1] is 2000 threads; at most 1024 are allowed in all"},
         BadRange{kAnyTail, kAnyTail + std::string("rangez = { m = [1, 2] }\n"), "kiln.toml:36:1: unknown key 'rangez' in kernel 'mm' shape[1] (known keys: name, values, ranges, where, grid, block, shared_mem, cluster)"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 81, small = 0 }\noutputs = { a = \"a.npy\" }\n"),
                  "kiln.toml:37:1: kernel 'mm' test[0]: its values do not belong to shape 'any_m': where[0] 'm % 16 == 0' does not hold"},
