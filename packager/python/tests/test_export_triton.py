@@ -110,6 +110,20 @@ def test_the_default_sample_assumes_nothing_and_a_given_one_becomes_conditions(t
     assert k["shape"][0]["where"] == ["m % 16 == 0", "n % 16 == 0", "k % 16 == 0"]
 
 
+def test_a_test_breaking_a_condition_its_own_sample_added_is_refused_by_export(tmp_path):
+    """kiln pack would refuse it later, naming a condition the user never wrote; the export says
+    where the condition came from."""
+    pytest.importorskip("numpy")
+    spec = dict(relu.kiln_matmul_relu_kernel, sample={"m": 64, "n": 64, "k": 64})
+    shape = spec["shapes"][0].name
+    spec["tests"] = [kx.Test(shape, {"m": 100, "n": 64, "k": 64})]
+    with pytest.raises(kx.ExportError) as e:
+        kx.triton(relu.matmul_relu_kernel, tmp_path / "t", targets=["sm_90a"], **spec)
+    assert "breaks the condition 'm % 16 == 0', added by the compiled specialisation (Triton assumed it from the " \
+           "sample {'m': 64, 'n': 64, 'k': 64})" in str(e.value)
+    assert not (tmp_path / "t" / "kiln.toml").exists()
+
+
 def test_a_sample_of_one_is_refused(tmp_path):
     spec = dict(relu.kiln_matmul_relu_kernel, tests=(), sample={"m": 1, "n": 64, "k": 64})
     with pytest.raises(kx.ExportError, match="constant"):

@@ -541,7 +541,11 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
 
     shape_tables = [_shape_table(s, grid, block, shared, cluster, conditions) for s in shapes]
     tolerance = tolerance or vectors.default_tolerance(params)
-    test_tables, test_files = vectors.build_tests(stem, params, shapes, tests, reference, reference_kind)
+    # A test must be a call the packed shape admits: its written conditions and those the compiled
+    # specialisation added to every range shape.
+    origin = f"added by the compiled specialisation (Triton assumed it from the sample {sample})"
+    test_tables, test_files = vectors.build_tests(stem, params, shapes, tests, reference, reference_kind,
+                                                  derived=[(c, origin) for c in conditions])
     files.update(test_files)
 
     first = builds[0].compiled.metadata

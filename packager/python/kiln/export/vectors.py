@@ -42,9 +42,10 @@ def reference_kind(kind):
     return kind
 
 
-def call_values(shape, test, params):
+def call_values(shape, test, params, derived=()):
     """The integer scalars (shape values + test values) and float scalars of a test call; checks
-    that every scalar has a value and that the call belongs to its shape."""
+    that every scalar has a value and that the call belongs to its shape: its ranges, its `where`
+    and the `derived` conditions [(condition, where it came from)] the export adds to range shapes."""
     ints, floats = dict(shape.values), {}
     for p in params:
         if not isinstance(p, Scalar):
@@ -64,6 +65,11 @@ def call_values(shape, test, params):
     for w in shape.where:
         if not evaluate(w, ints):
             raise ExportError(f"test on {shape.name!r}: {ints} breaks the shape's condition {w!r}")
+    if not shape.fixed:
+        for condition, origin in derived:
+            if not evaluate(condition, ints):
+                raise ExportError(f"test on {shape.name!r}: {ints} breaks the condition {condition!r}, {origin}; "
+                                  "give a sample the test's values satisfy, or test other values")
     return {k: int(v) for k, v in ints.items()}, {k: float(v) for k, v in floats.items()}
 
 
@@ -92,8 +98,9 @@ def npy_bytes(np, array):
     return buffer.getvalue()
 
 
-def build_tests(stem, params, shapes, tests, reference, kind="auto"):
-    """(test tables for kiln.toml, {file name: bytes}) for `tests` on `shapes`."""
+def build_tests(stem, params, shapes, tests, reference, kind="auto", derived=()):
+    """(test tables for kiln.toml, {file name: bytes}) for `tests` on `shapes`; `derived` as for
+    call_values."""
     if not tests:
         return [], {}
     if reference is None:
@@ -104,7 +111,7 @@ def build_tests(stem, params, shapes, tests, reference, kind="auto"):
     tables, files = [], {}
     for index, test in enumerate(tests):
         shape = by_name[test.shape]
-        ints, floats = call_values(shape, test, params)
+        ints, floats = call_values(shape, test, params, derived)
         rng = np.random.default_rng(test.seed if test.seed is not None else 1000 + index)
         arrays, dims_of = {}, {}
         for p in params:
