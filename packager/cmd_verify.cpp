@@ -14,6 +14,26 @@
 namespace kiln::cli {
 namespace {
 
+// Why --run ran nothing, in the words that lead to the fix: no vectors in the archive (a GPU
+// would not help), or kernels with vectors that do not run natively here (the route and the
+// resolver's reason, device or no device).
+std::string nothing_ran_reason(const std::vector<TestResult>& results, int device) {
+  const std::string where = "device " + std::to_string(device) + " of this host";
+  const TestResult* routed = nullptr;
+  for (const TestResult& r : results) {
+    if (!r.test.empty()) {
+      routed = &r;
+      break;
+    }
+  }
+  if (routed == nullptr) {
+    return "no kernel of this archive declares a test vector ([[kernel.test]] in kiln.toml), so --run had nothing to "
+           "run on " + where + ": add vectors to the package (kiln.export writes them from a reference) and pack it again";
+  }
+  return "no test vector ran natively on " + where + ", so --run proves nothing here: kernel '" + routed->kernel +
+         "' routes to " + routed->route + " (" + routed->reason + "); run it on a GPU its code objects fit";
+}
+
 void write_signatures(json::Writer& w, const TrustReport& report) {
   w.begin_array();
   for (const SignatureCheck& c : report.checks) {
@@ -151,10 +171,7 @@ void add_verify_command(CLI::App& app) {
       }
       std::cout << (ok ? "verified" : "NOT verified") << "\n";
     }
-    if (o->run && !ran_any) {
-      fail(Errc::refused, "no test vector ran natively on device " + std::to_string(o->device) +
-                              " of this host, so --run proves nothing here (run it on the target GPU)");
-    }
+    if (o->run && !ran_any) fail(Errc::refused, nothing_ran_reason(results, o->device));
     if (!ok) fail(Errc::refused, "test vectors failed on device " + std::to_string(o->device));
   });
 }

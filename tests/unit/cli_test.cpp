@@ -453,7 +453,15 @@ TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
   Result run = ::run("verify " + archive + " --trust " + trust + " --run");
   EXPECT_EQ(run.code, 1) << run.out;
   EXPECT_NE(run.out.find("not run: routes to reference on this host"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("--run proves nothing here"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--run proves nothing here: kernel 'matmul_relu' routes to reference (the CUDA driver"),
+            std::string::npos) << run.out;
+  // An archive whose kernels have no vectors: the reason is the archive, not the host.
+  Result none = ::run("verify " + std::string(KILN_TEST_ARCHIVES) + "/scale.kiln --trust " + trust + " --run");
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_NE(none.out.find("no kernel of this archive declares a test vector ([[kernel.test]] in kiln.toml), so --run had "
+                          "nothing to run on device 0 of this host"),
+            std::string::npos) << none.out;
+  EXPECT_EQ(none.out.find("target GPU"), std::string::npos) << none.out;
   Result json = ::run("verify " + archive + " --trust " + trust + " --run --json");
   EXPECT_NE(json.out.find("\"ran\":false"), std::string::npos) << json.out;
   Result pre = ::run("preflight " + archive + " --trust " + trust + " --json");
