@@ -125,7 +125,9 @@ typedef enum kiln_policy {
 
 typedef struct kiln_runtime_options {
   uint32_t size;                 /* sizeof(kiln_runtime_options) as the caller was compiled */
-  uint32_t signature_threshold;  /* distinct trusted signers required; default 1 */
+  uint32_t signature_threshold;  /* distinct trusted signers required, 1 to 64; default 1. Other
+                                    values (0 would accept unsigned archives) are refused by
+                                    kiln_runtime_create with KILN_ERR_INVALID_ARGUMENT */
   const char* trust_path;        /* PEM public key file or a directory of *.pub / *.pem; required */
   uint32_t policy;               /* a kiln_policy; default KILN_POLICY_FALLBACK */
   uint32_t log_level;            /* most verbose kiln_log_level passed to the callback; default WARN */
@@ -268,7 +270,9 @@ KILN_API kiln_status kiln_archive_preflight_target(kiln_archive* archive, const 
  * content's SHA-256 checked, before any byte reaches `buffer`. `size` (may be NULL) receives
  * the content's length, known from the index: call with capacity 0 to ask it (nothing is read
  * then) and KILN_ERR_BUFFER_TOO_SMALL; KILN_ERR_NOT_FOUND when the archive has no such member;
- * KILN_ERR_INTEGRITY when its bytes were changed. Thread-safe. */
+ * KILN_ERR_LIMIT when it declares more content than max_member_size (also for a size query);
+ * KILN_ERR_INTEGRITY when its bytes were changed; KILN_ERR_MALFORMED when it is itself an
+ * archive (archives do not nest). Thread-safe. */
 KILN_API kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, void* buffer, size_t capacity,
                                              size_t* size);
 

@@ -238,8 +238,14 @@ kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, vo
     if (i < 0) {
       throw Error(Errc::not_found, reader.name() + ": no member named '" + std::string(path) + "'");
     }
-    // The length comes from the signed index: a size query reads and decompresses nothing.
+    // The length comes from the signed index: a size query reads and decompresses nothing. A
+    // length over the reader's bound is refused here too, so that no caller sizes a buffer from it.
     std::uint64_t length = reader.entry(static_cast<std::size_t>(i)).content_size;
+    if (length > reader.max_member_size()) {
+      throw Error(Errc::limit, reader.name() + ": member '" + std::string(path) + "' declares " + std::to_string(length) +
+                                   " bytes of content, over the reader's limit of " +
+                                   std::to_string(reader.max_member_size()));
+    }
     if (size != nullptr) *size = static_cast<size_t>(length);
     if (length > capacity) return KILN_ERR_BUFFER_TOO_SMALL;
     std::vector<std::uint8_t> content = reader.read_member(static_cast<std::size_t>(i));

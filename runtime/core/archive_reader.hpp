@@ -60,6 +60,8 @@ class Archive {
   const std::string& package() const { return head_.package; }
   const std::string& kernel_revision() const { return head_.kernel_revision; }
   std::uint64_t sequence() const { return head_.sequence; }
+  // The largest member content this reader decompresses (ReadOptions::max_member_size).
+  std::uint64_t max_member_size() const { return max_member_size_; }
   std::size_t member_count() const { return head_.entry_count; }
   // The index head as decoded at open: its form (one-level or tree), height and references.
   const format::IndexHead& index_head() const { return head_; }

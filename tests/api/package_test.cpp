@@ -158,6 +158,43 @@ TEST(Package, OpenRefusesAHistoryThatLiesAboutTheActiveArchivesSequence) {
   kiln_runtime_destroy(rt);
 }
 
+// A writer of the store folder swaps the file under archives/<digest> for another archive that is
+// validly signed, of the same package and the same sequence: only the digest check tells them
+// apart, and kiln_package_open and _reload refuse the file, naming both digests.
+TEST(Package, OpenAndReloadRefuseAFileThatHoldsAnotherDigestThanItsName) {
+  StoreWithTwoVersions s;  // v1 (sequence 5) active, v2 (sequence 6) added
+  std::string twin_toml = s.dir + "/kiln.twin.toml";
+  sh("sed -e 's/test-1/twin/' -e 's/sequence = 4/sequence = 5/' " + kScale + "/kiln.toml > " + twin_toml);
+  std::string twin = sh(kKiln + " pack " + twin_toml + " --key " + kKeys + "/test.key -o " + s.dir + "/twin.kiln -q");
+  ASSERT_EQ(twin.rfind("sha256:", 0), 0u) << twin;
+  ASSERT_NE(twin, s.d1);
+  kiln::store::Store store(s.store);
+  const std::string v1_file = store.archive_path(s.d1);
+  sh("cp " + v1_file + " " + s.dir + "/v1.saved && cp " + s.dir + "/twin.kiln " + v1_file);
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  char why[1024];
+  EXPECT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_ERR_INTEGRITY);
+  ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+  EXPECT_NE(std::string(why).find(v1_file + " holds " + twin + ", not " + s.d1), std::string::npos) << why;
+  // Reload: the package follows v1, v2 is activated, and v2's file now holds the twin.
+  sh("cp " + s.dir + "/v1.saved " + v1_file);
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &p), KILN_OK);
+  store.activate(s.d2, "test", "v2");
+  const std::string v2_file = store.archive_path(s.d2);
+  std::string twin6_toml = s.dir + "/kiln.twin6.toml";
+  sh("sed -e 's/test-1/twin6/' -e 's/sequence = 4/sequence = 6/' " + kScale + "/kiln.toml > " + twin6_toml);
+  std::string twin6 = sh(kKiln + " pack " + twin6_toml + " --key " + kKeys + "/test.key -o " + s.dir + "/twin6.kiln -q");
+  sh("cp " + s.dir + "/twin6.kiln " + v2_file);
+  int switched = -1;
+  EXPECT_EQ(kiln_package_reload(p, &switched), KILN_ERR_INTEGRITY);
+  ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+  EXPECT_NE(std::string(why).find(v2_file + " holds " + twin6 + ", not " + s.d2), std::string::npos) << why;
+  EXPECT_EQ(digest_of(p), s.d1);  // the archive in use stays
+  kiln_package_destroy(p);
+  kiln_runtime_destroy(rt);
+}
+
 TEST(Package, ManyThreadsLaunchWhileAnotherSwitchesBackAndForth) {
   StoreWithTwoVersions s;
   kiln_runtime* rt = make_runtime();

@@ -218,6 +218,108 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   EXPECT_EQ(s.archive_open_failures, 5u);  // head, page, truncated, not an archive, missing
 }
 
+// kiln_archive_read_member (0.3): the verified content of a member, a size query that reads
+// nothing, and each refusal with its status: unknown, over the bound (the size query too, so no
+// caller sizes a buffer from a hostile length), changed bytes.
+TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  std::size_t size = 0;
+  ASSERT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 0, &size), KILN_ERR_BUFFER_TOO_SMALL);
+  ASSERT_GT(size, 100u);
+  std::string manifest(size, '\0');
+  ASSERT_EQ(kiln_archive_read_member(a, "kiln.toml", manifest.data(), manifest.size(), &size), KILN_OK) << last_error(rt);
+  EXPECT_NE(manifest.find("[package]"), std::string::npos) << manifest;
+  EXPECT_EQ(manifest.size(), size);
+  EXPECT_EQ(kiln_archive_read_member(a, "kiln.toml", manifest.data(), manifest.size() - 1, &size), KILN_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(kiln_archive_read_member(a, "no/such/member", manifest.data(), manifest.size(), &size), KILN_ERR_NOT_FOUND);
+  EXPECT_NE(last_error(rt).find("no member named 'no/such/member'"), std::string::npos) << last_error(rt);
+  EXPECT_EQ(kiln_archive_read_member(a, nullptr, nullptr, 0, &size), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 8, &size), KILN_ERR_INVALID_ARGUMENT);
+  kiln_archive_destroy(a);
+
+  // A member over the runtime's bound: refused on its declared size, the size query included.
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  const std::string trust = kKeys + "/test.pub";
+  o.trust_path = trust.c_str();
+  o.max_member_size = 64;
+  kiln_runtime* small = nullptr;
+  ASSERT_EQ(kiln_runtime_create(&small, &o), KILN_OK);
+  std::vector<char> bytes = read_file(kArchives + "/scale.kiln");
+  if (kiln_archive_open_memory(small, bytes.data(), bytes.size(), &a) == KILN_OK) {
+    EXPECT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 0, &size), KILN_ERR_LIMIT);
+    EXPECT_NE(last_error(small).find("over the reader's limit of 64"), std::string::npos) << last_error(small);
+    kiln_archive_destroy(a);
+  }
+  kiln_runtime_destroy(small);
+
+  // A changed byte in a member's stored bytes: refused before any byte reaches the buffer.
+  const std::string text(bytes.begin(), bytes.end());
+  // The PTX member is stored raw and holds the kernel's name; its last mention in the file is there
+  // (kiln.toml is compressed, and the index and signatures name no entry).
+  std::size_t at = text.rfind(".entry scale_f32");
+  ASSERT_EQ(kiln_archive_open_memory(rt, bytes.data(), bytes.size(), &a), KILN_OK) << last_error(rt);
+  std::size_t ptx_size = 0;
+  ASSERT_EQ(kiln_archive_read_member(a, "scale.ptx", nullptr, 0, &ptx_size), KILN_ERR_BUFFER_TOO_SMALL) << last_error(rt);
+  kiln_archive_destroy(a);
+  ASSERT_NE(at, std::string::npos);
+  {
+    bytes[at + 8] ^= 1;
+    ASSERT_EQ(kiln_archive_open_memory(rt, bytes.data(), bytes.size(), &a), KILN_OK) << last_error(rt);
+    std::string ptx(ptx_size, 'x');
+    EXPECT_EQ(kiln_archive_read_member(a, "scale.ptx", ptx.data(), ptx.size(), &size), KILN_ERR_INTEGRITY);
+    EXPECT_NE(last_error(rt).find("member 'scale.ptx': stored bytes do not match the index"), std::string::npos)
+        << last_error(rt);
+    EXPECT_EQ(ptx, std::string(ptx_size, 'x'));  // nothing was written
+    kiln_archive_destroy(a);
+  }
+}
+
+// kiln_archive_preflight_target (0.3): a described GPU judged without one, as `kiln preflight
+// --target` does; a target that is not one is refused by name.
+TEST_F(RuntimeApi, PreflightForADescribedTargetNeedsNoGpu) {
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  std::size_t needed = 0;
+  ASSERT_EQ(kiln_archive_preflight_target(a, "sm_90", "13.0", nullptr, 0, &needed), KILN_ERR_BUFFER_TOO_SMALL);
+  std::string json(needed, '\0');
+  ASSERT_EQ(kiln_archive_preflight_target(a, "sm_90", "13.0", json.data(), json.size(), nullptr), KILN_OK) << last_error(rt);
+  EXPECT_NE(json.find("\"target\":\"sm_90\",\"driver\":\"13.0\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"kernel\":\"scale\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("no-driver"), std::string::npos) << json;  // judged for the described GPU, not this host
+  EXPECT_EQ(kiln_archive_preflight_target(a, "not-a-gpu", nullptr, json.data(), json.size(), nullptr),
+            KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error(rt).find("not-a-gpu"), std::string::npos) << last_error(rt);
+  EXPECT_EQ(kiln_archive_preflight_target(a, nullptr, nullptr, json.data(), json.size(), nullptr), KILN_ERR_INVALID_ARGUMENT);
+  kiln_archive_destroy(a);
+}
+
+// signature_threshold is 1 to 64 (kiln.h): 0 would turn authentication off, and is refused.
+TEST(Options, SignatureThresholdOutsideOneTo64IsRefused) {
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  EXPECT_EQ(o.signature_threshold, 1u);
+  const std::string trust = kKeys + "/test.pub";
+  o.trust_path = trust.c_str();
+  for (std::uint32_t bad : {0u, 65u, 0xffffffffu}) {
+    o.signature_threshold = bad;
+    kiln_runtime* rt = nullptr;
+    EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(rt, nullptr);
+    char why[512] = {};
+    kiln_last_error(why, sizeof why, nullptr);
+    EXPECT_NE(std::string(why).find("signature_threshold must be 1 to 64, not " + std::to_string(bad)), std::string::npos)
+        << why;
+  }
+  for (std::uint32_t good : {1u, 64u}) {
+    o.signature_threshold = good;
+    kiln_runtime* rt = nullptr;
+    EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_OK) << good;
+    kiln_runtime_destroy(rt);
+  }
+}
+
 TEST_F(RuntimeApi, UntrustedSignerIsRefused) {
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);

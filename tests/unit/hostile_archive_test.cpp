@@ -283,6 +283,57 @@ TEST_F(Hostile, DecompressionBombIsRefusedBeforeAllocating) {
   expect_refused(raw, Errc::limit, "over the reader's limit of 16777216", 16u << 20);
 }
 
+// The read path the runtime uses (Archive::read_member, behind kiln_archive_read_member and every
+// code object load) holds the same two bounds as full verification, on its own: a test each, so
+// that deleting either check there fails here.
+TEST_F(Hostile, ReadMemberRefusesADecompressionBombBeforeAllocating) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  std::vector<std::uint8_t> zeros(64u << 20, 0);
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(zeros), 19);
+  format::Entry& e = raw.index.entries[i];
+  e.compression = format::Compression::zstd;
+  e.stored_size = frame.size();
+  e.stored_sha256 = sha256(frame.data(), frame.size());
+  e.content_size = zeros.size();
+  e.content_sha256 = sha256(zeros.data(), zeros.size());
+  raw.stored[i] = frame;
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  options.max_member_size = 16u << 20;
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  try {
+    a->read_member("src/add.cu");
+    FAIL() << "a 64 MiB member was decompressed under a 16 MiB bound";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::limit) << e.what();
+    EXPECT_NE(std::string(e.what()).find("member 'src/add.cu': declares 67108864 bytes of content, over the reader's limit of 16777216"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Hostile, ReadMemberRefusesAnArchiveWithinAnArchive) {
+  std::vector<std::uint8_t> inner = test::assemble(base());
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "src/add.cu");
+  format::Entry& e = raw.index.entries[i];
+  e.stored_size = e.content_size = inner.size();
+  e.stored_sha256 = e.content_sha256 = sha256(inner.data(), inner.size());
+  raw.stored[i] = inner;
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  try {
+    a->read_member("src/add.cu");
+    FAIL() << "an archive inside an archive was handed out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::malformed) << e.what();
+    EXPECT_NE(std::string(e.what()).find("member 'src/add.cu' is itself a kiln archive"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Hostile, TwoFramesInOneMemberAreRefused) {
   test::RawArchive raw = base();
   std::size_t i = position(raw, "src/add.cu");

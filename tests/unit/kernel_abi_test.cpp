@@ -204,6 +204,32 @@ TEST(KernelAbiManifest, AComputedValueNoCallCanBringIntoItsTypeIsRefused) {
   }
 }
 
+// An interleaved map of 32 bytes needs a 32-byte aligned base (cuTensorMapEncodeTiled's rule),
+// not only the 16 bytes every other map needs.
+TEST(KernelAbiInterleave, A32ByteInterleavedMapNeedsA32ByteAlignedBase) {
+  std::string text = replaced(kKernel,
+                              "{ name = \"a_desc\", tensor_map = { pointer = \"a\", dims = [\"k\", \"m\"], strides = [\"k * 2\"], box = [64, 64] } }",
+                              "{ name = \"a_desc\", tensor_map = { pointer = \"a\", dims = [16, \"k\", \"m\"], strides = [32, \"k * 32\"], "
+                              "box = [16, 8, 8], interleave = \"32B\" } }");
+  KernelSpec spec = parse_manifest(text, "kiln.toml").kernels[0];
+  engine::KernelAbi abi(spec);
+  RecordingCode code;
+  LaunchConfig launch;
+  engine::KernelAbi::Frame frame;
+  Call call;
+  call.k = 1096;
+  call.a = 0x10010;  // 16-byte aligned, not 32
+  try {
+    abi.build(call.args, launch, nullptr, code, nullptr, &frame);
+    FAIL() << "a 16-byte aligned base was encoded for a 32B-interleaved map";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "kernel 'mm': kernel_args entry 'a_desc': the address of 'a' is not 32-byte aligned, as a tensor map needs");
+  }
+  EXPECT_TRUE(code.encodes.empty());
+  call.a = 0x10020;
+  EXPECT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &frame), 1u);
+}
+
 TEST_F(KernelAbiTest, NegativeScratchIsRefusedAndZeroPassesNull) {
   Call call;
   call.k = 992;  // lda = -8

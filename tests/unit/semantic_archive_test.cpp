@@ -10,6 +10,10 @@
 #include "error.hpp"
 #include "kernel_table.hpp"
 #include "test_support.hpp"
+#include "archive.hpp"
+#include "kiln/kiln.h"
+#include "runtime.hpp"
+#include "temp_dirs.hpp"
 
 namespace kiln {
 namespace {
@@ -104,6 +108,41 @@ TEST_F(Semantic, AnArchTagTheBytesContradictIsRefused) {
   test::RawArchive raw = base();
   raw.index.entries[position(raw, "k.ptx")].arch = "compute_80";  // the PTX says .target sm_90
   expect_refused(raw, Errc::integrity, "member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90");
+}
+
+// The runtime re-reads a code object's header from the verified bytes before it loads it
+// (engine/resolve.cpp) rather than trusting the signed index's tags alone: a signer that lied about
+// the target is refused at load, not only by `kiln verify`. Judged here for a described sm_90, where
+// the load is simulated after that check.
+TEST_F(Semantic, AnArchTagTheBytesContradictIsRefusedWhenTheRuntimeLoadsIt) {
+  // kiln.toml and the index agree on compute_80 (so every cross-check of the signed metadata
+  // passes); only the bytes, which say .target sm_90, tell the truth.
+  std::string manifest = test::small_manifest(id);
+  const std::string claim = "arch = \"compute_90\"";
+  manifest.replace(manifest.find(claim), claim.size(), "arch = \"compute_80\"");
+  test::RawArchive raw = with_manifest(manifest);
+  raw.index.entries[position(raw, "k.ptx")].arch = "compute_80";
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  std::string dir = test::make_temp_dir("kiln-semantic-load");
+  std::string pub = dir + "/hostile.pub";
+  std::string pem = key.public_key().to_pem();
+  test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
+  kiln_runtime_options options{};  // kiln_runtime_options_init's defaults (that function is libkiln's)
+  options.size = sizeof options;
+  options.signature_threshold = 1;
+  options.log_level = KILN_LOG_WARN;
+  options.max_member_size = 4ull << 30;
+  options.trust_path = pub.c_str();
+  engine::Runtime runtime(options);
+  engine::Archive archive(runtime, bytes);
+  try {
+    archive.preflight_target_json("sm_90", "13.0");
+    FAIL() << "a code object whose bytes contradict its index was judged loadable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::code_object) << e.what();
+    EXPECT_NE(std::string(e.what()).find("member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Semantic, PtxIndexedAsACubinIsRefused) {
