@@ -259,9 +259,17 @@ def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_
     archive = tmp_path / "evil.kiln"
     subprocess.run([captured["cli"], "pack", str(evil / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
                     "-o", str(archive), "-q"], check=True, capture_output=True)
-    r = _serve(captured, 'attempt("add", kernels.compile_add)', archive=archive)
-    assert r["add"]["ok"] is False and r["add"]["error"] == "ValueError", r["add"]
-    assert "is not a plain file name" in r["add"]["message"] and "kiln-escape" in r["add"]["message"]
+    r = _python(f"""
+        import json, kiln.serve
+        try:
+            kiln.serve.enable({str(archive)!r}, trust={str(captured['trust'])!r}, target="sm_90")
+            from jit_app import kernels
+            kernels.compile_add()
+            print(json.dumps({{"refused": False}}))
+        except ValueError as e:
+            print(json.dumps({{"refused": True, "error": str(e)}}))
+    """)
+    assert r["refused"] and "is not a plain file name" in r["error"] and "kiln-escape" in r["error"], r
     assert not pathlib.Path("/tmp/kiln-escape.txt").exists()  # where the name would land from the private folder
     # A group naming a file its entry does not hold.
     del entry["files"]["../../kiln-escape.txt"]
@@ -273,3 +281,44 @@ def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_
                     "-o", str(archive), "-q"], check=True, capture_output=True)
     r = _serve(captured, 'attempt("add", kernels.compile_add)', archive=archive)
     assert r["add"]["ok"] is False and "names ['add_kernel.extra'], which its entry" in r["add"]["message"], r["add"]
+
+
+def test_a_capture_index_of_the_wrong_shape_is_refused_by_name(captured, tmp_path):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(captured["dir"], bad)
+    index = json.loads((bad / "capture.json").read_text())
+    key = next(k for k, e in index["triton"].items() if e["kind"] == "kernel")
+    index["triton"][key]["files"] = ["add_kernel.cubin"]
+    (bad / "capture.json").write_text(json.dumps(index))
+    archive = tmp_path / "bad.kiln"
+    subprocess.run([captured["cli"], "pack", str(bad / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
+                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    r = _python(f"""
+        import json, kiln.serve
+        try:
+            kiln.serve.enable({str(archive)!r}, trust={str(captured['trust'])!r}, target="sm_90")
+            print(json.dumps({{"enabled": True}}))
+        except ValueError as e:
+            print(json.dumps({{"enabled": False, "error": str(e)}}))
+    """)
+    assert r["enabled"] is False and f"capture.json entry {key}: 'files' must map file names" in r["error"], r
+
+
+def test_a_served_file_name_is_a_plain_name_even_past_the_index_check(tmp_path):
+    """The second layer on its own: materialise() refuses a name with a '/', whatever let it through."""
+    from kiln.jit.served import ServedArchive
+
+    class Archive:
+        digest = "sha256:test"
+
+        def read(self, member):
+            return b"bytes"
+    served = ServedArchive.__new__(ServedArchive)
+    served.archive, served.dir = Archive(), str(tmp_path / "private")
+    served._lock, served._materialised = __import__("threading").Lock(), {}
+    served.entries = {"KEY": {"files": {"../escape.txt": "m", "ok.json": "m"}}}
+    assert open(served.materialise("KEY", "ok.json"), "rb").read() == b"bytes"
+    with pytest.raises(ValueError, match="is not a plain file name"):
+        served.materialise("KEY", "../escape.txt")
+    assert not (tmp_path / "escape.txt").exists()

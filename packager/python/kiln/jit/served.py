@@ -81,6 +81,39 @@ class Report:
                     "programs": list(audit.programs), "notes": list(self.notes)}
 
 
+def _check_index(index, digest):
+    """capture.json is signed, but its signer is trusted with bytes, not with a shape this reader
+    would trip on: every field is checked (schema/CAPTURE.md) before anything is looked up, and a
+    bad one named with its key."""
+    def bad(where, what):
+        raise ValueError(f"{digest}: capture.json {where}: {what}")
+    if not isinstance(index.get("triton"), dict):
+        bad("'triton'", "must be an object of cache keys")
+    if not isinstance(index.get("torch", []), list) or not all(isinstance(m, str) for m in index.get("torch", [])):
+        bad("'torch'", "must be a list of member paths")
+    if not isinstance(index.get("ptxas", {}), dict):
+        bad("'ptxas'", "must be an object")
+    for key, entry in index["triton"].items():
+        safe_name(key, f"{digest}: capture.json key")
+        where = f"entry {key}"
+        if not isinstance(entry, dict) or entry.get("kind") not in ("kernel", "module", "autotune"):
+            bad(where, "must be an object whose kind is kernel, module or autotune")
+        files = entry.get("files")
+        if not isinstance(files, dict) or not all(isinstance(f, str) and isinstance(m, str) for f, m in files.items()):
+            bad(where, "'files' must map file names to member paths")
+        for name in files:
+            safe_name(name, f"{digest}: capture.json {where} file")
+        if entry["kind"] == "kernel":
+            if not isinstance(entry.get("kernel"), str) or not isinstance(entry.get("group"), str):
+                bad(where, "a kernel entry needs 'kernel' and 'group' strings")
+            if f"__grp__{entry['group']}" not in files:
+                bad(where, f"its group file __grp__{entry['group']} is not among its files")
+        components = entry.get("components")
+        if components is not None and (not isinstance(components, dict) or
+                                       components.get("kind") != ("module" if entry["kind"] == "module" else "kernel")):
+            bad(where, "'components' must be null or an object of the entry's kind")
+
+
 class ServedArchive:
     """The archive, its capture index and the private folder Triton reads verified files from."""
 
@@ -94,8 +127,9 @@ class ServedArchive:
         if index.get("format") != "kiln-jit-capture/1":
             raise ValueError(f"{archive.digest}: capture.json has format {index.get('format')!r}, "
                              "this kiln reads kiln-jit-capture/1")
+        _check_index(index, archive.digest)
         self.index = index
-        self.entries = index.get("triton", {})
+        self.entries = index["triton"]
         self.by_name = collections.defaultdict(list)
         for e in self.entries.values():
             c = e.get("components")
