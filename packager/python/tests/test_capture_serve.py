@@ -82,6 +82,13 @@ def _serve(captured, body, policy="refuse", target="sm_90", archive=None, trust=
     return _python(script)
 
 
+def _repack(captured, folder, archive):
+    """Seals `folder` (a changed copy of the capture) with the release key into `archive`."""
+    subprocess.run([captured["cli"], "pack", str(folder / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
+                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    return archive
+
+
 def test_capture_is_an_ordinary_package_of_every_specialisation(captured):
     import tomllib
     manifest = tomllib.loads((captured["dir"] / "kiln.toml").read_text())
@@ -256,9 +263,7 @@ def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_
     entry["files"]["../../kiln-escape.txt"] = entry["files"]["add_kernel.json"]
     group.write_text(json.dumps({"child_paths": children}))
     (evil / "capture.json").write_text(json.dumps(index))
-    archive = tmp_path / "evil.kiln"
-    subprocess.run([captured["cli"], "pack", str(evil / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
-                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    archive = _repack(captured, evil, tmp_path / "evil.kiln")
     r = _python(f"""
         import json, kiln.serve
         try:
@@ -277,8 +282,7 @@ def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_
     children["add_kernel.extra"] = "add_kernel.extra"
     group.write_text(json.dumps({"child_paths": children}))
     (evil / "capture.json").write_text(json.dumps(index))
-    subprocess.run([captured["cli"], "pack", str(evil / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
-                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    _repack(captured, evil, archive)
     r = _serve(captured, 'attempt("add", kernels.compile_add)', archive=archive)
     assert r["add"]["ok"] is False and "names ['add_kernel.extra'], which its entry" in r["add"]["message"], r["add"]
 
@@ -291,9 +295,7 @@ def test_a_capture_index_of_the_wrong_shape_is_refused_by_name(captured, tmp_pat
     key = next(k for k, e in index["triton"].items() if e["kind"] == "kernel")
     index["triton"][key]["files"] = ["add_kernel.cubin"]
     (bad / "capture.json").write_text(json.dumps(index))
-    archive = tmp_path / "bad.kiln"
-    subprocess.run([captured["cli"], "pack", str(bad / "kiln.toml"), "--key", str(captured["root"] / "release.key"),
-                    "-o", str(archive), "-q"], check=True, capture_output=True)
+    archive = _repack(captured, bad, tmp_path / "bad.kiln")
     r = _python(f"""
         import json, kiln.serve
         try:
