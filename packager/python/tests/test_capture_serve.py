@@ -324,3 +324,16 @@ def test_a_served_file_name_is_a_plain_name_even_past_the_index_check(tmp_path):
     with pytest.raises(ValueError, match="is not a plain file name"):
         served.materialise("KEY", "../escape.txt")
     assert not (tmp_path / "escape.txt").exists()
+
+
+def test_the_served_cache_named_without_a_session_refuses_instead_of_compiling():
+    r = _python("""
+        import json
+        from jit_app import kernels
+        try:
+            kernels.compile_add()
+            print(json.dumps({"compiled": True}))
+        except RuntimeError as e:
+            print(json.dumps({"compiled": False, "error": str(e)}))
+    """, env={"TRITON_CACHE_MANAGER": "kiln.jit.served:ServeCacheManager"})
+    assert r["compiled"] is False and "no serve session is active in this process" in r["error"], r

@@ -77,11 +77,10 @@ def install(new_session):
         import triton.runtime.build as build
         import triton.runtime.jit as jit
         _session = new_session
+        # Knobs, not the environment: a child process the app starts is armed only where the
+        # command-line tools set its environment (and kiln/jit/boot on its PYTHONPATH).
         knobs.cache.manager_class = new_session.cache_manager_class
-        os.environ["TRITON_CACHE_MANAGER"] = f"{new_session.cache_manager_class.__module__}:" \
-                                             f"{new_session.cache_manager_class.__name__}"
         knobs.autotuning.cache = True
-        os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
         previous = knobs.compilation.listener
 
         def listener(src, metadata, metadata_group, times, cache_hit):

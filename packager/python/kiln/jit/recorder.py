@@ -157,6 +157,11 @@ class CaptureSession:
             self._local.cross = False
 
     def finish(self):
+        """Saves torch.compile's artifacts and the ptxas pins; once (the context manager and
+        atexit may both call it)."""
+        if getattr(self, "_finished", False):
+            return
+        self._finished = True
         from . import hooks
         try:
             save_torch_artifacts()

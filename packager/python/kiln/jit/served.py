@@ -174,6 +174,19 @@ class ServedArchive:
             return path
 
 
+class ServeCacheManager(CacheManager):
+    """What TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager names before a serve session
+    exists in the process (a ServeSession replaces it with its own): refuses, saying why, rather
+    than letting Triton compile or read another cache."""
+
+    def __init__(self, key, override=False, dump=False):
+        raise RuntimeError("kiln serve: TRITON_CACHE_MANAGER names kiln's served cache, but no serve session is active "
+                           "in this process: start the app with python -m kiln.serve (which arms every Python process "
+                           "it starts), or call kiln.serve.enable() before Triton compiles")
+
+    get_file = get_group = put = put_group = None  # never reached: __init__ refuses
+
+
 class ServeSession:
     kind = "serve"
 
