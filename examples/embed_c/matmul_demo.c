@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
          kiln_reason_string(kiln_kernel_reason(kernel)), kiln_kernel_reason_text(kernel));
 
   srand(42);
-  for (i = 0; i < M * K; ++i) a[i] = (float)rand() / RAND_MAX * 2 - 1;
-  for (i = 0; i < K * N; ++i) b[i] = (float)rand() / RAND_MAX * 2 - 1;
+  for (i = 0; i < M * K; ++i) a[i] = (float)rand() / (float)RAND_MAX * 2 - 1;
+  for (i = 0; i < K * N; ++i) b[i] = (float)rand() / (float)RAND_MAX * 2 - 1;
   for (i = 0; i < M * N; ++i) c[i] = NAN; /* poison: an output never written shows as NaN */
   if (on_gpu) {
     cu.alloc(&da, sizeof a), cu.alloc(&db, sizeof b), cu.alloc(&dc, sizeof c);

@@ -31,8 +31,6 @@ using kiln::Error;
 
 namespace {
 
-// The v1 reference type and the 0.2 one differ only in `const` on their parameters: one ABI.
-kiln_reference_cb as_callback(kiln_reference_fn fn) { return reinterpret_cast<kiln_reference_cb>(fn); }
 
 kiln_status bad_struct_size(const char* what, std::size_t size) {
   return invalid(nullptr, std::string(what) + " " + std::to_string(size) + " is not a size of this struct (" +
@@ -132,11 +130,15 @@ kiln_status kiln_runtime_set_reference(kiln_runtime* runtime, const char* kernel
   if (runtime == nullptr || kernel == nullptr || kernel[0] == '\0') {
     return invalid(engine_of(runtime), "kiln_runtime_set_reference: runtime and a non-empty kernel name are required");
   }
-  return guarded(engine_of(runtime), [&] { runtime->impl.set_reference(kernel, fn, user, release); });
+  return guarded(engine_of(runtime), [&] { runtime->impl.set_reference(kernel, {fn, nullptr}, user, release); });
 }
 
 kiln_status kiln_runtime_register_reference(kiln_runtime* runtime, const char* kernel, kiln_reference_fn fn, void* user) {
-  return kiln_runtime_set_reference(runtime, kernel, as_callback(fn), user, nullptr);
+  if (runtime == nullptr || kernel == nullptr || kernel[0] == '\0') {
+    return invalid(engine_of(runtime), "kiln_runtime_register_reference: runtime and a non-empty kernel name are required");
+  }
+  // Kept as registered and called through its own type (engine::Runtime::ReferenceFn).
+  return guarded(engine_of(runtime), [&] { runtime->impl.set_reference(kernel, {nullptr, fn}, user, nullptr); });
 }
 
 void kiln_call_set_error(kiln_call_info* info, const char* message) {

@@ -156,7 +156,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   int rc;
   {
     CurrentCall scope(&call);
-    rc = ref->fn(&call.info, const_cast<void**>(args), arg_count, stream, ref->user);
+    rc = ref->fn(&call.info, args, arg_count, stream, ref->user);
   }
   if (rc != 0) {
     rt.stats().count(device_, Stats::Outcome::failure);

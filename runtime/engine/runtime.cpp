@@ -30,9 +30,9 @@ Runtime::Runtime(const kiln_runtime_options& o)
   diag_dir_ = o.diag_dir != nullptr ? o.diag_dir : env != nullptr ? env : "";
 }
 
-void Runtime::set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release) {
+void Runtime::set_reference(const std::string& kernel, ReferenceFn fn, void* user, kiln_release_cb release) {
   std::shared_ptr<const Reference> added;
-  if (fn != nullptr) {
+  if (!fn.empty()) {
     added = std::make_shared<const Reference>(fn, user, release);
   } else if (release != nullptr) {
     release(user);  // nothing registered with it: released at once

@@ -21,22 +21,34 @@ class Runtime {
  public:
   explicit Runtime(const kiln_runtime_options& options);
 
+  // A reference function as it was registered: through kiln_runtime_set_reference (a
+  // kiln_reference_cb) or kiln_runtime_register_reference (a kiln_reference_fn, whose parameters
+  // are const). It is called through the type it was registered with: the two differ only in
+  // const, but calling a function through a pointer of another type is undefined behaviour.
+  struct ReferenceFn {
+    kiln_reference_cb cb = nullptr;
+    kiln_reference_fn fn = nullptr;
+    bool empty() const { return cb == nullptr && fn == nullptr; }
+    int operator()(kiln_call_info* info, void* const* args, size_t count, void* stream, void* user) const {
+      return fn != nullptr ? fn(info, args, count, stream, user) : cb(info, const_cast<void**>(args), count, stream, user);
+    }
+  };
   // A registered reference. Calls hold it by shared_ptr while they run it, so replacing or
   // removing it never pulls `user` from under a call in flight; `release(user)` runs when the
   // last holder lets go.
   struct Reference {
-    kiln_reference_cb fn = nullptr;
+    ReferenceFn fn;
     void* user = nullptr;
     kiln_release_cb release = nullptr;
-    Reference(kiln_reference_cb f, void* u, kiln_release_cb r) : fn(f), user(u), release(r) {}
+    Reference(ReferenceFn f, void* u, kiln_release_cb r) : fn(f), user(u), release(r) {}
     Reference(const Reference&) = delete;
     Reference& operator=(const Reference&) = delete;
     ~Reference() {
       if (release != nullptr) release(user);
     }
   };
-  // fn null removes; `release` (may be null) is called once when nothing can use `user` any more.
-  void set_reference(const std::string& kernel, kiln_reference_cb fn, void* user, kiln_release_cb release);
+  // An empty fn removes; `release` (may be null) is called once when nothing can use `user` any more.
+  void set_reference(const std::string& kernel, ReferenceFn fn, void* user, kiln_release_cb release);
   std::shared_ptr<const Reference> reference(const std::string& kernel) const;
 
   void log(kiln_log_level level, const std::string& message) const;
