@@ -103,9 +103,10 @@ def write(root, package=None, revision=None, sequence=1, description=None, pins=
     """Writes root/kiln.toml and root/capture.json from the capture in `root`; returns the summary
     printed by `python -m kiln.capture`."""
     found = scan(root)
-    if not found["kernels"] and not found["torch"]:
-        raise CaptureError(f"{root}: nothing was captured (no Triton kernel was compiled and torch.compile saved "
-                           "nothing); did the app run its kernels?")
+    if not found["kernels"]:
+        raise CaptureError(f"{root}: no Triton kernel was compiled while the app ran ({len(found['torch'])} "
+                           "torch.compile artifact file(s), no kernel for them to serve): did the app run its "
+                           "kernels on a CUDA GPU, or were they all cache hits elsewhere?")
     package = package or re.sub(r"[^a-z0-9._-]", "-", os.path.basename(os.path.abspath(root)).lower()).strip("-.") \
         or "captured-app"
     revision = revision or f"capture-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"
