@@ -24,8 +24,6 @@ import sys
 
 __all__ = ["capture", "start", "finish", "main"]
 
-_started = {}
-
 
 def start(directory, targets=()):
     """Starts recording into `directory` in this process (Triton must be importable)."""
@@ -35,7 +33,6 @@ def start(directory, targets=()):
     from .jit import hooks, recorder
     session = recorder.CaptureSession(targets)
     hooks.install(session)
-    _started["session"] = session
     return session
 
 

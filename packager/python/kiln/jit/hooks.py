@@ -13,7 +13,6 @@ machine is byte-identical to the captured one, so that a served boot runs no ptx
 import functools
 import hashlib
 import os
-import platform
 import struct
 import sys
 import threading

@@ -175,20 +175,37 @@ class ServedArchive:
 
 
 class ServeCacheManager(CacheManager):
-    """What TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager names before a serve session
-    exists in the process (a ServeSession replaces it with its own): refuses, saying why, rather
-    than letting Triton compile or read another cache."""
+    """Triton's cache manager while serving (knobs.cache.manager_class, or
+    TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager): every call goes to this process's serve
+    session; without one it refuses, saying why, rather than letting Triton compile or read
+    another cache."""
 
     def __init__(self, key, override=False, dump=False):
-        raise RuntimeError("kiln serve: TRITON_CACHE_MANAGER names kiln's served cache, but no serve session is active "
-                           "in this process: start the app with python -m kiln.serve (which arms every Python process "
-                           "it starts), or call kiln.serve.enable() before Triton compiles")
+        from . import hooks
+        session = hooks.session()
+        if not isinstance(session, ServeSession):
+            raise RuntimeError("kiln serve: TRITON_CACHE_MANAGER names kiln's served cache, but no serve session is "
+                               "active in this process: start the app with python -m kiln.serve (which arms every "
+                               "Python process it starts), or call kiln.serve.enable() before Triton compiles")
+        self.key, self.session = key, session
 
-    get_file = get_group = put = put_group = None  # never reached: __init__ refuses
+    def get_file(self, filename):
+        return self.session.lookup(self.key, filename, group=False)
+
+    def get_group(self, filename):
+        return self.session.lookup(self.key, filename, group=True)
+
+    def put(self, data, filename, binary=True):
+        return self.session.store(self.key, data, filename)
+
+    def put_group(self, filename, group):
+        names = {n: os.path.basename(p) for n, p in group.items()}
+        return self.session.store(self.key, json.dumps({"child_paths": names}), f"__grp__{filename}")
 
 
 class ServeSession:
     kind = "serve"
+    cache_manager_class = ServeCacheManager
 
     def __init__(self, served, policy="refuse", report_path=None):
         if policy not in POLICIES:
@@ -199,30 +216,6 @@ class ServeSession:
         self.report_path = report_path
         self.asked = {}          # key -> components, noted by the hooks before each lookup
         self.fallback_dir = None
-        session = self
-
-        class ServeCacheManager(CacheManager):
-            def __init__(self, key, override=False, dump=False):
-                self.key = key
-                self.session = session
-
-            def get_file(self, filename):
-                return session.lookup(self.key, filename, group=False)
-
-            def get_group(self, filename):
-                return session.lookup(self.key, filename, group=True)
-
-            def put(self, data, filename, binary=True):
-                return session.store(self.key, data, filename)
-
-            def put_group(self, filename, group):
-                names = {n: os.path.basename(p) for n, p in group.items()}
-                return session.store(self.key, json.dumps({"child_paths": names}), f"__grp__{filename}")
-
-        ServeCacheManager.__module__ = __name__
-        ServeCacheManager.__qualname__ = ServeCacheManager.__name__ = "ServeCacheManager"
-        self.cache_manager_class = ServeCacheManager
-        globals()["ServeCacheManager"] = ServeCacheManager  # TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager
 
     # -- hooks ---------------------------------------------------------------------------------
     def installed(self):
