@@ -128,7 +128,11 @@ def main(argv=None):
     if not command:
         parser.error("no command: put the app's command line after --")
     import kiln
-    kiln.Runtime(trust=args.trust).open(args.archive)  # refuse a bad archive before the app starts
+    try:  # refuse a bad archive before the app starts, in one line rather than a traceback
+        kiln.Runtime(trust=args.trust).open(args.archive)
+    except kiln.KilnError as e:
+        print(f"kiln serve: {args.archive}: {e}; the app was not started", file=sys.stderr)
+        return 1
     env = child_environment(os.environ, {
         "KILN_SERVE": os.path.abspath(args.archive), "KILN_SERVE_TRUST": os.path.abspath(args.trust),
         "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.served:ServeCacheManager",

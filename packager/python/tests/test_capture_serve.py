@@ -243,7 +243,8 @@ def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
     r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust",
                         str(captured["root"] / "stranger.pub"), "--", sys.executable, str(app)],
                        capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode != 0 and "app done" not in r.stdout and "signature" in r.stderr
+    assert r.returncode == 1 and "app done" not in r.stdout and "signature" in r.stderr
+    assert "the app was not started" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):

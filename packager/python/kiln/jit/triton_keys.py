@@ -16,6 +16,7 @@ captures and again for every key asked for at serve time, so a miss can name wha
     platform         host modules (cuda_utils, launchers): the machine, OS and ABI the .so is for
 """
 import base64
+import functools
 import hashlib
 import json
 
@@ -27,6 +28,12 @@ REASONS = ("compiler-build", "source", "specialisation", "arch", "ptxas", "optio
 def base32(hex_digest):
     """The name Triton gives a cache manager for a sha256 hex digest (triton.runtime.cache._base32)."""
     return base64.b32encode(bytes.fromhex(hex_digest)).decode("ascii").rstrip("=")
+
+
+@functools.lru_cache(maxsize=4)
+def _compiler_build(triton_key_text):
+    """SHA-256 of triton_key() (a few KB, the same for every kernel of the process): hashed once."""
+    return _sha(triton_key_text)
 
 
 def _sha(text):
@@ -58,7 +65,7 @@ def kernel_components(src, backend, options, env_vars, triton_key_text):
     backend_hash = backend.hash()
     return {
         "kind": "kernel",
-        "compiler_build": _sha(triton_key_text),
+        "compiler_build": _compiler_build(triton_key_text),
         "triton_version": triton_key_text.split("-", 1)[0][:32],
         "source": source,
         "src_hash": src.hash(),
