@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The capture/serve run, in one call on the GPU machine, over what ci/gpu-app-boot-stage.sh staged:
 # the capture/serve tests on this host's Python, Triton and driver, then tests/bench/app_boot.py (an
-# HF Llama under torch.compile plus explicit Triton kernels: cold JIT, warm JIT and kiln-served
-# boots side by side). Prints the benchmark's table last; the whole output goes to
+# HF Llama under torch.compile plus explicit Triton kernels and a TileLang kernel: cold JIT, warm
+# JIT and kiln-served boots side by side, with and without torch's Dynamo precompile cache). Prints the benchmark's table last; the whole output goes to
 # $OUT/gpu-app-boot.log and the raw figures to $OUT/app-boot.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,17 +10,21 @@ stage=$(pwd)/.gpu-stage-app
 out=${OUT:-/tmp}
 log=$out/gpu-app-boot.log
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" KILN_CLI="$stage/bin/kiln"
+# TileLang, carried as its unpacked wheels (ci/gpu-app-boot-stage.sh), after kiln on the path.
+site=/tmp/kiln-tilelang-site
+rm -rf "$site" && mkdir -p "$site" && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+  "$stage/tilelang-site.tar.xz" "$site"
+export PYTHONPATH="$(pwd)/packager/python:$site" KILN_LIBRARY="$stage/lib/libkiln.so.0" KILN_CLI="$stage/bin/kiln"
 export PYTHONUNBUFFERED=1 OUT="$out"
 {
   echo "date: $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c 'import sys, torch, triton, transformers; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)'
+  python3 -c 'import sys, torch, triton, transformers, tilelang; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__, "tilelang", tilelang.__version__)'
 } 2>&1 | tee "$log"
 status=0
 echo "===== capture/serve tests" | tee -a "$log"
 python3 -m pytest -q -rs -p no:cacheprovider packager/python/tests/test_capture_serve.py 2>&1 | tee -a "$log" || status=1
 echo "===== app boot benchmark" | tee -a "$log"
-python3 tests/bench/app_boot.py --kiln "$stage/bin/kiln" --work /tmp/kiln-app-boot --rounds "${KILN_APP_ROUNDS:-3}" 2>&1 \
+python3 tests/bench/app_boot.py --kiln "$stage/bin/kiln" --work /tmp/kiln-app-boot --rounds "${KILN_APP_ROUNDS:-2}" --precompile 2>&1 \
   | tee -a "$log" || status=1
 exit $status

@@ -11,7 +11,8 @@ or in-process:
 
 Every Triton kernel the app compiles (explicit @triton.jit and @triton.autotune kernels with their
 autotune results, and the Triton kernels torch.compile/Inductor generates), every host module
-Triton builds for them, and torch.compile's own cache artifacts land in DIR, which then holds an
+Triton builds for them, torch.compile's own cache artifacts and every @tilelang.jit kernel
+(TileLang's cache entry with the cubin its library embeds) land in DIR, which then holds an
 ordinary kiln package (kiln.toml): `kiln pack DIR/kiln.toml --key K -o app.kiln` seals and signs
 it, and `python -m kiln.serve app.kiln --trust KEYS -- python app.py` boots the app from it.
 """
@@ -26,13 +27,20 @@ __all__ = ["capture", "start", "finish", "main"]
 
 
 def start(directory, targets=()):
-    """Starts recording into `directory` in this process (Triton must be importable)."""
+    """Starts recording into `directory` in this process: Triton and TileLang are hooked now if
+    imported, else as soon as the app imports them."""
     directory = os.path.abspath(directory)
     os.makedirs(directory, exist_ok=True)
     os.environ["KILN_CAPTURE_DIR"] = directory
-    from .jit import hooks, recorder
+    from .jit import recorder
+    # Read by TileLang at each lookup: set before its first kernel, wherever it was imported.
+    os.environ["TILELANG_CACHE_DIR"] = recorder.tilelang_cache_dir(directory)
+    from .jit import hooks, tilelang_hooks
+    from .jit.boot_hook import when_imported
     session = recorder.CaptureSession(targets)
-    hooks.install(session)
+    hooks.activate(session)
+    when_imported("triton", lambda: hooks.install(session))
+    when_imported("tilelang", lambda: tilelang_hooks.install(session))
     return session
 
 
@@ -47,8 +55,27 @@ def finish(directory, **package_args):
         pins["triton_install"] = distribution_digest("triton")
     except ImportError:
         pass
+    if os.path.isdir(os.path.join(directory, "tilelang-keys")):
+        pins.update(_tilelang_pins())
     pins.update({f"capture_{k}": v for k, v in local_gpu().items()})
     return package.write(directory, pins=pins, **package_args)
+
+
+def _tilelang_pins():
+    """TileLang's version and install digest (without importing it: seconds), and the nvcc it
+    compiled with (its key leaves the CUDA toolkit out; kiln records it)."""
+    import importlib.metadata
+    from .export.toolchain import distribution_digest, tool_release
+    try:
+        pins = {"tilelang": importlib.metadata.version("tilelang"), "tilelang_install": distribution_digest("tilelang")}
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    nvcc = os.path.join(home, "bin", "nvcc") if home else shutil.which("nvcc")
+    release = tool_release(nvcc) if nvcc else None
+    if release:
+        pins["tilelang_nvcc"] = release
+    return pins
 
 
 class _Capture:
@@ -106,9 +133,10 @@ def main(argv=None):
         parser.error(f"{out} exists and is not empty: capture into a new folder")
     work = os.path.join(out, ".work")
     os.makedirs(work, exist_ok=True)
+    from .jit.recorder import tilelang_cache_dir
     env = child_environment(os.environ, {
-        "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target,
-        "TRITON_CACHE_MANAGER": "kiln.jit.recorder:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
+        "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target, "TILELANG_CACHE_DIR": tilelang_cache_dir(out),
+        "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
         # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": os.path.join(work, "triton"),
         # Compile in the app's own processes (Inductor's worker pool would compile in others).
@@ -126,7 +154,8 @@ def main(argv=None):
         print(f"kiln capture: {e}", file=sys.stderr)
         return 3
     shutil.rmtree(work, ignore_errors=True)
-    print(f"kiln capture: {summary['kernels']} kernel specialisation(s) for {', '.join(summary['archs']) or 'no arch'}, "
+    tilelang = f" ({summary['tilelang']} TileLang)" if summary["tilelang"] else ""
+    print(f"kiln capture: {summary['kernels']} kernel specialisation(s){tilelang} for {', '.join(summary['archs']) or 'no arch'}, "
           f"{summary['modules']} host module(s), {summary['autotune']} autotune result(s), "
           f"{summary['torch_artifacts']} torch.compile artifact file(s) -> {out}/kiln.toml")
     for s in summary["skipped"]:

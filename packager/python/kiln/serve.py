@@ -12,7 +12,8 @@ PYTHONPATH.
 
 Triton's every lookup (kernels, host modules, autotune results) is answered from the archive after
 libkiln has checked its signatures, the member's digests and, for a kernel, that its cubin fits the
-device; torch.compile's artifacts are loaded from it. A lookup the archive cannot answer is refused
+device; torch.compile's artifacts are loaded from it; TileLang's cache folder is a private one into
+which each captured entry is written from verified bytes right before TileLang reads it. A lookup the archive cannot answer is refused
 with its reason (policy 'refuse', the default) or compiled and counted ('compile'). report() is the
 boot report: served / compiled / refused, by kernel and reason.
 """
@@ -48,11 +49,28 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     if served.index.get("torch"):
         _serve_torch_artifacts(new)
     _state["session"] = new
+    from .jit import hooks
+    hooks.activate(new)
+    # Before TileLang is imported (its caches make their folders then), and again when it is.
+    os.environ["TILELANG_CACHE_DIR"] = served.tilelang_cache_root()
+    when_imported("tilelang", lambda: _hook_tilelang(new))
     if defer:
         when_imported("triton", lambda: _hook_triton(new))
     else:
         _hook_triton(new)
     return new
+
+
+def _hook_tilelang(new):
+    from .jit import tilelang_hooks
+    root = new.served.tilelang_cache_root()
+    os.environ["TILELANG_CACHE_DIR"] = root
+    try:  # TileLang's own setting object, where the app (or TileLang) set the folder in code
+        from tilelang.env import env as tilelang_env
+        tilelang_env.TILELANG_CACHE_DIR = root
+    except (ImportError, AttributeError):
+        pass
+    tilelang_hooks.install(new)
 
 
 def _hook_triton(new):
@@ -135,7 +153,7 @@ def main(argv=None):
         return 1
     env = child_environment(os.environ, {
         "KILN_SERVE": os.path.abspath(args.archive), "KILN_SERVE_TRUST": os.path.abspath(args.trust),
-        "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.served:ServeCacheManager",
+        "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager",
         "TRITON_CACHE_AUTOTUNING": "1"})
     if args.report:
         env["KILN_SERVE_REPORT"] = os.path.abspath(args.report)

@@ -1,11 +1,12 @@
 """A small serving app as people write them, for the capture/serve run on the H200: an HF
 `transformers` Llama built from a small random config (no download) under torch.compile, whose
-logits go through two explicit Triton kernels, one of them autotuned. Nothing here knows kiln.
+logits go through two explicit Triton kernels, one of them autotuned, and a TileLang GEMM + ReLU
+(the seed's kernel) where TileLang is installed. Nothing here knows kiln.
 
     python app.py --out OUT.pt
 
 Prints `BOOT {json}` last: seconds from process start to the first output, and the first compiled
-forward's and first Triton calls' share of it. With KILN_APP_AUDIT=FILE, a Python audit hook installed
+forward's, first Triton calls' and first TileLang call's share of it. With KILN_APP_AUDIT=FILE, a Python audit hook installed
 before anything else writes every program the process started (subprocess, exec, spawn, system).
 """
 import json
@@ -35,6 +36,11 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+try:
+    import tilelang  # noqa: E402
+    import tilelang.language as T  # noqa: E402
+except ImportError:
+    tilelang = None
 imports_s = time.perf_counter() - t_imports
 
 # Compilations in this process, from Triton's own listener (chained to one already set).
@@ -83,6 +89,28 @@ def scaled_residual(x_ptr, r_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x * alpha + r, mask=mask)
 
 
+if tilelang is not None:
+    @tilelang.jit
+    def matmul_relu(A, B, block_M: int = 128, block_N: int = 128, block_K: int = 32):
+        M, N, K = T.const("M, N, K")
+        A: T.Tensor((M, K), T.float16)
+        B: T.Tensor((K, N), T.float16)
+        C = T.empty((M, N), T.float16)
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.float16)
+            B_shared = T.alloc_shared((block_K, block_N), T.float16)
+            C_local = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] = T.max(C_local[i, j], 0)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+        return C
+
+
 def main():
     out = sys.argv[sys.argv.index("--out") + 1]
     torch.manual_seed(0)
@@ -109,6 +137,15 @@ def main():
     scaled_residual[(triton.cdiv(n, 1024),)](probs, logits, mixed, n, 0.5, BLOCK=1024)
     torch.cuda.synchronize()
     triton_s = time.perf_counter() - t1
+    outputs = {"logits": logits, "probs": probs, "mixed": mixed}
+    tilelang_s = 0.0
+    if tilelang is not None:
+        t2 = time.perf_counter()
+        weight = torch.randn((mixed.shape[1], 256), device="cuda", dtype=torch.float16, generator=torch.Generator(
+            device="cuda").manual_seed(1)) * 0.05
+        outputs["projected"] = matmul_relu(mixed.half(), weight)
+        torch.cuda.synchronize()
+        tilelang_s = time.perf_counter() - t2
     first_output_s = process_age()
     if profile is not None:
         import io
@@ -118,9 +155,10 @@ def main():
         pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(70)
         with open(os.environ["KILN_APP_PROFILE"], "w") as f:
             f.write(text.getvalue())
-    torch.save({"logits": logits.cpu(), "probs": probs.cpu(), "mixed": mixed.cpu()}, out)
+    torch.save({k: v.cpu() for k, v in outputs.items()}, out)
     print("BOOT " + json.dumps({"first_output_s": round(first_output_s, 3), "imports_s": round(imports_s, 3),
                                 "first_forward_s": round(forward_s, 3), "first_triton_calls_s": round(triton_s, 3),
+                                "first_tilelang_call_s": round(tilelang_s, 3), "tilelang": tilelang is not None,
                                 "compilations_in_process": _compiles[0], "programs": _programs}), flush=True)
 
 

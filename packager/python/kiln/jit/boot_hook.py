@@ -51,7 +51,7 @@ def arm():
     if os.environ.get(CAPTURE_ENV):
         from .. import capture
         targets = [t for t in os.environ.get("KILN_CAPTURE_TARGETS", "").split(",") if t]
-        when_imported("triton", lambda: capture.start(os.environ[CAPTURE_ENV], targets=targets))
+        capture.start(os.environ[CAPTURE_ENV], targets=targets)  # hooks Triton and TileLang as they are imported
     elif os.environ.get(SERVE_ENV):
         from . import audit
         audit.install()  # first, so the report sees every program the process starts

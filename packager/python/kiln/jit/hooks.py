@@ -65,17 +65,30 @@ def file_sha256(path):
     return h.hexdigest()
 
 
-def install(new_session):
-    """Makes `new_session` (recorder.CaptureSession or served.ServeSession) this process's one."""
+def activate(new_session):
+    """Makes `new_session` (recorder.CaptureSession or served.ServeSession) this process's one; the
+    compilers are hooked as they are imported (install() for Triton, tilelang_hooks for TileLang)."""
     global _session
     with _lock:
+        if _session is new_session:
+            return
         if _session is not None:
             raise RuntimeError(f"kiln: a {_session.kind} session is already active in this process")
+        _session = new_session
+    new_session.installed()
+
+
+def install(new_session):
+    """Hooks Triton for `new_session` (activating it first)."""
+    activate(new_session)
+    with _lock:
+        if getattr(new_session, "_triton_hooked", False):
+            return
+        new_session._triton_hooked = True
         import triton.knobs as knobs
         import triton.compiler.compiler as compiler
         import triton.runtime.build as build
         import triton.runtime.jit as jit
-        _session = new_session
         # Knobs, not the environment: a child process the app starts is armed only where the
         # command-line tools set its environment (and kiln/jit/boot on its PYTHONPATH).
         knobs.cache.manager_class = new_session.cache_manager_class
@@ -113,7 +126,6 @@ def install(new_session):
             return original_module(src, name, *args, **kwargs)
         build.compile_module_from_src = compile_module_from_src
         _patch_backend_modules(compile_module_from_src)
-        new_session.installed()
 
 
 def _patch_backend_modules(compile_module_from_src):

@@ -6,6 +6,8 @@ Layout of a capture folder while the app runs (several processes may write it at
     triton/<KEY>/<file>      what Triton put under cache key KEY (kernel files, host modules,
                              autotune results), byte for byte
     keys/<KEY>.json          the key's components (triton_keys.py), written before Triton looks it up
+    .work/tilelang/          TileLang's cache folder (TILELANG_CACHE_DIR) while the app runs
+    tilelang-keys/<KEY>.json the components of each TileLang key (tilelang_keys.py)
     torch/artifacts-<pid>.bin   torch.compiler.save_cache_artifacts() of each process that compiled
     events/<pid>.jsonl       one line per compilation Triton's listener reported
 """
@@ -14,11 +16,15 @@ import json
 import os
 import threading
 
-from triton.runtime.cache import CacheManager, FileCacheManager
-
 from .files import safe_name, write_atomic
 
 CAPTURE_DIR_ENV = "KILN_CAPTURE_DIR"
+
+
+def tilelang_cache_dir(root):
+    """The TileLang cache folder a capture of `root` compiles into (fresh, so that every TileLang
+    kernel the app needs is compiled, and so recorded, once)."""
+    return os.path.join(root, ".work", "tilelang")
 
 
 def capture_root():
@@ -28,53 +34,9 @@ def capture_root():
     return root
 
 
-class CaptureCacheManager(CacheManager):
-    """Triton's cache, kept in the capture folder: the app compiles as usual (nothing is looked up
-    anywhere else, so every kernel it needs is compiled and recorded once) and every file Triton
-    writes lands under triton/<KEY>/."""
-
-    def __init__(self, key, override=False, dump=False):
-        self.key = key
-        self._other = FileCacheManager(key, override=override, dump=dump) if (override or dump) else None
-        self.dir = os.path.join(capture_root(), "triton", safe_name(key, "Triton cache key"))
-
-    def _path(self, filename):
-        return os.path.join(self.dir, safe_name(filename, f"Triton cache file under {self.key}"))
-
-    def get_file(self, filename):
-        if self._other:
-            return self._other.get_file(filename)
-        path = self._path(filename)
-        return path if os.path.exists(path) else None
-
-    def get_group(self, filename):
-        if self._other:
-            return self._other.get_group(filename)
-        grp = self._path(f"__grp__{filename}")
-        if not os.path.exists(grp):
-            return None
-        with open(grp) as f:
-            names = json.load(f).get("child_paths", {})
-        paths = {name: self._path(name) for name in names}
-        return paths if all(os.path.exists(p) for p in paths.values()) else None
-
-    def put(self, data, filename, binary=True):
-        if self._other:
-            return self._other.put(data, filename, binary)
-        return write_atomic(self._path(filename), data if isinstance(data, bytes) else str(data))
-
-    def put_group(self, filename, group):
-        if self._other:
-            return self._other.put_group(filename, group)
-        # Written last by Triton: the entry is complete. Names only, so the folder can move.
-        names = {safe_name(name, "Triton group member"): safe_name(os.path.basename(path), "Triton group path")
-                 for name, path in group.items()}
-        return self.put(json.dumps({"child_paths": names}), f"__grp__{filename}")
-
-
-def record_components(key, components):
-    """keys/<KEY>.json, once per key (the first writer wins; every writer writes the same)."""
-    path = os.path.join(capture_root(), "keys", safe_name(key, "Triton cache key") + ".json")
+def record_components(key, components, folder="keys"):
+    """<folder>/<KEY>.json, once per key (the first writer wins; every writer writes the same)."""
+    path = os.path.join(capture_root(), folder, safe_name(key, "cache key") + ".json")
     if not os.path.exists(path):
         write_atomic(path, json.dumps(components, sort_keys=True))
 
@@ -108,7 +70,11 @@ class CaptureSession:
     with the same source and the options the app chose, so one capture serves a mixed fleet."""
 
     kind = "capture"
-    cache_manager_class = CaptureCacheManager
+
+    @property
+    def cache_manager_class(self):
+        from .triton_cache import CaptureCacheManager
+        return CaptureCacheManager
 
     def __init__(self, targets=()):
         self.targets = [_capability(t) for t in targets]
@@ -125,6 +91,14 @@ class CaptureSession:
             self.archs.add(components["arch"])
             if self.targets and src is not None and not getattr(self._local, "cross", False):
                 self._pending[id(src)] = (src, backend, options)
+
+    def on_tilelang_key(self, key, components):
+        if components is not None:
+            record_components(key, components, folder="tilelang-keys")
+        record_event({"tilelang_key": key, "kernel": (components or {}).get("name"), "pid": os.getpid()})
+
+    def note(self, text):
+        record_event({"note": text, "pid": os.getpid()})
 
     def on_compiled(self, src, metadata, cache_hit):
         record_event({"kernel": getattr(src, "name", None), "hash": metadata.get("hash"), "cache_hit": bool(cache_hit),
@@ -162,10 +136,13 @@ class CaptureSession:
         if getattr(self, "_finished", False):
             return
         self._finished = True
+        import sys
         from . import hooks
         try:
             save_torch_artifacts()
         finally:
+            if "triton" not in sys.modules:
+                return
             pins = hooks.ptxas_pins(a for a in self.archs if a is not None)
             if pins:
                 write_atomic(os.path.join(capture_root(), "keys", f"ptxas-{os.getpid()}.pins"),

@@ -1,4 +1,4 @@
-"""A verified kiln archive as Triton's cache.
+"""A verified kiln archive as Triton's and TileLang's cache.
 
 The archive is opened through libkiln (signatures checked), capture.json and every member it
 serves are read through kiln_archive_read_member (each member's digests checked against the signed
@@ -6,25 +6,30 @@ index before a byte is returned), and each kernel's cubin is judged for the devi
 resolver (kiln_archive_get_kernel on a real device, kiln_archive_preflight_target for a described
 one) before Triton is given anything. What Triton receives are files written from those verified
 bytes into a private folder of this process (mode 0700): nothing outside the archive is read as a
-compiled kernel, host module, autotune result or torch artifact.
+compiled kernel, host module, autotune result or torch artifact. TileLang (which reads a folder)
+is given a private folder of this process, TILELANG_CACHE_DIR, into which each entry is written from
+verified bytes right before TileLang reads it, once libkiln has judged its cubin for the device and
+that cubin has been found inside the entry's host library (the code the driver will load).
 
 A lookup the archive cannot answer is a miss. By policy it is refused (KilnServeMiss, naming the
 kernel and the key component that differs) or compiled as usual and counted; either way once per
 key, with its reason, in the boot report.
 """
+import atexit
 import collections
 import json
 import os
+import re
+import shutil
 import tempfile
 import threading
 import time
 
-from triton.runtime.cache import CacheManager
-
-from . import audit, triton_keys
+from . import audit, tilelang_keys, triton_keys
 from .files import safe_name, write_atomic
 
 POLICIES = ("refuse", "compile")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class KilnServeMiss(RuntimeError):
@@ -48,6 +53,7 @@ class Report:
         self.events = []            # one per key: {"what", "name", "key", "outcome", "reason", "detail"}
         self._seen = set()
         self.compilations = collections.Counter()   # Triton's listener: cache_hit False / True
+        self.tilelang_compilations = 0              # TileLang lookups that ended in a compile
         self.notes = []
         self.lookup_seconds = 0.0   # time spent answering lookups (verification, arch check, files)
 
@@ -76,6 +82,7 @@ class Report:
                     "served": self.counts["served"], "compiled": self.counts["compiled"],
                     "refused": self.counts["refused"], "lookup_seconds": round(self.lookup_seconds, 4),
                     "triton_compilations": self.compilations[False], "triton_cache_hits": self.compilations[True],
+                    "tilelang_compilations": self.tilelang_compilations,
                     "by_kernel": {k: dict(v) for k, v in sorted(by_kernel.items())},
                     "by_reason": dict(sorted(by_reason.items())), "events": list(self.events),
                     "programs": list(audit.programs), "notes": list(self.notes)}
@@ -93,6 +100,31 @@ def _check_index(index, digest):
         bad("'torch'", "must be a list of member paths")
     if not isinstance(index.get("ptxas", {}), dict):
         bad("'ptxas'", "must be an object")
+    tilelang = index.get("tilelang", {})
+    if not isinstance(tilelang, dict):
+        bad("'tilelang'", "must be an object of TileLang cache keys")
+    for key, entry in tilelang.items():
+        where = f"TileLang entry {key}"
+        if not isinstance(key, str) or not _HEX64.fullmatch(key):
+            bad(where, "a TileLang key is 64 lower-case hex digits")
+        if not isinstance(entry, dict) or entry.get("kind") != "tilelang":
+            bad(where, "must be an object whose kind is tilelang")
+        files = entry.get("files")
+        if not isinstance(files, dict) or not all(isinstance(f, str) and isinstance(m, str) for f, m in files.items()):
+            bad(where, "'files' must map file names to member paths")
+        for name in files:
+            safe_name(name, f"{digest}: capture.json {where} file")
+        for field in ("kernel", "cubin", "library"):
+            if not isinstance(entry.get(field), str):
+                bad(where, f"'{field}' must be a string")
+        if entry["library"] not in files:
+            bad(where, f"its library {entry['library']!r} is not among its files")
+        components = entry.get("components")
+        if components is not None and (not isinstance(components, dict) or components.get("kind") != "tilelang" or
+                                       not isinstance(components.get("name"), str) or
+                                       not isinstance(components.get("key_data"), dict) or
+                                       not isinstance(components.get("compiler_build"), str)):
+            bad(where, "'components' must be null or a tilelang object with name, key_data and compiler_build")
     for key, entry in index["triton"].items():
         safe_name(key, f"{digest}: capture.json key")
         where = f"entry {key}"
@@ -130,12 +162,15 @@ class ServedArchive:
         _check_index(index, archive.digest)
         self.index = index
         self.entries = index["triton"]
+        self.tilelang = index.get("tilelang", {})
         self.by_name = collections.defaultdict(list)
-        for e in self.entries.values():
+        for e in list(self.entries.values()) + list(self.tilelang.values()):
             c = e.get("components")
             if c:
                 self.by_name[(c["kind"], c["source"]["name"] if c["kind"] == "kernel" else c["name"])].append(c)
+        self._tilelang_dir = None
         self.dir = tempfile.mkdtemp(prefix="kiln-serve-")  # 0700, this process's own
+        atexit.register(self._remove_folders)
         self._lock = threading.Lock()
         self._materialised = {}
         self._arch = {}
@@ -174,38 +209,56 @@ class ServedArchive:
             return path
 
 
-class ServeCacheManager(CacheManager):
-    """Triton's cache manager while serving (knobs.cache.manager_class, or
-    TRITON_CACHE_MANAGER=kiln.jit.served:ServeCacheManager): every call goes to this process's serve
-    session; without one it refuses, saying why, rather than letting Triton compile or read
-    another cache."""
+    def _remove_folders(self):
+        for folder in (self.dir, self._tilelang_dir):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
-    def __init__(self, key, override=False, dump=False):
-        from . import hooks
-        session = hooks.session()
-        if not isinstance(session, ServeSession):
-            raise RuntimeError("kiln serve: TRITON_CACHE_MANAGER names kiln's served cache, but no serve session is "
-                               "active in this process: start the app with python -m kiln.serve (which arms every "
-                               "Python process it starts), or call kiln.serve.enable() before Triton compiles")
-        self.key, self.session = key, session
+    def tilelang_cache_root(self):
+        """TILELANG_CACHE_DIR while serving: this process's own folder (0700), holding only what kiln
+        wrote there and what TileLang compiled in this process after a miss, never another cache."""
+        with self._lock:
+            if self._tilelang_dir is None:
+                self._tilelang_dir = os.path.realpath(tempfile.mkdtemp(prefix="kiln-serve-tilelang-"))
+            return self._tilelang_dir
 
-    def get_file(self, filename):
-        return self.session.lookup(self.key, filename, group=False)
-
-    def get_group(self, filename):
-        return self.session.lookup(self.key, filename, group=True)
-
-    def put(self, data, filename, binary=True):
-        return self.session.store(self.key, data, filename)
-
-    def put_group(self, filename, group):
-        names = {n: os.path.basename(p) for n, p in group.items()}
-        return self.session.store(self.key, json.dumps({"child_paths": names}), f"__grp__{filename}")
+    def materialise_tilelang(self, key, cache_path):
+        """Writes TileLang entry `key` into `cache_path` (TileLang's own folder for that key, inside
+        this process's private cache folder) from verified members, once its cubin has been found
+        byte for byte inside the entry's host library: the code object libkiln judged is the one
+        the driver will be handed. Refused (ValueError) where it is not."""
+        entry = self.tilelang[key]
+        with self._lock:
+            if self._materialised.get(cache_path) and os.path.isdir(cache_path):
+                return cache_path
+            data = {name: self.archive.read(member) for name, member in entry["files"].items()}  # digests checked
+            device = self.archive.read(entry["cubin"])
+            if not device or device not in data[entry["library"]]:
+                raise ValueError(f"kiln serve: archive {self.archive.digest}: TileLang entry {key} "
+                                 f"({entry['kernel']}): its {entry['library']} does not embed the cubin "
+                                 f"{entry['cubin']} that was checked for this device; refused")
+            os.makedirs(os.path.dirname(cache_path), mode=0o700, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=".kiln-", dir=os.path.dirname(cache_path))
+            try:
+                for name, content in data.items():
+                    write_atomic(os.path.join(staging, safe_name(name, "TileLang cache file")), content, mode=0o600)
+                if os.path.isdir(cache_path):  # left by a load TileLang gave up on: replaced, never merged
+                    shutil.rmtree(cache_path)
+                os.rename(staging, cache_path)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            self._materialised[cache_path] = True
+            return cache_path
 
 
 class ServeSession:
     kind = "serve"
-    cache_manager_class = ServeCacheManager
+
+    @property
+    def cache_manager_class(self):
+        from .triton_cache import ServeCacheManager
+        return ServeCacheManager
 
     def __init__(self, served, policy="refuse", report_path=None):
         if policy not in POLICIES:
@@ -215,6 +268,7 @@ class ServeSession:
         self.report = Report(served.archive.digest, policy)
         self.report_path = report_path
         self.asked = {}          # key -> components, noted by the hooks before each lookup
+        self.asked_tilelang = {}
         self.fallback_dir = None
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -227,6 +281,73 @@ class ServeSession:
 
     def on_compiled(self, src, metadata, cache_hit):
         self.report.compilations[bool(cache_hit)] += 1
+
+    def on_tilelang_key(self, key, components):
+        self.asked_tilelang[key] = components
+
+    def note(self, text):
+        self.report.notes.append(text)
+
+    # -- TileLang ------------------------------------------------------------------------------
+    def _tilelang_device(self):
+        if self.served.target is not None:
+            return 0
+        import sys
+        torch = sys.modules.get("torch")
+        try:
+            return torch.cuda.current_device() if torch is not None else 0
+        except Exception:
+            return 0
+
+    def tilelang_lookup(self, key, cache_path):
+        """Before TileLang reads its cache entry `key` at `cache_path`: the entry written there from
+        the archive (True), or a miss refused (KilnServeMiss) or left to TileLang to compile (False)."""
+        started = time.perf_counter()
+        try:
+            return self._tilelang_lookup(key, cache_path)
+        finally:
+            self.report.add_time(time.perf_counter() - started)
+
+    def _tilelang_lookup(self, key, cache_path):
+        entry = self.served.tilelang.get(key)
+        asked = self.asked_tilelang.get(key)
+        name = (asked or (entry or {}).get("components") or {}).get("name") or "?"
+        private = self.served.tilelang_cache_root()
+        if os.path.commonpath([os.path.realpath(cache_path), private]) != private:
+            raise ValueError(f"kiln serve: TileLang looks kernel {name!r} up in {cache_path}, outside kiln's private "
+                             f"cache folder {private}: TILELANG_CACHE_DIR was changed after kiln serve started, and "
+                             "TileLang would read entries kiln has not verified")
+        if entry is None:
+            reason, detail = tilelang_keys.explain_miss(asked, self.served.by_name.get(("tilelang", name), []))
+            return self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang") is not None
+        have = entry.get("components")
+        if asked and have and asked["compiler_build"] != have["compiler_build"]:
+            reason, detail = tilelang_keys.differing(asked, have)
+            return self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang") is not None
+        ok, verdict = self.served.arch_verdict(entry["kernel"], self._tilelang_device())
+        if not ok:
+            return self._miss("TileLang kernel", name, key, "arch",
+                              f"libkiln refuses kernel {entry['kernel']} here: {verdict}", cache="TileLang") is not None
+        self.served.materialise_tilelang(key, cache_path)
+        self.report.record("served", "TileLang kernel", name, key)
+        return True
+
+    def tilelang_not_loaded(self, key, served):
+        """TileLang found nothing it could load under `key` and compiles it now: counted, and, for an
+        entry kiln had served, refused under policy 'refuse' (TileLang could not load verified bytes)."""
+        name = (self.asked_tilelang.get(key) or {}).get("name") or "?"
+        if served:
+            self._miss("TileLang kernel", name, key, "load-failed",
+                       "TileLang could not load the served entry (its runtime differs from the capture's?)",
+                       cache="TileLang")
+        self.report.tilelang_compilations += 1
+
+    def tilelang_cache_disabled(self, name):
+        """A TileLang compile with its cache turned off: it would compile without any lookup."""
+        self._miss("TileLang kernel", name, f"tilelang-cache-off:{name}", "cache-disabled",
+                   "TileLang's kernel cache is off in this process (tilelang.disable_cache() or "
+                   "TILELANG_DISABLE_CACHE), so nothing can be served to it", cache="TileLang")
+        self.report.tilelang_compilations += 1
 
     # -- lookups -------------------------------------------------------------------------------
     def _device(self):
@@ -287,8 +408,8 @@ class ServeSession:
             return "kernel", asked["source"]["name"]
         return "file", filename.rsplit(".", 1)[0]
 
-    def _miss(self, what, name, key, reason, detail):
-        message = (f"kiln serve: {what} {name!r} (Triton cache key {key}) is not in archive "
+    def _miss(self, what, name, key, reason, detail, cache="Triton"):
+        message = (f"kiln serve: {what} {name!r} ({cache} cache key {key}) is not in archive "
                    f"{self.served.archive.digest}: {reason}: {detail}")
         if self.policy == "refuse":
             self.report.record("refused", what, name, key, reason, detail)
