@@ -2,7 +2,8 @@
 """Boot of an unchanged app, side by side on one GPU host (tests/gpu/app_boot/app.py: an HF Llama
 under torch.compile plus two explicit Triton kernels, one autotuned, and a TileLang GEMM + ReLU):
 
-  cold JIT   empty Triton, Inductor and TileLang caches: everything compiles (measured in round 1)
+  cold JIT   empty Triton, Inductor and TileLang caches: everything compiles (the first run, which
+             fills the warm caches, and with --rounds > 1 one more in the first round)
   warm JIT   the three caches filled by an earlier run of the app: the compilers' own reuse
   kiln       fresh process, empty cache folders, PATH without any compiler: every lookup served by
              `python -m kiln.serve` from the archive `python -m kiln.capture` recorded
@@ -12,8 +13,9 @@ under torch.compile plus two explicit Triton kernels, one autotuned, and a TileL
 Each mode runs in fresh processes, interleaved, ROUNDS times; the table gives medians of time from
 process start to the first output, the first compiled forward, the first explicit Triton calls,
 the first TileLang call, compilations (Triton's listener, new TileLang cache entries, kiln's
-report), programs started (a Python audit hook), and whether the outputs are bit-identical to the
-first cold run's. The warm-cache app is also started once with the compiler-less PATH the served
+report), programs started (a Python audit hook), and whether the outputs are bit-identical: a JIT
+boot's to the first cold run's, a served boot's to those of the JIT run it captured (the app
+autotunes at every JIT boot, so two JIT boots may pick different configs). The warm-cache app is also started once with the compiler-less PATH the served
 app gets, to show whether it can boot there at all.
 
     app_boot.py --kiln KILN_COMMAND --work DIR [--rounds 3] [--precompile]
@@ -128,7 +130,7 @@ def main():
     archive = capture("", {})
     size = os.path.getsize(archive)
 
-    def served(i, archive=archive, extra=None, mode="kiln"):
+    def served(i, archive=archive, extra=None, mode="kiln", captured_run=os.path.join(work, "capture.pt")):
         report = os.path.join(work, f"report-{i}-{{pid}}.json")
         out = os.path.join(work, f"served-{i}.pt")
         env = dict(base, **caches(f"served-{i}"), **(extra or {}), PATH=NO_COMPILER_PATH)
@@ -137,7 +139,7 @@ def main():
         reports = [json.load(open(os.path.join(work, f))) for f in os.listdir(work)
                    if f.startswith(f"report-{i}-")]
         res["reports"] = reports
-        res["identical"] = same_outputs(out, reference)
+        res["identical"] = same_outputs(out, captured_run)
         return res
 
     if args.profile:
@@ -162,8 +164,10 @@ def main():
             run_app(f"warm JIT+pc ({settle} the caches)", os.path.join(work, "warm-pc-settle.pt"),
                     dict(base, **warm_pc, **precompile))
         archive_pc = capture("-pc", precompile)
+    first["identical"] = True  # the reference itself
+    results["cold JIT"].append(first)
     for i in range(args.rounds):
-        if i == 0:
+        if i == 0 and args.rounds > 1:
             out = os.path.join(work, f"cold-{i}.pt")
             res = run_app("cold JIT", out, dict(base, **caches(f"cold-{i}")))
             res["identical"] = same_outputs(out, reference)
@@ -178,7 +182,8 @@ def main():
             res = run_app("warm JIT+pc", out, dict(base, **warm_pc, **precompile))
             res["identical"] = same_outputs(out, reference)
             results["warm JIT+pc"].append(res)
-            results["kiln+pc"].append(served(f"pc{i}", archive_pc, precompile, "kiln+pc"))
+            results["kiln+pc"].append(served(f"pc{i}", archive_pc, precompile, "kiln+pc",
+                                             os.path.join(work, "capture-pc.pt")))
     no_cc = run_app("warm JIT, no compiler on PATH", os.path.join(work, "warm-nocc.pt"),
                     dict(base, **warm, PATH=NO_COMPILER_PATH), check=False)
 
@@ -198,6 +203,8 @@ def main():
         for r in rows:
             if r["identical"] is not True:
                 print(f"{mode}: output {r['identical']}")
+    print("identical: a JIT boot's outputs against the first cold run's; a served boot's against the JIT run it "
+          "captured")
     print(f"{'mode':12} {'first output s':>15} {'forward s':>10} {'triton s':>9} {'tilelang s':>10} {'compiles':>9} "
           f"{'programs':>9} {'identical':>9} {'lookups s':>9}")
     kernels = lambda r: (r["boot"]["first_forward_s"] + r["boot"]["first_triton_calls_s"]  # noqa: E731

@@ -35,9 +35,10 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     if session() is not None:
         raise RuntimeError("kiln serve: already serving in this process")
     import kiln
-    from .jit import audit
+    from .jit import audit, ldcache
     from .jit.boot_hook import when_imported
     audit.install()
+    ldcache.install()   # libraries found from the linker's cache file, not by running ldconfig -p
     from .jit.served import ServedArchive, ServeSession
     runtime = kiln.Runtime(trust=trust, threshold=threshold)
     opened = runtime.open(archive)                       # signatures checked here

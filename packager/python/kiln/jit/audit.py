@@ -10,6 +10,20 @@ _lock = threading.Lock()
 _installed = []
 
 
+def _caller():
+    """'file:line' of the innermost frames outside the standard library that started the program:
+    what a report reader needs to know who ran it."""
+    import sysconfig
+    stdlib = sysconfig.get_paths()["stdlib"]
+    frame, found = sys._getframe(2), []
+    while frame is not None and len(found) < 3:
+        path = frame.f_code.co_filename
+        if not path.startswith(stdlib) and not path.endswith("audit.py"):
+            found.append(f"{path}:{frame.f_lineno}")
+        frame = frame.f_back
+    return found
+
+
 def install():
     with _lock:
         if _installed:
@@ -18,5 +32,6 @@ def install():
 
     def hook(event, args):
         if event in _EVENTS:
-            programs.append({"event": event, "program": repr(args[:2] if isinstance(args, tuple) else args)[:300]})
+            programs.append({"event": event, "program": repr(args[:2] if isinstance(args, tuple) else args)[:300],
+                             "from": _caller()})
     sys.addaudithook(hook)
