@@ -2,8 +2,10 @@
 # The capture/serve run, in one call on the GPU machine, over what ci/gpu-app-boot-stage.sh staged:
 # the capture/serve tests on this host's Python, Triton and driver, then tests/bench/app_boot.py (an
 # HF Llama under torch.compile plus explicit Triton kernels and a TileLang kernel: cold JIT, warm
-# JIT and kiln-served boots side by side, with and without torch's Dynamo precompile cache). Prints the benchmark's table last; the whole output goes to
-# $OUT/gpu-app-boot.log and the raw figures to $OUT/app-boot.json.
+# JIT and kiln-served boots side by side). KILN_APP_ROUNDS sets the rounds (default 2),
+# KILN_APP_PRECOMPILE=1 adds warm and served boots with torch's experimental Dynamo precompile cache
+# on, KILN_APP_TESTS=0 leaves the tests out. Prints the benchmark's table last; the whole output
+# goes to $OUT/gpu-app-boot.log and the raw figures to $OUT/app-boot.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=$(pwd)/.gpu-stage-app
@@ -28,6 +30,7 @@ if [ "${KILN_APP_TESTS:-1}" != 0 ]; then  # KILN_APP_TESTS=0: the benchmark alon
     packager/python/tests/test_capture_serve_tilelang.py packager/python/tests/test_ldcache.py 2>&1 | tee -a "$log" || status=1
 fi
 echo "===== app boot benchmark" | tee -a "$log"
-python3 tests/bench/app_boot.py --kiln "$stage/bin/kiln" --work /tmp/kiln-app-boot --rounds "${KILN_APP_ROUNDS:-2}" --precompile 2>&1 \
+python3 tests/bench/app_boot.py --kiln "$stage/bin/kiln" --work /tmp/kiln-app-boot --rounds "${KILN_APP_ROUNDS:-2}" \
+  ${KILN_APP_PRECOMPILE:+--precompile} 2>&1 \
   | tee -a "$log" || status=1
 exit $status
