@@ -306,10 +306,14 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     for (const KernelParam& p : v.kernel->params) {
       if (p.name == *v.param_name) param = &p;
     }
-    if (array.dtype != param->type) {
+    if (!npy_view_as(&array, param->type)) {
+      std::string raw = param->type == ScalarType::bf16 ? " (a bf16 vector holds the raw bits as <u2)"
+                        : param->type == ScalarType::f8e4m3 || param->type == ScalarType::f8e5m2
+                            ? " (an fp8 vector holds the raw bits as |u1)"
+                            : "";
       fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' holds " +
                                scalar_type_name(array.dtype) + " but parameter '" + *v.param_name + "' of kernel '" +
-                               v.kernel->name + "' points to " + scalar_type_name(param->type));
+                               v.kernel->name + "' points to " + scalar_type_name(param->type) + raw);
     }
     if (array.count() == 0) {
       fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' is empty");

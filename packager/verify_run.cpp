@@ -6,6 +6,7 @@
 
 #include "archive.hpp"
 #include "error.hpp"
+#include "float_formats.hpp"
 #include "kernel.hpp"
 #include "npy.hpp"
 #include "runtime.hpp"
@@ -27,9 +28,7 @@ kiln_runtime_options runtime_options(const RunOptions& o) {
   return r;
 }
 
-bool is_float(ScalarType t) {
-  return t == ScalarType::f16 || t == ScalarType::bf16 || t == ScalarType::f32 || t == ScalarType::f64;
-}
+bool is_float(ScalarType t) { return is_float_type(t); }
 
 // Device buffers for one test, freed on every path.
 struct Buffers {
@@ -87,8 +86,12 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
       if (p.type == ScalarType::f32) {
         float f = static_cast<float>(*given);
         std::memcpy(&scalars[i], &f, sizeof f);
-      } else {
-        std::memcpy(&scalars[i], given, sizeof(double));  // f64 (the parser admits no 16-bit ones)
+      } else if (p.type == ScalarType::f64) {
+        std::memcpy(&scalars[i], given, sizeof(double));
+      } else {  // f16, bf16, fp8: rounded to nearest even; the parser refused values out of range
+        std::uint32_t bits = 0;
+        narrow_float_bits(p.type, *given, &bits);
+        std::memcpy(&scalars[i], &bits, scalar_type_size(p.type));  // little-endian: the low bytes
       }
       args[i] = &scalars[i];
       continue;
@@ -119,6 +122,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     if (output != nullptr) {
       expected_bytes[i] = member(*output);
       expected[i] = parse_npy(ByteView(expected_bytes[i]), output->path);
+      npy_view_as(&expected[i], p.type);  // bf16 / fp8 raw bits: compared as their type (pack checked the dtype)
       bytes = expected[i].data.size;
     }
     std::vector<std::uint8_t> in;

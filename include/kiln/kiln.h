@@ -302,11 +302,14 @@ KILN_API const char* kiln_kernel_package(const kiln_kernel* kernel);
 KILN_API const char* kiln_kernel_revision(const kiln_kernel* kernel);
 KILN_API size_t kiln_kernel_param_count(const kiln_kernel* kernel);
 
-/* Element types, as the manifest names them (i8 ... f64). Values are fixed. */
+/* Element types, as the manifest names them (i8 ... f8e5m2). Values are fixed. F8E4M3 and F8E5M2
+   are the OCP 8-bit formats (PyTorch's float8_e4m3fn and float8_e5m2, Triton's fp8e4nv and
+   fp8e5), added after the others: a libkiln that predates them refuses an archive using them. */
 typedef enum kiln_dtype {
   KILN_DTYPE_I8 = 1, KILN_DTYPE_I16 = 2, KILN_DTYPE_I32 = 3, KILN_DTYPE_I64 = 4,
   KILN_DTYPE_U8 = 5, KILN_DTYPE_U16 = 6, KILN_DTYPE_U32 = 7, KILN_DTYPE_U64 = 8,
-  KILN_DTYPE_F16 = 9, KILN_DTYPE_BF16 = 10, KILN_DTYPE_F32 = 11, KILN_DTYPE_F64 = 12
+  KILN_DTYPE_F16 = 9, KILN_DTYPE_BF16 = 10, KILN_DTYPE_F32 = 11, KILN_DTYPE_F64 = 12,
+  KILN_DTYPE_F8E4M3 = 13, KILN_DTYPE_F8E5M2 = 14
 } kiln_dtype;
 
 typedef struct kiln_param_info {

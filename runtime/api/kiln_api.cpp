@@ -54,6 +54,8 @@ uint32_t dtype_of(kiln::ScalarType t) {
     case kiln::ScalarType::bf16: return KILN_DTYPE_BF16;
     case kiln::ScalarType::f32: return KILN_DTYPE_F32;
     case kiln::ScalarType::f64: return KILN_DTYPE_F64;
+    case kiln::ScalarType::f8e4m3: return KILN_DTYPE_F8E4M3;
+    case kiln::ScalarType::f8e5m2: return KILN_DTYPE_F8E5M2;
   }
   return 0;
 }

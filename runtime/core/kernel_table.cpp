@@ -321,7 +321,7 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
   for (KernelParam& p : k.params) {
     p.name = r.string16();
     std::uint8_t is_pointer = r.u8(), type = r.u8(), access = r.u8();
-    if (is_pointer > 1 || type > static_cast<std::uint8_t>(ScalarType::f64) || access > 2) r.fail_here("bad parameter");
+    if (is_pointer > 1 || type > static_cast<std::uint8_t>(kLastScalarType) || access > 2) r.fail_here("bad parameter");
     p.is_pointer = is_pointer == 1;
     p.type = static_cast<ScalarType>(type);
     p.access = static_cast<ParamAccess>(access);

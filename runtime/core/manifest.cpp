@@ -1,5 +1,7 @@
 #include "manifest.hpp"
 
+#include "float_formats.hpp"
+
 #include "manifest_toml.hpp"
 #include "manifest_pieces.hpp"
 
@@ -27,7 +29,8 @@ constexpr std::size_t kMaxToolchainText = 1024;
 
 constexpr ScalarType kAllScalarTypes[] = {ScalarType::i8,  ScalarType::i16, ScalarType::i32,  ScalarType::i64,
                                           ScalarType::u8,  ScalarType::u16, ScalarType::u32,  ScalarType::u64,
-                                          ScalarType::f16, ScalarType::bf16, ScalarType::f32, ScalarType::f64};
+                                          ScalarType::f16, ScalarType::bf16, ScalarType::f32, ScalarType::f64,
+                                          ScalarType::f8e4m3, ScalarType::f8e5m2};
 
 
 KernelParam parse_param(TableReader& kt, const toml::node& n, std::size_t i) {
@@ -38,7 +41,7 @@ KernelParam parse_param(TableReader& kt, const toml::node& n, std::size_t i) {
   p.name = identifier(t, "name", "\"a\"");
   const toml::node& type_node = t.require("type", "\"ptr\" or a scalar type such as \"i32\"");
   std::string type = t.as_string(type_node, "type", "\"ptr\"");
-  std::string scalar_list = "i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64";
+  std::string scalar_list = "i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2";
   if (type == "ptr") {
     p.is_pointer = true;
     const toml::node& dn = t.require("dtype", "the element type, one of " + scalar_list);
@@ -71,8 +74,7 @@ std::array<std::uint32_t, 3> dim3(TableReader& t, std::string_view key_view) {
 // The floating-point scalar parameter `name` of `k`, or nullptr.
 const KernelParam* float_scalar(const KernelSpec& k, const std::string& name) {
   for (const KernelParam& p : k.params) {
-    if (p.name == name && !p.is_pointer &&
-        (p.type == ScalarType::f16 || p.type == ScalarType::bf16 || p.type == ScalarType::f32 || p.type == ScalarType::f64)) {
+    if (p.name == name && !p.is_pointer && is_float_type(p.type)) {
       return &p;
     }
   }
@@ -86,9 +88,7 @@ const KernelParam* integer_scalar(TableReader& t, const toml::node& at, const st
     if (p.name == name && !p.is_pointer) param = &p;
   }
   if (param == nullptr) t.fail_at(at, std::string(what) + " '" + name + "' is not a scalar parameter of kernel '" + k.name + "'");
-  bool integral = param->type != ScalarType::f16 && param->type != ScalarType::bf16 && param->type != ScalarType::f32 &&
-                  param->type != ScalarType::f64;
-  if (!integral) {
+  if (is_float_type(param->type)) {
     t.fail_at(at, std::string(what) + " '" + name + "' names a " + scalar_type_name(param->type) +
                       " parameter; only integer parameters can fix a shape");
   }
@@ -293,9 +293,7 @@ void check_test_values(TableReader& t, const toml::node& n, const std::string& w
   for (std::size_t i = 0; i < k.params.size(); ++i) {
     const KernelParam& p = k.params[i];
     args[i] = &storage[i];
-    bool integral = !p.is_pointer && p.type != ScalarType::f16 && p.type != ScalarType::bf16 &&
-                    p.type != ScalarType::f32 && p.type != ScalarType::f64;
-    if (!integral) continue;
+    if (p.is_pointer || is_float_type(p.type)) continue;
     bool given = false;
     for (const auto& v : shape.values) given = given || (v.first == p.name && (storage[i] = v.second, true));
     for (const auto& v : test.values) given = given || (v.first == p.name && (storage[i] = v.second, true));
@@ -323,12 +321,13 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
     for (auto&& [key, value] : t.table(*vn, "values")) {
       std::string name(key.str());
       if (const KernelParam* f = float_scalar(k, name)) {
-        if (f->type != ScalarType::f32 && f->type != ScalarType::f64) {
-          t.fail_at(value, "test value '" + name + "' names a " + scalar_type_name(f->type) +
-                               " parameter; test values can set f32 and f64 scalars, not 16-bit ones");
-        }
         if (!value.is_number() || !std::isfinite(*value.value<double>())) {
           t.fail_at(value, "test value '" + name + "' must be a finite number, found " + toml_type_name(value));
+        }
+        std::uint32_t bits = 0;
+        if (is_narrow_float(f->type) && !narrow_float_bits(f->type, *value.value<double>(), &bits)) {
+          t.fail_at(value, "test value '" + name + "' = " + std::to_string(*value.value<double>()) + " is outside the " +
+                               scalar_type_name(f->type) + " range (it would round to infinity or NaN)");
         }
         test.float_values.emplace_back(name, *value.value<double>());
         continue;
@@ -496,13 +495,18 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
 
 }  // namespace
 
+bool is_float_type(ScalarType t) {
+  return t == ScalarType::f32 || t == ScalarType::f64 || is_narrow_float(t);
+}
+
 const char* scalar_type_name(ScalarType t) {
-  static const char* const names[] = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"};
+  static const char* const names[] = {"i8",  "i16", "i32", "i64", "u8",  "u16",    "u32",
+                                      "u64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2"};
   return names[static_cast<int>(t)];
 }
 
 std::size_t scalar_type_size(ScalarType t) {
-  static const std::size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
+  static const std::size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1};
   return sizes[static_cast<int>(t)];
 }
 

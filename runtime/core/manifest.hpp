@@ -18,8 +18,12 @@ struct SourcePos {
 
 // The order is part of kiln/kernels.bin (each value is stored as its number); the C API maps
 // each one to its kiln_dtype by name (api/kiln_api.cpp, dtype_of), not by position.
-enum class ScalarType { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+// The order is the archive's type code (FORMAT.md): append, never reorder.
+enum class ScalarType { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2 };
+constexpr ScalarType kLastScalarType = ScalarType::f8e5m2;
 const char* scalar_type_name(ScalarType t);
+// f16, bf16, f32, f64, f8e4m3, f8e5m2: not integers (no shape can fix one, no expression reads one).
+bool is_float_type(ScalarType t);
 std::size_t scalar_type_size(ScalarType t);
 bool parse_scalar_type(const std::string& s, ScalarType* out);
 

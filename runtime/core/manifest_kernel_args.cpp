@@ -47,7 +47,7 @@ bool default_tensor_map_dtype(ScalarType t, std::uint8_t* out) {
     case ScalarType::f32: *out = 7; return true;
     case ScalarType::f64: *out = 8; return true;
     case ScalarType::bf16: *out = 9; return true;
-    default: return false;  // i8, i16: no CUDA type of that signedness; the recipe says which
+    default: return false;  // i8, i16: no CUDA type of that signedness; f8: none at all (u8 moves the bytes)
   }
 }
 

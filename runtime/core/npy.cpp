@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "float_formats.hpp"
 
 namespace kiln {
 namespace {
@@ -17,15 +18,6 @@ constexpr Descr kDescrs[] = {{"|i1", ScalarType::i8},  {"<i2", ScalarType::i16},
                              {"<i8", ScalarType::i64}, {"|u1", ScalarType::u8},  {"<u2", ScalarType::u16},
                              {"<u4", ScalarType::u32}, {"<u8", ScalarType::u64}, {"<f2", ScalarType::f16},
                              {"<f4", ScalarType::f32}, {"<f8", ScalarType::f64}};
-
-float half_to_float(std::uint16_t h) {
-  std::uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float v;
-  if (exponent == 0) v = std::ldexp(static_cast<float>(mantissa), -24);
-  else if (exponent == 31) v = mantissa ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-  return sign ? -v : v;
-}
 
 }  // namespace
 
@@ -145,12 +137,23 @@ double npy_element(const NpyArray& a, std::uint64_t i) {
     case ScalarType::u16: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
     case ScalarType::u32: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
     case ScalarType::u64: { std::uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case ScalarType::f16: { std::uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
-    case ScalarType::bf16: { std::uint16_t v; std::memcpy(&v, p, 2); std::uint32_t u = static_cast<std::uint32_t>(v) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+    case ScalarType::f16:
+    case ScalarType::bf16: { std::uint16_t v; std::memcpy(&v, p, 2); return narrow_float_value(a.dtype, v); }
+    case ScalarType::f8e4m3:
+    case ScalarType::f8e5m2: return narrow_float_value(a.dtype, *p);
     case ScalarType::f32: { float v; std::memcpy(&v, p, 4); return v; }
     case ScalarType::f64: { double v; std::memcpy(&v, p, 8); return v; }
   }
   return 0;
+}
+
+bool npy_view_as(NpyArray* a, ScalarType param) {
+  if (a->dtype == param) return true;
+  // NumPy has no bf16 or fp8: their vectors hold the raw bits, as <u2 and |u1.
+  bool raw = (param == ScalarType::bf16 && a->dtype == ScalarType::u16) ||
+             ((param == ScalarType::f8e4m3 || param == ScalarType::f8e5m2) && a->dtype == ScalarType::u8);
+  if (raw) a->dtype = param;
+  return raw;
 }
 
 }  // namespace kiln

@@ -23,7 +23,12 @@ NpyArray parse_npy(ByteView bytes, const std::string& what);
 // Writes a C-order little-endian .npy (version 1.0) of `dtype` and `shape`.
 std::vector<std::uint8_t> write_npy(ScalarType dtype, const std::vector<std::uint64_t>& shape, const void* data);
 
-// Reads element i of a numeric array as double (f16 and bf16 converted).
+// Reads element i of a numeric array as double (f16, bf16 and fp8 converted).
 double npy_element(const NpyArray& a, std::uint64_t i);
+
+// Views `a` as holding values of `param`, a parameter's element type: true where its dtype is that
+// type, or where it holds that type's raw bits (bf16 as <u2, f8e4m3 and f8e5m2 as |u1: NumPy has
+// no dtype for them); false, `a` unchanged, otherwise.
+bool npy_view_as(NpyArray* a, ScalarType param);
 
 }  // namespace kiln

@@ -8,9 +8,7 @@
 namespace kiln {
 namespace {
 
-bool integer_type(ScalarType t) {
-  return t != ScalarType::f16 && t != ScalarType::bf16 && t != ScalarType::f32 && t != ScalarType::f64;
-}
+bool integer_type(ScalarType t) { return !is_float_type(t); }
 
 void put_i64(ExprCode& c, std::int64_t v) {
   auto u = static_cast<std::uint64_t>(v);

@@ -72,10 +72,7 @@ const ShapeProgram* ShapeTable::scan(void* const* args, LaunchConfig* out) const
 std::string ShapeTable::describe_call(void* const* args) const {
   std::string out;
   for (const auto& [index, named] : scalars_) {
-    if (named.second == ScalarType::f16 || named.second == ScalarType::bf16 || named.second == ScalarType::f32 ||
-        named.second == ScalarType::f64) {
-      continue;
-    }
+    if (is_float_type(named.second)) continue;
     out += (out.empty() ? "" : " ") + named.first + "=" + std::to_string(read_integer(args[index], named.second));
   }
   return out;

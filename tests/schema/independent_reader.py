@@ -670,7 +670,7 @@ def member_content(data, e):
 
 # ---- §4.1 kernel table ------------------------------------------------------------------
 
-SCALAR_TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"]
+SCALAR_TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2"]
 ACCESS = ["read", "write", "read_write"]
 
 
@@ -970,7 +970,7 @@ def encode_record(k):
 
 # The launch extension (§4.1): kernel_args and shape clusters, after the tolerance.
 ARG_KINDS = ["param", "value", "tensor_map", "scratch"]
-SCALAR_SIZES = [1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8]  # SCALAR_TYPES' element sizes
+SCALAR_SIZES = [1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1]  # SCALAR_TYPES' element sizes
 TMAP_DTYPES = ["u8", "u16", "u32", "i32", "u64", "i64", "f16", "f32", "f64", "bf16", "f32_ftz", "tf32", "tf32_ftz"]
 TMAP_SIZES = [1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4]
 INTERLEAVE = ["none", "16B", "32B"]

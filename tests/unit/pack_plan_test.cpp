@@ -236,6 +236,45 @@ TEST_F(PackPlanTest, TestVectorOfTheWrongDtypeIsRefused) {
   EXPECT_TRUE(stored) << "the vector is stored once, as testdata";
 }
 
+TEST_F(PackPlanTest, Bf16AndFp8VectorsHoldRawBitsAndTheirScalarsTakeTestValues) {
+  auto manifest = [&](const std::string& dtype, const std::string& scalar, const std::string& value) {
+    return "[package]\nname = \"p\"\nkernel_revision = \"r\"\nsequence = 1\n\n[[kernel]]\nname = \"scale\"\n"
+           "entry = \"scale\"\nbackend = \"cuda\"\nparams = [{ name = \"x\", type = \"ptr\", dtype = \"" + dtype +
+           "\" }, { name = \"alpha\", type = \"" + scalar + "\" }, { name = \"n\", type = \"i32\" }]\n"
+           "code = [{ arch = \"compute_90\", file = \"k.ptx\" }]\n"
+           "[[kernel.shape]]\nname = \"n4\"\nvalues = { n = 4 }\ngrid = [1]\nblock = [4]\n"
+           "[[kernel.test]]\nshape = \"n4\"\nvalues = { alpha = " + value + " }\ninputs = { x = \"x.npy\" }\n"
+           "outputs = { x = \"x.npy\" }\n";
+  };
+  write("k.ptx", test::small_ptx("sm_90"));
+  std::uint16_t bf16[4] = {0x3F80, 0x4000, 0x4040, 0x4080};
+  std::vector<std::uint8_t> npy = write_npy(ScalarType::u16, {4}, bf16);
+  write("x.npy", std::string(npy.begin(), npy.end()));
+  write("kiln.toml", manifest("bf16", "bf16", "0.5"));
+  EXPECT_EQ(cli::plan_pack(dir + "/kiln.toml").manifest.kernels.at(0).tests.at(0).float_values.at(0).second, 0.5);
+  std::uint16_t halves[4] = {0x3C00, 0x4000, 0x4200, 0x4400};
+  npy = write_npy(ScalarType::f16, {4}, halves);
+  write("x.npy", std::string(npy.begin(), npy.end()));
+  std::string why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("holds f16 but parameter 'x' of kernel 'scale' points to bf16 (a bf16 vector holds the raw bits as <u2)"),
+            std::string::npos) << why;
+  std::uint8_t fp8[4] = {0x38, 0x40, 0x44, 0x48};
+  npy = write_npy(ScalarType::u8, {4}, fp8);
+  write("x.npy", std::string(npy.begin(), npy.end()));
+  write("kiln.toml", manifest("f8e4m3", "f16", "-2.5"));
+  cli::PackPlan plan = cli::plan_pack(dir + "/kiln.toml");
+  EXPECT_EQ(plan.manifest.kernels.at(0).params.at(0).type, ScalarType::f8e4m3);
+  write("kiln.toml", manifest("f8e5m2", "f8e4m3", "448"));
+  EXPECT_EQ(cli::plan_pack(dir + "/kiln.toml").manifest.kernels.at(0).params.at(1).type, ScalarType::f8e4m3);
+  write("kiln.toml", manifest("f8e5m2", "f8e4m3", "480.0"));
+  why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("test value 'alpha' = 480.000000 is outside the f8e4m3 range (it would round to infinity or NaN)"),
+            std::string::npos) << why;
+  write("kiln.toml", manifest("f8e5m2", "f16", "70000"));
+  why = expect_error(Errc::manifest);
+  EXPECT_NE(why.find("is outside the f16 range"), std::string::npos) << why;
+}
+
 TEST_F(PackPlanTest, AmdTargetIdClaimsAreCheckedAgainstTheBundle) {
 #ifndef KILN_AMD_OBJECTS
   GTEST_SKIP() << "hipcc was not found when this build was configured";

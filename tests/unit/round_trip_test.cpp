@@ -460,7 +460,8 @@ name = "zeta"
 entry = "zeta_entry"
 backend = "cuda"
 fallback = "refuse"
-params = [{ name = "x", type = "ptr", dtype = "bf16", access = "write" }, { name = "n", type = "u64" }]
+params = [{ name = "x", type = "ptr", dtype = "bf16", access = "write" }, { name = "n", type = "u64" },
+          { name = "w", type = "ptr", dtype = "f8e4m3", access = "read" }, { name = "s", type = "f8e5m2" }]
 code = [{ arch = "sm_90a", file = "z.cubin" }, { arch = "compute_90", file = "z.ptx" }]
 tolerance = { rtol = 0.5, atol = 0.25 }
 [[kernel.shape]]
@@ -491,10 +492,14 @@ code = [{ arch = "gfx90a", file = "a.co" }]
   EXPECT_EQ(z.name, "zeta");
   EXPECT_EQ(z.entry, "zeta_entry");
   EXPECT_EQ(z.fallback, FallbackPolicy::refuse);
-  ASSERT_EQ(z.params.size(), 2u);
+  ASSERT_EQ(z.params.size(), 4u);
   EXPECT_EQ(z.params[0].type, ScalarType::bf16);
   EXPECT_EQ(z.params[0].access, ParamAccess::write);
   EXPECT_EQ(z.params[1].type, ScalarType::u64);
+  EXPECT_EQ(z.params[2].type, ScalarType::f8e4m3);  // type codes 12 and 13 (FORMAT.md)
+  EXPECT_TRUE(z.params[2].is_pointer);
+  EXPECT_EQ(z.params[3].type, ScalarType::f8e5m2);
+  EXPECT_FALSE(z.params[3].is_pointer);
   ASSERT_EQ(z.code.size(), 2u);
   EXPECT_EQ(z.code[1].file.path, "z.ptx");
   ASSERT_EQ(z.shapes.size(), 1u);

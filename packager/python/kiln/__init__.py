@@ -20,6 +20,7 @@ same (Kernel.launcher says which one a kernel uses).
 """
 import ctypes
 import ctypes.util
+import math
 import os
 import sys
 import threading
@@ -33,13 +34,43 @@ _STATUS_NAMES = {
     14: "buffer too small", 15: "out of memory", 16: "internal error",
 }
 _ROUTES = {1: "native", 2: "ptx-jit", 3: "reference", 4: "refused"}
-# kiln_dtype -> (ctypes type for a scalar, element size, PyTorch dtype name)
+# kiln_dtype -> (ctypes type for a scalar's slot, element size, PyTorch dtype name)
 _DTYPES = {
     1: (ctypes.c_int8, 1, "int8"), 2: (ctypes.c_int16, 2, "int16"), 3: (ctypes.c_int32, 4, "int32"),
     4: (ctypes.c_int64, 8, "int64"), 5: (ctypes.c_uint8, 1, "uint8"), 6: (ctypes.c_uint16, 2, "uint16"),
-    7: (ctypes.c_uint32, 4, "uint32"), 8: (ctypes.c_uint64, 8, "uint64"), 9: (None, 2, "float16"),
-    10: (None, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
+    7: (ctypes.c_uint32, 4, "uint32"), 8: (ctypes.c_uint64, 8, "uint64"), 9: (ctypes.c_uint16, 2, "float16"),
+    10: (ctypes.c_uint16, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
+    13: (ctypes.c_uint8, 1, "float8_e4m3fn"), 14: (ctypes.c_uint8, 1, "float8_e5m2"),
 }
+# The narrow float kiln_dtypes -> (exponent bits, mantissa bits, IEEE-like): their scalars are passed
+# as bits, rounded to nearest even (schema/MANIFEST.md); E4M3 has no infinities and one NaN code.
+_NARROW_FLOATS = {9: (5, 10, True), 10: (8, 7, True), 13: (4, 3, False), 14: (5, 2, True)}
+
+
+def narrow_float_bits(dtype, value):
+    """The bits of `value` rounded to nearest even in narrow float kiln_dtype `dtype` (f16, bf16,
+    f8e4m3, f8e5m2); ValueError where it is not finite there (NaN, or past the largest finite)."""
+    exponent, mantissa, ieee = _NARROW_FLOATS[dtype]
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{v} is not a finite number")
+    bias = (1 << (exponent - 1)) - 1
+    top_field = (1 << exponent) - (2 if ieee else 1)
+    top_man = (1 << mantissa) - (1 if ieee else 2)
+    sign = (1 << (exponent + mantissa)) if math.copysign(1.0, v) < 0 else 0
+    a, min_exp = abs(v), 1 - bias
+    if a < math.ldexp(1.0, min_exp):  # subnormal or zero; round() on a float rounds halves to even
+        q = round(math.ldexp(a, mantissa - min_exp))
+        field, man = (1, 0) if q >= 1 << mantissa else (0, q)
+    else:
+        e = math.frexp(a)[1] - 1
+        q = round(math.ldexp(a, mantissa - e))
+        if q >= 1 << (mantissa + 1):
+            q, e = 1 << mantissa, e + 1
+        field, man = e + bias, q - (1 << mantissa)
+        if field > top_field or (field == top_field and man > top_man):
+            raise ValueError(f"{v} is outside the {_DTYPES[dtype][2]} range")
+    return sign | (field << mantissa) | man
 
 
 # kiln_dtype -> (lowest, highest) for the integer types
@@ -383,7 +414,10 @@ class Archive:
     def kernel(self, name, device=0):
         handle = ctypes.c_void_p()
         self._runtime._check(_lib.kiln_archive_get_kernel(self._handle, name.encode(), device, ctypes.byref(handle)))
-        return _kernel_class()(self, handle, device)
+        try:
+            return _kernel_class()(self, handle, device)
+        except _NeedsPythonLauncher:
+            return Kernel(self, handle, device)
 
 
 class Kernel:
@@ -401,10 +435,10 @@ class Kernel:
             self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
                                 "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.
-        self._slots = [ctypes.c_uint64() if p["pointer"] else (_DTYPES[p["dtype"]][0] or type(None))()
-                       for p in self.params]
-        if any(slot is None for slot in self._slots):
-            raise KilnError(9, "float16/bfloat16 scalar parameters cannot be passed from Python yet")
+        self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]
+        # f16, bf16 and fp8 scalars: a Python number rounded to the type's bits (None: stored as is).
+        self._narrow = [None if p["pointer"] or p["dtype"] not in _NARROW_FLOATS else p["dtype"]
+                        for p in self.params]
         self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
         self._raw_launch = _lib.get().raw_launch
         self._route_out = ctypes.c_int()
@@ -455,9 +489,21 @@ class Kernel:
             p = self.params[i]
             raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
                                f"({bounds[0]} to {bounds[1]})")
+        if self._narrow[i] is not None:
+            value = self._narrow_bits(i, value)
         slot = type(self._slots[i])()
         slot.value = value
         return slot.value
+
+    def _narrow_bits(self, i, value):
+        p = self.params[i]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError(f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: pass a Python int or float, "
+                            f"not {type(value).__name__}")
+        try:
+            return narrow_float_bits(p["dtype"], value)
+        except ValueError as e:
+            raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {e}") from None
 
     @staticmethod
     def _stream_value(stream):
@@ -473,6 +519,7 @@ class Kernel:
             self._wrong_count(args)
         cuda_device = -1
         expected = self._expected
+        narrow = self._narrow
         # The hot path: one pass over prebuilt (slot, is_pointer, index) triples, no dict lookups.
         for (slot, is_pointer, i), value in zip(self._plan, args):
             if is_pointer:
@@ -495,6 +542,8 @@ class Kernel:
                 bounds = self._bounds[i]
                 if bounds is not None and not bounds[0] <= value <= bounds[1]:
                     self._convert(i, value)  # raises the range error
+                if narrow[i] is not None:
+                    value = self._narrow_bits(i, value)
                 slot.value = value
         if stream is None and cuda_device >= 0:
             stream = self._current_stream(cuda_device)  # the caller's current CUDA stream
@@ -519,6 +568,10 @@ class Kernel:
         return _ROUTES[self._route_out.value]
 
 
+class _NeedsPythonLauncher(Exception):
+    """A kernel kiln._fastlaunch cannot launch (a narrow float scalar): Kernel's own path does."""
+
+
 _extension_kernel = [None]  # the class, made once the extension is loaded
 
 
@@ -535,6 +588,8 @@ def _kernel_class():
 
             def __init__(self, archive, handle, device):
                 Kernel.__init__(self, archive, handle, device)
+                if any(n is not None for n in self._narrow):
+                    raise _NeedsPythonLauncher()  # the C path passes no f16, bf16 or fp8 scalar
                 ext = _lib.get().extension
                 spec = []
                 for p in self.params:
