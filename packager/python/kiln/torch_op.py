@@ -26,7 +26,7 @@ import threading
 import torch
 
 _SCALAR_SCHEMA = {1: "int", 2: "int", 3: "int", 4: "int", 5: "int", 6: "int", 7: "int", 8: "int",
-                  9: "float", 10: "float", 11: "float", 12: "float"}
+                  9: "float", 10: "float", 11: "float", 12: "float", 13: "float", 14: "float"}
 
 
 class KilnOp:

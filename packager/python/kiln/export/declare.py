@@ -9,8 +9,35 @@ DTYPES = {
     "f16": (2, "<f2", "float16"), "bf16": (2, None, "bfloat16"), "f32": (4, "<f4", "float32"),
     "f64": (8, "<f8", "float64"), "i8": (1, "i1", "int8"), "u8": (1, "u1", "uint8"), "i16": (2, "<i2", "int16"),
     "u16": (2, "<u2", "uint16"), "i32": (4, "<i4", "int32"), "u32": (4, "<u4", "uint32"), "i64": (8, "<i8", "int64"),
-    "u64": (8, "<u8", "uint64"),
+    "u64": (8, "<u8", "uint64"), "f8e4m3": (1, None, "float8_e4m3fn"), "f8e5m2": (1, None, "float8_e5m2"),
 }
+# Triton's and PyTorch's names for kiln's dtypes (a torch.dtype or a Triton type is named by its str()).
+SPELLINGS = {"fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp32": "f32", "float32": "f32",
+             "float": "f32", "fp64": "f64", "float64": "f64", "double": "f64", "int8": "i8", "uint8": "u8",
+             "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32", "int64": "i64", "uint64": "u64",
+             "fp8e4nv": "f8e4m3", "float8e4nv": "f8e4m3", "float8_e4m3fn": "f8e4m3",
+             "fp8e5": "f8e5m2", "float8e5": "f8e5m2", "float8_e5m2": "f8e5m2"}
+# 8-bit formats that are not OCP E4M3fn / E5M2 (other biases and NaN rules): refused by name.
+OTHER_FP8 = ("fp8e4b15", "float8e4b15", "fp8e4b8", "float8e4b8", "fp8e5b16", "float8e5b16", "float8_e4m3fnuz",
+             "float8_e5m2fnuz", "float8_e8m0fnu")
+
+
+def canonical_dtype(dtype, what):
+    """kiln's name for `dtype`: kiln's own (f16, bf16, f8e4m3, ...), Triton's (fp16, fp8e4nv, fp8e5)
+    or PyTorch's (torch.bfloat16, torch.float8_e4m3fn, or the dtype object itself)."""
+    text = str(dtype).rsplit(".", 1)[-1]
+    if text in DTYPES:
+        return text
+    if text in SPELLINGS:
+        return SPELLINGS[text]
+    if text in OTHER_FP8:
+        raise ExportError(f"{what}: {dtype} is an 8-bit float kiln does not carry: kiln's are f8e4m3 (OCP E4M3fn: "
+                          "torch.float8_e4m3fn, Triton fp8e4nv) and f8e5m2 (E5M2); the fnuz and e4b15 formats "
+                          "differ in bias and NaN")
+    raise ExportError(f"{what}: unknown dtype {dtype!r} (kiln's are {', '.join(DTYPES)}; Triton's and PyTorch's "
+                      "names are accepted)")
+
+
 INTEGER_TYPES = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 ACCESS = ("read", "write", "read_write")
 
@@ -22,8 +49,7 @@ class Tensor:
     writes it or both: test vectors are generated for what it reads and expected for what it writes."""
 
     def __init__(self, name, dtype, shape, access="read_write", strides=None):
-        if dtype not in DTYPES:
-            raise ExportError(f"tensor {name!r}: unknown dtype {dtype!r} (kiln's are {', '.join(DTYPES)})")
+        dtype = canonical_dtype(dtype, f"tensor {name!r}")
         if access not in ACCESS:
             raise ExportError(f"tensor {name!r}: access {access!r} is none of {', '.join(ACCESS)}")
         self.name, self.dtype, self.access = name, dtype, access
@@ -54,8 +80,7 @@ class Scalar:
     floating-point ones are passed through to the kernel as they are."""
 
     def __init__(self, name, type="i32"):
-        if type not in DTYPES:
-            raise ExportError(f"scalar {name!r}: unknown type {type!r} (kiln's are {', '.join(DTYPES)})")
+        type = canonical_dtype(type, f"scalar {name!r}")
         self.name, self.type = name, type
 
     @property

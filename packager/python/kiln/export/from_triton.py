@@ -41,7 +41,7 @@ GENERATOR = "kiln.export.triton"
 # Triton type names -> kiln dtype of the same bits
 TRITON_TO_KILN = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "fp64": "f64", "i8": "i8", "u8": "u8", "i16": "i16",
                   "u16": "u16", "i32": "i32", "u32": "u32", "i64": "i64", "u64": "u64", "i1": "i8", "u1": "u8",
-                  "f32": "f32"}
+                  "f32": "f32", "fp8e4nv": "f8e4m3", "fp8e5": "f8e5m2"}
 # CUtensorMapDataType (host numbering, after Triton's TMA_DTYPE_DEVICE_TO_HOST) -> kiln's word
 TMA_DTYPES = {0: "u8", 1: "u16", 2: "u32", 3: "i32", 4: "u64", 5: "i64", 6: "f16", 7: "f32", 8: "f64", 9: "bf16",
               10: "f32_ftz", 11: "tf32", 12: "tf32_ftz"}

@@ -60,8 +60,11 @@ __all__ = ["ExportError", "describe", "host_ir", "to_kiln"]
 
 # TileLang / TVM dtype -> kiln type
 DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
-FLOATS = ("f16", "bf16", "f32", "f64")
+          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+          # OCP E4M3fn and E5M2 as TVM (and ml_dtypes) name them; its float8_e4m3 (with infinities)
+          # and the fnuz formats are other formats, left unmapped (refused as unknown)
+          "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+FLOATS = ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 # CUtensorMap enums as cuda.h numbers them -> the manifest's words
 TMAP_DTYPES = ["u8", "u16", "u32", "i32", "u64", "i64", "f16", "f32", "f64", "bf16", "f32_ftz", "tf32", "tf32_ftz"]
 INTERLEAVE = ["none", "16B", "32B"]

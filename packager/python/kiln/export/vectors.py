@@ -4,13 +4,21 @@ expected outputs written as .npy files, so `kiln verify --run` can prove the exp
 target GPU (schema/MANIFEST.md, "test entries")."""
 import io
 
+from . import narrow
 from .declare import DTYPES, Scalar, Tensor
 from .errors import ExportError
 from .expr import evaluate
 
 # Default tolerances by output dtype, for a GPU kernel against a CPU reference of the same maths
-# (accumulation order differs): a few units in the last place of the type, loosely.
-_TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "f32": (1e-4, 1e-5), "f64": (1e-10, 1e-12)}
+# (accumulation order differs): a few units in the last place of the type, loosely; for fp8, one
+# unit (E4M3 steps by 2^-3 relative, E5M2 by 2^-2) and a few of its smallest subnormal.
+_TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "f32": (1e-4, 1e-5), "f64": (1e-10, 1e-12),
+              "f8e4m3": (0.125, 2 ** -7), "f8e5m2": (0.25, 2 ** -14)}
+
+
+def storage(dtype):
+    """The NumPy dtype of a vector of `dtype`: its own, or its raw bits (bf16, fp8)."""
+    return DTYPES[dtype][1] or narrow.raw_dtype(dtype)
 
 
 def default_tolerance(params):
@@ -75,8 +83,8 @@ def call_values(shape, test, params, derived=()):
 
 def _generate(np, rng, p, dims):
     kind = DTYPES[p.dtype][1]
-    if kind is None:
-        raise ExportError(f"tensor {p.name!r} is {p.dtype}: .npy has no such type, so kiln cannot carry its vectors")
+    if narrow.is_raw(p.dtype):
+        return narrow.encode(np, rng.uniform(-1.0, 1.0, size=dims), p.dtype, f"tensor {p.name!r}")
     if p.dtype.startswith("f"):
         return rng.uniform(-1.0, 1.0, size=dims).astype(kind)
     lo, hi = (0, 16) if p.dtype.startswith("u") else (-8, 8)
@@ -84,12 +92,25 @@ def _generate(np, rng, p, dims):
 
 
 def _as_numpy(np, value, p, dims):
+    """`value` (an input given, or what the reference wrote) as the vector of tensor p: of its
+    dtype, or for bf16 and fp8 its raw bits, a torch tensor of that dtype taken bit for bit and
+    any other numbers rounded to the type (nearest, ties to even)."""
+    raw = narrow.is_raw(p.dtype)
     if hasattr(value, "detach"):  # a torch.Tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        if raw and str(value.dtype).rsplit(".", 1)[-1] == DTYPES[p.dtype][2]:
+            import torch
+            value = value.view(torch.int16 if p.dtype == "bf16" else torch.uint8).numpy().view(storage(p.dtype))
+            raw = False  # already the bits
+        else:
+            value = value.float().numpy() if raw else value.numpy()
     array = np.asarray(value)
     if list(array.shape) != list(dims) and array.size != int(np.prod(dims, dtype=np.int64)):
         raise ExportError(f"{p.name}: the reference gave shape {list(array.shape)}, the call's is {dims}")
-    return np.ascontiguousarray(array.reshape(dims)).astype(DTYPES[p.dtype][1])
+    array = np.ascontiguousarray(array.reshape(dims))
+    if raw:
+        return narrow.encode(np, array, p.dtype, f"tensor {p.name!r}")
+    return array.astype(storage(p.dtype))
 
 
 def npy_bytes(np, array):
@@ -129,9 +150,7 @@ def build_tests(stem, params, shapes, tests, reference, kind="auto", derived=())
             elif p.reads:
                 arrays[p.name] = _generate(np, rng, p, dims)
             else:
-                if DTYPES[p.dtype][1] is None:
-                    raise ExportError(f"tensor {p.name!r} is {p.dtype}: .npy has no such type")
-                arrays[p.name] = np.zeros(dims, dtype=DTYPES[p.dtype][1])
+                arrays[p.name] = np.zeros(dims, dtype=storage(p.dtype))
         written = [p for p in params if isinstance(p, Tensor) and p.writes]
         if not written:
             raise ExportError("a test needs at least one tensor the kernel writes (access 'write' or 'read_write')")
@@ -156,11 +175,19 @@ def _run_reference(np, kind, reference, params, arrays, ints, floats, written, d
     """Calls the reference with the call's arguments in order (tensors as `kind`, scalars as
     Python numbers); its outputs are what it wrote into the written tensors, or what it returned
     (one value, or a tuple in the order of the written tensors)."""
+    dtype_of = {p.name: p.dtype for p in params if isinstance(p, Tensor)}
     if kind == "torch":
         import torch
-        objects = {name: torch.from_numpy(array.copy()) for name, array in arrays.items()}
-    else:
-        objects = {name: array.copy() for name, array in arrays.items()}
+
+        def to_torch(name, array):  # bf16 and fp8 as tensors of that dtype, bit for bit
+            if not narrow.is_raw(dtype_of[name]):
+                return torch.from_numpy(array.copy())
+            bits = array.view(np.int16) if dtype_of[name] == "bf16" else array
+            return torch.from_numpy(bits.copy()).view(getattr(torch, DTYPES[dtype_of[name]][2]))
+        objects = {name: to_torch(name, array) for name, array in arrays.items()}
+    else:  # NumPy has no bf16 or fp8: the reference gets float32 arrays of the exact values
+        objects = {name: narrow.decode(np, array, dtype_of[name]).astype(np.float32) if narrow.is_raw(dtype_of[name])
+                   else array.copy() for name, array in arrays.items()}
     args = [objects[p.name] if isinstance(p, Tensor) else ints.get(p.name, floats.get(p.name)) for p in params]
     try:
         result = reference(*args)
