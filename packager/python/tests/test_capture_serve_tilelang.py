@@ -227,3 +227,17 @@ def test_a_tilelang_index_of_the_wrong_shape_is_refused_by_name(tl, tmp_path, ch
             print(json.dumps({{"enabled": False, "error": str(e)}}))
     """)
     assert r["enabled"] is False and message in r["error"], r
+
+
+def test_an_entry_without_a_build_pin_is_refused_not_served_unchecked(tl, tmp_path):
+    """TileLang's key leaves its build out; an entry whose capture recorded none cannot be checked."""
+    import shutil
+    bad = tmp_path / "nopin"
+    shutil.copytree(tl["dir"], bad)
+    index = json.loads((bad / "capture.json").read_text())
+    index["tilelang"][tl["key"]]["components"] = None
+    (bad / "capture.json").write_text(json.dumps(index))
+    archive = _pack(tl["cli"], tl["root"], bad, tmp_path / "nopin.kiln")
+    r = _serve(tl, f"""lookup("hit", {tl['key']!r}, {tl['components']!r})""", archive=archive)
+    assert r["hit"]["reason"] == "compiler-build" and "recorded no TileLang build" in r["hit"]["message"], r
+    assert not os.path.exists(os.path.join(r["root"], VERSION))

@@ -269,6 +269,7 @@ class ServeSession:
         self.report_path = report_path
         self.asked = {}          # key -> components, noted by the hooks before each lookup
         self.asked_tilelang = {}
+        self.tilelang_build = None  # set by tilelang_hooks.install: this process's TileLang build pin
         self.fallback_dir = None
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -320,10 +321,19 @@ class ServeSession:
         if entry is None:
             reason, detail = tilelang_keys.explain_miss(asked, self.served.by_name.get(("tilelang", name), []))
             return self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang") is not None
+        # TileLang's key leaves its build out: kiln's pin is checked here, on every hit.
         have = entry.get("components")
-        if asked and have and asked["compiler_build"] != have["compiler_build"]:
-            reason, detail = tilelang_keys.differing(asked, have)
-            return self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang") is not None
+        current = self.tilelang_build() if self.tilelang_build else (asked or {}).get("compiler_build")
+        if have is None or current is None or current != have["compiler_build"]:
+            if have is None or current is None:
+                detail = ("the capture recorded no TileLang build for this entry" if have is None else
+                          "this process's TileLang build is unknown") + ", so kiln cannot check that this TileLang is " \
+                                                                      "the one that compiled it"
+            else:
+                detail = (f"TileLang build differs (this process {current[:16]}..., captured "
+                          f"{have['compiler_build'][:16]}... version {have['tilelang_version']}): a changed compiler "
+                          "is never served")
+            return self._miss("TileLang kernel", name, key, "compiler-build", detail, cache="TileLang") is not None
         ok, verdict = self.served.arch_verdict(entry["kernel"], self._tilelang_device())
         if not ok:
             return self._miss("TileLang kernel", name, key, "arch",

@@ -91,9 +91,9 @@ def install(session):
 
     def _generate_key(self, *args, **kwargs):
         key = original_key(self, *args, **kwargs)
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
         try:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
             components = key_components(self, bound, key)
         except Exception as e:  # a TileLang whose key takes other inputs: the key is still served by name
             components = None
@@ -104,6 +104,7 @@ def install(session):
 
     if session.kind != "serve":
         return
+    session.tilelang_build = compiler_build
     original_load = KernelCache._load_kernel_from_disk
     original_cached = KernelCache.cached
 
