@@ -43,7 +43,7 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 3
+#define KILN_VERSION_MINOR 4
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
@@ -304,7 +304,7 @@ KILN_API size_t kiln_kernel_param_count(const kiln_kernel* kernel);
 
 /* Element types, as the manifest names them (i8 ... f8e5m2). Values are fixed. F8E4M3 and F8E5M2
    are the OCP 8-bit formats (PyTorch's float8_e4m3fn and float8_e5m2, Triton's fp8e4nv and
-   fp8e5), added after the others: a libkiln that predates them refuses an archive using them. */
+   fp8e5), from 0.4: an older libkiln refuses an archive that uses them. */
 typedef enum kiln_dtype {
   KILN_DTYPE_I8 = 1, KILN_DTYPE_I16 = 2, KILN_DTYPE_I32 = 3, KILN_DTYPE_I64 = 4,
   KILN_DTYPE_U8 = 5, KILN_DTYPE_U16 = 6, KILN_DTYPE_U32 = 7, KILN_DTYPE_U64 = 8,
@@ -358,6 +358,19 @@ typedef struct kiln_package kiln_package;
 KILN_API kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
                                        kiln_package** out);
 KILN_API void kiln_package_destroy(kiln_package* package);
+
+/* kiln_package_open with a witness (0.4). The store's history is hash-chained, but whoever can
+ * write the store folder can replace the whole history with another consistent one (an older
+ * active archive, say); only a head kept elsewhere reveals that. `witness_head` is such a head:
+ * the 64 hex digits `kiln store head PACKAGE` prints (the record count it prints after them may
+ * follow, after a space). The package opens, and each kiln_package_reload switches, only while
+ * the history still holds that head, as the genesis value or as the hash of one of its records
+ * (a longer history that grew from it passes, as `kiln store verify --package P --head H`
+ * checks); otherwise KILN_ERR_INTEGRITY, the message naming the head, and a reload keeps the
+ * archive in use. A witness that is not 64 lower-case hex digits is KILN_ERR_INVALID_ARGUMENT.
+ * NULL or "": no witness, as kiln_package_open. */
+KILN_API kiln_status kiln_package_open_witnessed(kiln_runtime* runtime, const char* store_dir, const char* package,
+                                                 int device, const char* witness_head, kiln_package** out);
 
 /* Reads the store's active pointer; if it names another archive, opens and warms it, then
  * switches. `switched` (may be NULL) is set to 1 when a switch happened. On any failure the

@@ -24,8 +24,8 @@ struct kiln_archive {
 };
 
 struct kiln_package {
-  kiln_package(kiln_runtime& runtime, std::string store_dir, std::string package, int device)
-      : impl(runtime.impl, std::move(store_dir), std::move(package), device) {}
+  kiln_package(kiln_runtime& runtime, std::string store_dir, std::string package, int device, std::string witness = "")
+      : impl(runtime.impl, std::move(store_dir), std::move(package), device, std::move(witness)) {}
   kiln::engine::Package impl;
 };
 

@@ -337,6 +337,23 @@ kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, cons
   });
 }
 
+kiln_status kiln_package_open_witnessed(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
+                                       const char* witness_head, kiln_package** out) {
+  if (runtime == nullptr || store_dir == nullptr || package == nullptr || out == nullptr || device < 0) {
+    return invalid(engine_of(runtime),
+                   "kiln_package_open_witnessed: runtime, store_dir, package, a device >= 0 and out are required");
+  }
+  *out = nullptr;
+  return guarded(engine_of(runtime), [&] {
+    // `kiln store head` prints "<64 hex> <records>": the hash is the witness, the count may follow.
+    std::string witness = witness_head != nullptr ? witness_head : "";
+    witness = witness.substr(0, witness.find_first_of(" \t\n"));
+    auto opened = std::make_unique<kiln_package>(*runtime, store_dir, package, device, witness);
+    kiln::api::track(HandleKind::package, opened.get());
+    *out = opened.release();
+  });
+}
+
 void kiln_package_destroy(kiln_package* package) {
   if (package != nullptr && kiln::api::untrack(HandleKind::package, package)) delete package;
 }

@@ -10,15 +10,24 @@ namespace kiln::engine {
 using kiln::Errc;
 using kiln::Error;
 
-Package::Package(Runtime& runtime, std::string store_dir, std::string package, int device)
-    : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device) {
+Package::Package(Runtime& runtime, std::string store_dir, std::string package, int device, std::string witness)
+    : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device),
+      witness_(std::move(witness)) {
+  if (!witness_.empty() && (witness_.size() != 64 || witness_.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    throw Error(Errc::invalid_argument, "witness head '" + witness_.substr(0, 80) +
+                                            "' is not 64 lower-case hex digits (what `kiln store head " + package_ +
+                                            "` prints first)");
+  }
   std::atomic_store(&current_, load(active()));
 }
 
 // The state is read and verified (hash chain, replay, state bound to the head) by Store::state:
-// a forged pointer is refused here, before anything is opened.
+// a forged pointer is refused here, before anything is opened. A consistent rewrite of the
+// whole history passes those checks; the witness, where given, is what catches it.
 Package::Active Package::active() const {
-  kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
+  kiln::store::Store store(store_dir_);
+  if (!witness_.empty()) store.check_witness(package_, witness_);
+  kiln::store::PackageState state = store.state(package_);
   if (state.active.empty()) {
     throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
   }

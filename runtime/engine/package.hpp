@@ -16,7 +16,10 @@ namespace kiln::engine {
 // The engine's package; the C API's kiln_package wraps it (runtime/api/handles.hpp).
 class Package {
  public:
-  Package(Runtime& runtime, std::string store_dir, std::string package, int device);
+  // `witness`: a head of the package's history kept elsewhere (64 hex digits), or "" for none.
+  // With one, the package opens and each reload switches only while the store's history still
+  // holds it (Store::check_witness): a consistently rewritten history is refused.
+  Package(Runtime& runtime, std::string store_dir, std::string package, int device, std::string witness = "");
 
   bool reload();  // true when it switched; throws and keeps the current one on failure
   Runtime& runtime() { return runtime_; }
@@ -39,6 +42,7 @@ class Package {
   Runtime& runtime_;
   std::string store_dir_, package_;
   int device_;
+  std::string witness_;
   std::mutex reload_mutex_;                 // one reload at a time
   std::shared_ptr<const Generation> current_;  // read and written with std::atomic_load/store
 };

@@ -136,6 +136,56 @@ TEST(Package, OpenAndReloadRefuseAStateThatDisagreesWithItsHistory) {
   kiln_runtime_destroy(rt);
 }
 
+// What the hash chain cannot see: the whole state file put back to an earlier, consistent one (an
+// older archive active again). A serving process given a witness of the head refuses it, at open
+// and at reload, and keeps the archive in use; a history that grew from the witnessed head passes.
+TEST(Package, AWitnessedHeadRefusesAConsistentlyRewrittenHistory) {
+  StoreWithTwoVersions s;
+  std::string state = s.store + "/packages/scale.state";
+  std::string earlier = sh("cat " + state) + "\n";  // v1 active: consistent on its own
+  kiln::store::Store(s.store).activate(s.d2, "test", "v2");
+  std::string witness = sh(kKiln + " store head scale --store " + s.store);  // "<64 hex> 2"
+  ASSERT_EQ(witness.size(), 66u) << witness;
+  kiln_runtime* rt = make_runtime();
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open_witnessed(rt, s.store.c_str(), "scale", 0, witness.c_str(), &p), KILN_OK);
+  EXPECT_EQ(digest_of(p), s.d2);
+  // The history grows from the witnessed head (a refused activation is a record too): still held.
+  try {
+    kiln::store::Store(s.store).activate(s.d1, "test", "older sequence");
+  } catch (const std::exception&) {
+  }
+  ASSERT_GT(kiln::store::Store(s.store).head("scale").records, 2u);
+  int switched = -1;
+  ASSERT_EQ(kiln_package_reload(p, &switched), KILN_OK);
+  EXPECT_EQ(switched, 0);
+  EXPECT_EQ(digest_of(p), s.d2);
+
+  std::ofstream(state, std::ios::binary) << earlier;  // rewritten: v1 active, every local check passes
+  kiln_package* plain = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, s.store.c_str(), "scale", 0, &plain), KILN_OK) << "without a witness it opens";
+  EXPECT_EQ(digest_of(plain), s.d1);
+  kiln_package_destroy(plain);
+  char why[1024];
+  EXPECT_EQ(kiln_package_reload(p, &switched), KILN_ERR_INTEGRITY);
+  ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+  EXPECT_NE(std::string(why).find("the witnessed head " + witness.substr(0, 64) + " is not in its history"),
+            std::string::npos) << why;
+  EXPECT_EQ(digest_of(p), s.d2) << "the archive in use stays";
+  kiln_package* rewritten = nullptr;
+  EXPECT_EQ(kiln_package_open_witnessed(rt, s.store.c_str(), "scale", 0, witness.c_str(), &rewritten), KILN_ERR_INTEGRITY);
+  EXPECT_EQ(rewritten, nullptr);
+  kiln_package_destroy(p);
+
+  kiln_package* bad = nullptr;
+  EXPECT_EQ(kiln_package_open_witnessed(rt, s.store.c_str(), "scale", 0, "ABCDEF", &bad), KILN_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(kiln_last_error(why, sizeof why, nullptr), KILN_OK);
+  EXPECT_NE(std::string(why).find("witness head 'ABCDEF' is not 64 lower-case hex digits"), std::string::npos) << why;
+  EXPECT_EQ(kiln_package_open_witnessed(rt, s.store.c_str(), "scale", 0, nullptr, &bad), KILN_OK) << "NULL: no witness";
+  kiln_package_destroy(bad);
+  kiln_runtime_destroy(rt);
+}
+
 // A history rewritten with every hash right, claiming an older archive is a newer sequence:
 // libkiln compares the sequence the archive's signature covers and refuses.
 TEST(Package, OpenRefusesAHistoryThatLiesAboutTheActiveArchivesSequence) {
