@@ -1,6 +1,7 @@
 """Arming capture or serve in a process started with the environment `python -m kiln.capture` /
-`python -m kiln.serve` set (kiln/jit/boot/sitecustomize.py calls arm()). Nothing is imported until
-the app itself imports Triton (or PyTorch): a process that never does pays nothing."""
+`python -m kiln.serve` set (kiln/jit/boot/sitecustomize.py calls arm()). No compiler is imported
+for kiln: Triton, TileLang and PyTorch are hooked right after the app itself imports them, so a
+process that never does pays only for kiln's own small modules (and, serving, opening the archive)."""
 import importlib.abc
 import os
 import sys
