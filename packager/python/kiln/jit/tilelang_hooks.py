@@ -95,7 +95,7 @@ def install(session):
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             components = key_components(self, bound, key)
-        except Exception as e:  # a TileLang whose key takes other inputs: the key is still served by name
+        except Exception as e:  # a TileLang whose key takes other inputs: noted; TileLang carries on unhindered
             components = None
             session.note(f"TileLang key {key}: its components could not be read ({type(e).__name__}: {e})")
         session.on_tilelang_key(key, components)
