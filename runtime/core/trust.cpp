@@ -111,6 +111,20 @@ TrustReport evaluate_signatures(const std::vector<format::SignatureRecord>& reco
       report.failure = std::to_string(report.distinct_trusted_signers) + " distinct trusted signer(s), " +
                        std::to_string(policy.threshold) + " required (" + std::to_string(records.size()) +
                        " signature(s) present; a key counts once however often it signed)";
+      // Who did sign, so that a missing key in the trust set can be told from a stranger's
+      // archive. Key ids are hex and signer names printable ASCII (checked when the record was
+      // decoded); at most four are named.
+      std::string strangers;
+      std::size_t named = 0, untrusted = 0;
+      for (const SignatureCheck& c : report.checks) {
+        if (c.status != SignatureStatus::untrusted_key) continue;
+        ++untrusted;
+        if (named++ < 4) strangers += (strangers.empty() ? "" : ", ") + std::string("key ") + c.key_id + " (signer '" + c.signer + "')";
+      }
+      if (untrusted > 0) {
+        report.failure += "; signed by " + strangers + (untrusted > 4 ? " and " + std::to_string(untrusted - 4) + " more" : "") +
+                          ", not in the trust set";
+      }
     }
   }
   report.satisfied = !refused && report.distinct_trusted_signers >= policy.threshold;

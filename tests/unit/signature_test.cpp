@@ -22,6 +22,9 @@ TEST(Signatures, UnknownKeyIsRefusedAndNamed) {
   PrivateKey signer = PrivateKey::generate(), other = PrivateKey::generate();
   std::string why = refusal(test::build_signed({&signer}), test::trust_of({&other}));
   EXPECT_NE(why.find("0 distinct trusted signer(s), 1 required"), std::string::npos) << why;
+  // The key that did sign, and its signer name, are named: a missing trust key is told from a stranger.
+  EXPECT_NE(why.find("signed by key " + signer.public_key().key_id() + " (signer 'signer-0'), not in the trust set"),
+            std::string::npos) << why;
 }
 
 TEST(Signatures, NoSignatureIsRefused) {
