@@ -11,6 +11,7 @@
 #include "api_support.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "described_target.hpp"
 #include "json.hpp"
 #include "kiln/kiln.h"
 #include "preflight_targets.hpp"
@@ -66,6 +67,16 @@ void add_preflight_command(CLI::App& app) {
       if (cmd->count("--device") > 0) throw Error(Errc::invalid_argument, "--device is this host's GPU; with --target or --fleet there is none");
       std::vector<FleetTarget> targets =
           o->fleet.empty() ? targets_from_list(o->targets, o->driver) : read_fleet_file(o->fleet);
+      // Every target checked before anything is printed: a GPU that can exist, a driver version
+      // that parses. A bad --target is a usage error (exit 2); a bad fleet file, bad input.
+      for (const FleetTarget& t : targets) {
+        try {
+          engine::parse_described_target(t.target, t.driver);
+        } catch (const Error& e) {
+          if (o->fleet.empty()) throw CLI::ValidationError("--target", e.what());
+          throw Error(e.code(), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
+        }
+      }
       int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, targets);
       if (o->require_device && off_device > 0) {
         throw Error(Errc::refused, std::to_string(off_device) + " kernel(s) would not run on their target's GPU (--require-device)");

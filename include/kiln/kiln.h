@@ -260,7 +260,9 @@ KILN_API kiln_status kiln_archive_preflight(kiln_archive* archive, int device, c
  * is loaded and no GPU is needed: the same resolver, matching and reasons as a real device of
  * that kind, except what only its driver can tell (code it then refuses to load). The JSON is
  * kiln_archive_preflight's with "target" and "driver" in place of "device". An unparsable
- * target is KILN_ERR_INVALID_ARGUMENT naming it. Buffer rules as kiln_archive_preflight. */
+ * target, or one no GPU can be (a compute capability NVIDIA has made no GPU of, such as sm_999;
+ * an AMD processor LLVM does not know), is KILN_ERR_INVALID_ARGUMENT naming it. Buffer rules as
+ * kiln_archive_preflight. */
 KILN_API kiln_status kiln_archive_preflight_target(kiln_archive* archive, const char* target, const char* driver,
                                                    char* buffer, size_t capacity, size_t* needed);
 

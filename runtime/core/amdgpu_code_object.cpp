@@ -50,6 +50,13 @@ std::string feature(const char* name, std::uint32_t bits, std::uint32_t any, std
 
 }  // namespace
 
+bool amdgpu_processor_known(const std::string& name) {
+  for (const Processor& p : kProcessors) {
+    if (name == p.name) return true;
+  }
+  return false;
+}
+
 CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what) {
   elf64::Header h = elf64::read_header(bytes, what);
   if (h.machine != elf64::kMachineAmdgpu) fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is not EM_AMDGPU (0xE0)");

@@ -30,6 +30,10 @@ CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_offload_bundle(ByteView bytes, const std::string& what);
 
+// True for an AMD processor name an AMDGPU code object can name (gfx90a, gfx942, gfx9-generic, ...):
+// the EF_AMDGPU_MACH table kiln reads code objects with.
+bool amdgpu_processor_known(const std::string& name);
+
 // Whether a target claimed in a manifest is one the file provides, tag for tag: a claim
 // of gfx90a:xnack+ is not met by a file built for gfx90a (any xnack), nor the reverse.
 bool target_claim_matches(const std::string& claimed, const CodeObjectInfo& info);

@@ -146,6 +146,21 @@ class NoDevice final : public Backend {
 
 }  // namespace
 
+namespace {
+
+// The compute capabilities NVIDIA has made GPUs of (CUDA's list of architectures, up to what nvcc
+// 13.0's --list-gpu-code names): a described target must be a GPU that can exist, so that a typo
+// (sm_999, sm_91) cannot pass a release gate as some future device.
+constexpr int kCudaDeviceCcs[] = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121};
+
+std::string known_cuda_devices() {
+  std::string out;
+  for (int cc : kCudaDeviceCcs) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(cc);
+  return out;
+}
+
+}  // namespace
+
 DescribedTarget parse_described_target(const std::string& text, const std::string& driver) {
   DescribedTarget t;
   t.text = text;
@@ -154,6 +169,14 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
     if (code.is_ptx) {
       throw Error(Errc::invalid_argument, "target '" + text + "' names PTX, not a GPU: give sm_" +
                                               std::to_string(code.major) + std::to_string(code.minor));
+    }
+    const int cc = code.major * 10 + code.minor;
+    bool exists = false;
+    for (int known : kCudaDeviceCcs) exists = exists || known == cc;
+    if (!exists) {
+      throw Error(Errc::invalid_argument, "target '" + text + "' names compute capability " + std::to_string(code.major) +
+                                              "." + std::to_string(code.minor) + ", which no NVIDIA GPU has (known: " +
+                                              known_cuda_devices() + ")");
     }
     t.cuda = true;
     t.spec.cc_major = code.major;
@@ -170,6 +193,10 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
   if (hip::parse_target_id(text, &t.amd)) {
     if (!hip::generic_family(t.amd.processor).empty()) {
       throw Error(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
+    }
+    if (!amdgpu_processor_known(t.amd.processor)) {
+      throw Error(Errc::invalid_argument, "target '" + text + "' names AMD processor " + t.amd.processor +
+                                              ", which LLVM's AMDGPU target does not know (gfx90a, gfx942, gfx1100, ...)");
     }
     if (!driver.empty()) throw Error(Errc::invalid_argument, "--driver is a CUDA driver version; target '" + text + "' is an AMD GPU");
     return t;

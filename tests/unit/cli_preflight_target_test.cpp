@@ -119,12 +119,28 @@ TEST(PreflightTarget, WhatIsNotAGpuIsRefusedByName) {
       {" --target sm_90 --driver twelve", "driver 'twelve' is not a CUDA version such as 12.4"},
       {" --target sm_90,,sm_80", "has an empty item"},
       {" --target sm_90 --device 1", "--device is this host's GPU; with --target or --fleet there is none"},
+      {" --target sm_999", "target 'sm_999' names compute capability 99.9, which no NVIDIA GPU has (known: sm_50,"},
+      {" --target sm_90,sm_91", "target 'sm_91' names compute capability 9.1, which no NVIDIA GPU has"},
+      {" --target gfx999", "target 'gfx999' names AMD processor gfx999, which LLVM's AMDGPU target does not know"},
   };
   for (const Case& c : cases) {
     Result r = run_kiln(base + c.args);
     EXPECT_NE(r.code, 0) << c.args;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << ": " << r.out;
   }
+}
+
+// A target that cannot be a GPU is the command line's mistake: exit 2, before a line of the table.
+TEST(PreflightTarget, ABadTargetIsAUsageErrorCaughtBeforeAnythingIsPrinted) {
+  NEED("matmul-relu.kiln");
+  const std::string base = "preflight " + archive("matmul-relu.kiln") + " --trust " + kTrust;
+  for (const std::string& target : {"sm_999", "h100", "sm_90,gfx999"}) {
+    Result r = run_kiln(base + " --target " + target);
+    EXPECT_EQ(r.code, 2) << target << ": " << r.out;
+    EXPECT_EQ(r.out.find(" route "), std::string::npos) << target << ": the table's header came before the check: " << r.out;
+    EXPECT_EQ(r.out.rfind("--target: target '", 0), 0u) << r.out;
+  }
+  EXPECT_EQ(run_kiln(base + " --target sm_121,sm_88,gfx950").code, 0);
 }
 
 }  // namespace

@@ -156,6 +156,8 @@ def test_mistakes_are_named(tmp_path):
         kx.triton(softmax.softmax_kernel, tmp_path, **dict(spec, constexprs={}))
     with pytest.raises(kx.ExportError, match="AMD targets are not supported"):
         kx.triton(softmax.softmax_kernel, tmp_path, **dict(spec, targets=["gfx942"]))
+    with pytest.raises(kx.ExportError, match=r"target 'sm_999': no NVIDIA GPU has compute capability 99.9"):
+        kx.triton(softmax.softmax_kernel, tmp_path, **dict(spec, targets=["sm_90a", "sm_999"]))
     with pytest.raises(kx.ExportError, match="Triton could not compile softmax_kernel for sm_90: CompilationError"):
         kx.triton(softmax.softmax_kernel, tmp_path, **dict(spec, args=dict(spec["args"], y_ptr="n")))
     with pytest.raises(kx.ExportError, match="not a @triton.jit function"):

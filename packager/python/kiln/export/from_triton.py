@@ -60,19 +60,31 @@ def _triton():
 # Targets
 # ---------------------------------------------------------------------------------------------
 
+# The compute capabilities NVIDIA has made GPUs of (as `kiln preflight --target` knows them): a typo
+# such as sm_999 is refused here rather than reaching Triton's code generator.
+CUDA_DEVICE_CCS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121)
+
+
+def _known_cc(cc, target):
+    if cc not in CUDA_DEVICE_CCS:
+        raise ExportError(f"target {target!r}: no NVIDIA GPU has compute capability {cc // 10}.{cc % 10} (known: "
+                          f"{', '.join(f'sm_{c}' for c in CUDA_DEVICE_CCS)})")
+    return cc
+
+
 def parse_target(target):
     """'sm_90a' / 'sm_80' / 90 / (90, 32) -> (capability, warp size). None: the GPU here."""
     if target is None:
         return None
     if isinstance(target, int):
-        return target, 32
+        return _known_cc(target, target), 32
     if isinstance(target, (tuple, list)):
-        return int(target[0]), int(target[1]) if len(target) > 1 else 32
+        return _known_cc(int(target[0]), target), int(target[1]) if len(target) > 1 else 32
     m = re.fullmatch(r"(?:sm_|compute_)?(\d+)([af]?)", str(target).strip())
     if not m:
         raise ExportError(f"target {target!r}: kiln.export.triton compiles NVIDIA targets (sm_80, sm_90a, sm_100a, ...); "
                           "AMD targets are not supported by this exporter")
-    return int(m.group(1)), 32
+    return _known_cc(int(m.group(1)), target), 32
 
 
 def _gpu_target(target):
