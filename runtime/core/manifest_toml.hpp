@@ -49,6 +49,27 @@ inline SourcePos pos_of_key(const toml::key& key, const toml::node& value) {
   return pos_of(value);
 }
 
+// Edits (insertions, deletions, substitutions, adjacent swaps) between two short keys.
+inline std::size_t key_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// Whether `typed` looks like a misspelling of `known`: at most 1 edit for short keys, 2 from 6
+// characters on.
+inline bool looks_like(std::string_view typed, std::string_view known) {
+  std::size_t limit = known.size() >= 6 ? 2 : 1;
+  return typed != known && typed.size() < 64 && key_distance(typed, known) <= limit;
+}
+
 // Reads one table strictly: every key must be one the caller asked for, so a typo such
 // as `sequnce` is an error at its own line rather than a silently missing field.
 class TableReader {
@@ -70,7 +91,17 @@ class TableReader {
 
   const toml::node& require(std::string_view key, const std::string& expected) {
     const toml::node* n = get(key);
-    if (n == nullptr) fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + expected + ")");
+    if (n == nullptr) {
+      // A missing key with a look-alike present is a typo: reported at the typo's own line.
+      for (auto&& [other, node] : table_) {
+        if (looks_like(other.str(), key)) {
+          fail_at_pos(pos_of_key(other, node), "unknown key '" + std::string(other.str()) + "' in " + where_ +
+                                                   "; did you mean '" + std::string(key) + "'? (" + where_ +
+                                                   " is missing '" + std::string(key) + "')");
+        }
+      }
+      fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + expected + ")");
+    }
     return *n;
   }
 
@@ -124,7 +155,12 @@ class TableReader {
   void no_unknown_keys(const std::string& allowed) const {
     for (auto&& [key, node] : table_) {
       std::string_view k = key.str();
-      if (std::find(seen_.begin(), seen_.end(), k) == seen_.end()) fail_at_pos(pos_of_key(key, node), "unknown key '" + std::string(k) + "' in " + where_ + " (known keys: " + allowed + ")");
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      std::string hint;
+      for (std::string_view known : seen_) {
+        if (hint.empty() && looks_like(k, known)) hint = "; did you mean '" + std::string(known) + "'?";
+      }
+      fail_at_pos(pos_of_key(key, node), "unknown key '" + std::string(k) + "' in " + where_ + hint + " (known keys: " + allowed + ")");
     }
   }
 

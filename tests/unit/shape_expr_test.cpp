@@ -459,7 +459,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "kiln.toml:28:1: kernel 'mm' shape[1]: block has at least 2048 threads for every call the shape allows"},
         BadRange{"block = [256, 1, 1]", "block = [2000, \"m\", 1]",
                  "kiln.toml:34:10: block[0] in kernel 'mm' shape[1] is 2000 threads; at most 1024 are allowed in all"},
-        BadRange{kAnyTail, kAnyTail + std::string("rangez = { m = [1, 2] }\n"), "kiln.toml:36:1: unknown key 'rangez' in kernel 'mm' shape[1] (known keys: name, values, ranges, where, grid, block, shared_mem, cluster)"},
+        BadRange{kAnyTail, kAnyTail + std::string("rangez = { m = [1, 2] }\n"), "kiln.toml:36:1: unknown key 'rangez' in kernel 'mm' shape[1]; did you mean 'ranges'? (known keys: name, values, ranges, where, grid, block, shared_mem, cluster)"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 81, small = 0 }\noutputs = { a = \"a.npy\" }\n"),
                  "kiln.toml:37:1: kernel 'mm' test[0]: its values do not belong to shape 'any_m': where[0] 'm % 16 == 0' does not hold"},
         BadRange{kAnyTail, kAnyTail + std::string("\n[[kernel.test]]\nshape = \"any_m\"\nvalues = { m = 80 }\noutputs = { a = \"a.npy\" }\n"),
