@@ -67,14 +67,20 @@ void add_store_command(CLI::App& app) {
     std::cout << "activated " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
   });
 
-  CLI::App* rollback = sub(store, "rollback", "Go back to the previously active archive, or --to one this package ran", o);
+  CLI::App* rollback = sub(store, "rollback",
+                           "Go back to the previously active archive, or --to one this package ran (back, or forward "
+                           "again after a rollback)", o);
   rollback->add_option("package", o->package, "The package")->required();
   rollback->add_option("--to", o->to, "sha256:<hex> of an archive the package has been active with");
   rollback->add_option("--who", o->who, "Recorded in the history (default: $USER)");
   rollback->add_option("--reason", o->reason, "Recorded in the history");
   rollback->callback([o] {
-    store::HistoryEntry h = store::Store(o->resolve()).rollback(o->package, o->to, o->actor(), o->reason);
-    std::cout << "rolled " << o->package << " back to " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
+    store::Store s(o->resolve());
+    std::uint64_t before = s.state(o->package).active_sequence();
+    store::HistoryEntry h = s.rollback(o->package, o->to, o->actor(), o->reason);
+    // --to may name an archive newer than the one it replaces (after a rollback): a roll-forward.
+    std::cout << "rolled " << o->package << (h.sequence > before ? " forward" : " back") << " to " << h.digest
+              << " (sequence " << h.sequence << "), history #" << h.number << "\n";
   });
 
   CLI::App* active = sub(store, "active", "Print the active digest of a package, and nothing else", o);

@@ -275,12 +275,12 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
   PackageState s = state(info.package);
   HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "activate", digest, info.sequence, who, reason);
   std::string refusal;
+  bool ran_before = std::any_of(s.history.begin(), s.history.end(), [&](const HistoryEntry& e) {
+    return (e.action == "activate" || e.action == "rollback") && e.digest == digest;
+  });
   if (s.active == digest) {
     refusal = digest + " is already the active archive of " + info.package;
   } else if (info.sequence < s.highest_sequence) {
-    bool ran_before = std::any_of(s.history.begin(), s.history.end(), [&](const HistoryEntry& e) {
-      return (e.action == "activate" || e.action == "rollback") && e.digest == digest;
-    });
     refusal = "sequence " + std::to_string(info.sequence) + " is below " + std::to_string(s.highest_sequence) +
               ", the highest ever activated for " + info.package +
               (ran_before ? "; going back to an archive this package ran is a rollback: `kiln store rollback " +
@@ -288,8 +288,11 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
                           : "; this archive was never active for " + info.package +
                                 ", so it cannot be rolled back to either (anti-rollback)");
   } else if (info.sequence == s.highest_sequence && s.highest_sequence != 0) {
-    refusal = "sequence " + std::to_string(info.sequence) + " was already activated for " + info.package +
-              " as another archive; a new release needs a higher sequence";
+    refusal = ran_before ? "sequence " + std::to_string(info.sequence) + " is this archive's own: it was active for " +
+                               info.package + " before, and going back to it is a roll-forward: `kiln store rollback " +
+                               info.package + " --to " + digest + "`"
+                         : "sequence " + std::to_string(info.sequence) + " was already activated for " + info.package +
+                               " as another archive; a new release needs a higher sequence";
   }
   if (!refusal.empty()) refuse(s, h, refusal);
   append_record(s, h);  // checks the rules once more: a decision they forbid is never recorded

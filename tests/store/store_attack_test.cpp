@@ -37,23 +37,6 @@ std::string error_of(F&& f, Errc code) {
   return "";
 }
 
-struct CliRun {
-  int rc;
-  std::string output;  // stdout and stderr
-};
-// Runs the kiln command under `timeout 20`: a hang shows as rc 124, not a stuck suite.
-CliRun kiln(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " timeout 20 " + std::string(KILN_BINARY) + " " + args + " 2>&1";
-  CliRun r{-1, ""};
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while (p != nullptr && (n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int status = p != nullptr ? ::pclose(p) : -1;
-  if (WIFSIGNALED(status)) r.rc = -WTERMSIG(status);
-  else if (WIFEXITED(status)) r.rc = WEXITSTATUS(status) == 128 + SIGKILL ? -SIGKILL : WEXITSTATUS(status);
-  return r;
-}
 
 // A store with v1, v2, v3 added; v2 then v3 activated (highest 3).
 struct Activated : Fixture {

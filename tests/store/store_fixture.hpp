@@ -2,7 +2,9 @@
 // a 2 MB member so that writing one into a store takes many crash points.
 #pragma once
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <fstream>
@@ -28,6 +30,25 @@ inline std::string slurp(const std::string& path) {
 }
 inline void spit(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+struct CliRun {
+  int rc;
+  std::string output;  // stdout and stderr
+};
+// Runs the kiln command under `timeout 20`: a hang shows as rc 124, not a stuck suite.
+inline CliRun kiln(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + " timeout 20 " + std::string(KILN_BINARY) + " " + args + " 2>&1";
+  CliRun r{-1, ""};
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while (p != nullptr && (n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int status = p != nullptr ? ::pclose(p) : -1;
+  if (WIFSIGNALED(status)) r.rc = -WTERMSIG(status);
+  else if (WIFEXITED(status)) r.rc = WEXITSTATUS(status) == 128 + SIGKILL ? -SIGKILL : WEXITSTATUS(status);
+  return r;
+}
+
 
 inline std::string make_archive(const std::string& dir, std::uint64_t sequence) {
   std::string manifest = "[package]\nname = \"scale\"\nkernel_revision = \"v" + std::to_string(sequence) +

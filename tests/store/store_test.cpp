@@ -43,11 +43,24 @@ TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {
   EXPECT_EQ(back.digest, f.d2);
   EXPECT_EQ(s.state("scale").active, f.d2);
   EXPECT_EQ(s.state("scale").highest_sequence, 3u);
-  // Forward again to v3 is a rollback too now (its sequence is not above the highest).
-  EXPECT_THROW(s.activate(f.d3, "ops", ""), Error);
+  // Forward again to v3 is a rollback too now (its sequence is not above the highest); activate
+  // says so, naming it as this archive's own sequence, not another archive's.
+  try {
+    s.activate(f.d3, "ops", "");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 3 is this archive's own: it was active for scale before, and going "
+                                         "back to it is a roll-forward: `kiln store rollback scale --to " + f.d3 + "`"),
+              std::string::npos) << e.what();
+  }
+  CliRun forward = kiln("store rollback scale --to " + f.d3 + " --store " + f.store + " --who ops --reason forward");
+  ASSERT_EQ(forward.rc, 0) << forward.output;
+  EXPECT_EQ(forward.output.rfind("rolled scale forward to " + f.d3 + " (sequence 3)", 0), 0u) << forward.output;
+  CliRun back_again = kiln("store rollback scale --store " + f.store + " --who ops");
+  EXPECT_EQ(back_again.output.rfind("rolled scale back to " + f.d2, 0), 0u) << back_again.output;
   EXPECT_EQ(s.rollback("scale", f.d3, "ops", "back to v3").digest, f.d3);
   store::PackageState st = s.state("scale");
-  ASSERT_EQ(st.history.size(), 7u);
+  ASSERT_EQ(st.history.size(), 9u);
   EXPECT_EQ(st.history[2].action, "refused");
   EXPECT_EQ(st.history[2].who, "mallory");
   EXPECT_EQ(st.history[4].action, "rollback");
