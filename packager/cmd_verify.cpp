@@ -161,9 +161,15 @@ void add_verify_command(CLI::App& app) {
                     "test", "route", "target", "max abs", "max rel", "unwritten", "median", "result");
         for (const TestResult& r : results) {
           std::string verdict = !r.ran ? "not run" : r.passed ? "PASS" : "FAIL";
-          std::printf("    %-16s %-16s %-9s %-12s %10.3g %10.3g %9llu %8.1f us  %s\n", r.kernel.c_str(),
-                      r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
-                      r.max_abs_error, r.max_rel_error, r.unwritten, r.median_us, verdict.c_str());
+          if (!r.ran) {  // no figures for a test that did not run: dashes, not zeros that read as results
+            std::printf("    %-16s %-16s %-9s %-12s %10s %10s %9s %11s  %s\n", r.kernel.c_str(),
+                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
+                        "-", "-", "-", "-", verdict.c_str());
+          } else {
+            std::printf("    %-16s %-16s %-9s %-12s %10.3g %10.3g %9llu %8.1f us  %s\n", r.kernel.c_str(),
+                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
+                        r.max_abs_error, r.max_rel_error, r.unwritten, r.median_us, verdict.c_str());
+          }
           if (!r.detail.empty()) std::printf("      %s\n", r.detail.c_str());
           if (!r.ran) std::printf("      reason: %s\n", r.reason.c_str());
         }

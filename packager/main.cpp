@@ -11,7 +11,8 @@ namespace {
 const char* kExitCodes =
     "\nExit codes:\n"
     "  0  success\n"
-    "  1  refused: the archive failed verification (format, digest, signature, size limit)\n"
+    "  1  refused: the archive failed verification (format, digest, signature, size limit),\n"
+    "     or verify --run could not prove it on this host (no test vector ran natively)\n"
     "  2  usage: the command line is wrong\n"
     "  3  bad input: the manifest, a code object or a key is wrong\n"
     "  4  I/O: a file could not be read or written\n"

@@ -453,6 +453,8 @@ TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
   Result run = ::run("verify " + archive + " --trust " + trust + " --run");
   EXPECT_EQ(run.code, 1) << run.out;
   EXPECT_NE(run.out.find("not run: routes to reference on this host"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find(" us  not run"), std::string::npos) << "a test that did not run shows no time: " << run.out;
+  EXPECT_NE(run.out.find("-  not run"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("--run proves nothing here: kernel 'matmul_relu' routes to reference (the CUDA driver"),
             std::string::npos) << run.out;
   // An archive whose kernels have no vectors: the reason is the archive, not the host.
