@@ -1,5 +1,7 @@
 #include "cli_common.hpp"
 
+#include <pwd.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -98,7 +100,12 @@ std::string store_dir(const std::string& option) {
 std::string actor_name(const std::string& option) {
   if (!option.empty()) return option;
   const char* user = std::getenv("USER");
-  return user ? user : "unknown";
+  if (user != nullptr && user[0] != '\0') return user;
+  // No $USER (cron, containers, a chroot): the account the process runs as, as `id -un` names it.
+  if (const struct passwd* pw = ::getpwuid(::geteuid()); pw != nullptr && pw->pw_name != nullptr && pw->pw_name[0] != '\0') {
+    return pw->pw_name;
+  }
+  return "uid " + std::to_string(::geteuid());
 }
 
 }  // namespace kiln::cli

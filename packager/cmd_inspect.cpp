@@ -174,7 +174,7 @@ void print_json(const Archive& a, bool checked) {
 void print_human(const Archive& a, bool checked) {
   const format::Index& index = a.index();
   const Manifest& m = a.manifest();
-  std::cout << a.name() << "  (" << human_size(a.file_size()) << ")\n"
+  std::cout << a.name() << "  (" << human_size(a.file_size()) << " file)\n"
             << "  digest     " << digest_string(a.digest()) << "\n"
             << "  package    " << index.package << "  revision " << index.kernel_revision << "  sequence " << index.sequence << "\n";
   if (!m.description.empty()) std::cout << "             " << m.description << "\n";

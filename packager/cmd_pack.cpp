@@ -80,7 +80,7 @@ void add_pack_command(CLI::App& app) {
     }
     std::cout << "packed " << o->out << ": " << plan.identity.package << " " << plan.identity.kernel_revision
               << " (sequence " << plan.identity.sequence << "), " << plan.manifest.kernels.size() << " kernel(s), "
-              << count << " members, " << human_size(total) << "\n"
+              << count << " members, " << human_size(total) << " of content\n"
               << "digest " << digest_string(digest) << "\n";
   });
 }

@@ -2,6 +2,7 @@
 // FIFOs, a source changed during `store add`, a full disk, killed inits, hostile OCI layouts.
 // Each test names the refusal it expects; see schema/SECURITY.md for the claims they hold.
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -262,6 +263,12 @@ TEST(StoreHistory, RepeatedRefusalsAreCountedNotAppended) {
   EXPECT_EQ(s.state("scale").history.size(), 6u);
   CliRun r = kiln("store history scale --store " + f.store);
   EXPECT_TRUE(contains(r.output, "repeated 99 more time(s)")) << r.output;
+  // Without $USER (cron, containers) the decision is recorded as the account's name, not "unknown".
+  CliRun back = kiln("store rollback scale --store " + f.store, "env -u USER");
+  ASSERT_EQ(back.rc, 0) << back.output;
+  const std::string who = store::Store(f.store).state("scale").history.back().who;
+  const struct passwd* account = ::getpwuid(::geteuid());
+  EXPECT_EQ(who, account != nullptr ? std::string(account->pw_name) : "uid " + std::to_string(::geteuid()));
 }
 
 TEST(StoreFiles, ASymbolicLinkAtTheLockIsRefusedNotFollowed) {

@@ -99,6 +99,11 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   EXPECT_NE(inspect.out.find("\"index\":{\"form\":\"one-level\",\"levels\":1,"), std::string::npos) << inspect.out;
   Result human = run("inspect " + archive);
   EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
+  // Each size says what it measures: inspect the file, verify the stored bytes, pack the content.
+  EXPECT_NE(human.out.find(" file)\n"), std::string::npos) << human.out;
+  EXPECT_NE(verify.out.find(" stored"), std::string::npos) << verify.out;
+  Result repacked = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/again.kiln");
+  EXPECT_NE(repacked.out.find(" of content\n"), std::string::npos) << repacked.out;
   EXPECT_NE(human.out.find("; one level (KILNIDX2): a head of "), std::string::npos) << human.out;
 }
 

@@ -42,6 +42,9 @@ _DTYPES = {
     10: (ctypes.c_uint16, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
     13: (ctypes.c_uint8, 1, "float8_e4m3fn"), 14: (ctypes.c_uint8, 1, "float8_e5m2"),
 }
+# kiln_dtype -> the manifest's name for it (what k.params shows as "type")
+DTYPE_NAMES = {1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "u8", 6: "u16", 7: "u32", 8: "u64", 9: "f16", 10: "bf16",
+               11: "f32", 12: "f64", 13: "f8e4m3", 14: "f8e5m2"}
 # The narrow float kiln_dtypes -> (exponent bits, mantissa bits, IEEE-like): their scalars are passed
 # as bits, rounded to nearest even (schema/MANIFEST.md); E4M3 has no infinities and one NaN code.
 _NARROW_FLOATS = {9: (5, 10, True), 10: (8, 7, True), 13: (4, 3, False), 14: (5, 2, True)}
@@ -433,6 +436,7 @@ class Kernel:
             info.size = ctypes.sizeof(info)
             _lib.kiln_kernel_param(handle, i, ctypes.byref(info))
             self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
+                                "type": DTYPE_NAMES.get(info.dtype, f"dtype {info.dtype}"),
                                 "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.
         self._slots = [ctypes.c_uint64() if p["pointer"] else _DTYPES[p["dtype"]][0]() for p in self.params]

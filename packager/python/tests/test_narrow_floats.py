@@ -95,6 +95,7 @@ def test_a_kernel_receives_the_bits_of_its_narrow_float_scalars(narrow_archive):
     rt.register_reference("scale", lambda x, h, b, e, n, info: seen.append((h, b, e, n)))
     kernel = rt.open(str(narrow_archive / "a.kiln")).kernel("scale")
     assert [p["dtype"] for p in kernel.params] == [13, 9, 10, 13, 7]
+    assert [p["type"] for p in kernel.params] == ["f8e4m3", "f16", "bf16", "f8e4m3", "u32"]  # the manifest's names
     kernel(0, 1.0, -3.0, 448, 4)
     assert seen == [(1.0, -3.0, 448, 4)], "the reference gets the call's own values"
     assert [s.value for s in kernel._slots[1:4]] == [0x3C00, 0xC040, 0x7E], "libkiln gets the types' bits"
