@@ -28,8 +28,6 @@ kiln_runtime_options runtime_options(const RunOptions& o) {
   return r;
 }
 
-bool is_float(ScalarType t) { return is_float_type(t); }
-
 // Device buffers for one test, freed on every path.
 struct Buffers {
   const cuda::DriverApi* api = nullptr;
@@ -76,7 +74,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   auto member = [&](const FileRef& f) { return archive.reader().read_member(f.path); };
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     const KernelParam& p = spec.params[i];
-    if (!p.is_pointer && is_float(p.type)) {
+    if (!p.is_pointer && is_float_type(p.type)) {
       // A float scalar: only a test's own values give one (shapes fix integers only).
       const double* given = nullptr;
       for (const auto& [name, v] : test.float_values) {
@@ -155,7 +153,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     check(d, cu.cuMemcpyDtoH(got_bytes.data(), buffers.ptrs[i], got_bytes.size()), "cuMemcpyDtoH");
     NpyArray got = want;
     got.data = ByteView(got_bytes);
-    bool exact = !is_float(want.dtype);
+    bool exact = !is_float_type(want.dtype);
     for (std::uint64_t e = 0; e < want.count(); ++e) {
       double g = npy_element(got, e), w = npy_element(want, e);
       ++result.elements;

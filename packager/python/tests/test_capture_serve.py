@@ -29,6 +29,20 @@ def _python(script, env=None, check=True):
                                                                                     "stderr": r.stderr}
 
 
+def enable_error(archive, trust):
+    """What kiln.serve.enable raises for `archive` (a ValueError's text) in a fresh process; None
+    where it enabled."""
+    r = _python(f"""
+        import json, kiln.serve
+        try:
+            kiln.serve.enable({str(archive)!r}, trust={str(trust)!r}, target="sm_90")
+            print(json.dumps({{"error": None}}))
+        except ValueError as e:
+            print(json.dumps({{"error": str(e)}}))
+    """)
+    return r["error"]
+
+
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
     """One capture: add_kernel for sm_90 (and, by --target, sm_80), scale_kernel, a host module;
@@ -296,16 +310,8 @@ def test_a_capture_index_of_the_wrong_shape_is_refused_by_name(captured, tmp_pat
     key = next(k for k, e in index["triton"].items() if e["kind"] == "kernel")
     index["triton"][key]["files"] = ["add_kernel.cubin"]
     (bad / "capture.json").write_text(json.dumps(index))
-    archive = _repack(captured, bad, tmp_path / "bad.kiln")
-    r = _python(f"""
-        import json, kiln.serve
-        try:
-            kiln.serve.enable({str(archive)!r}, trust={str(captured['trust'])!r}, target="sm_90")
-            print(json.dumps({{"enabled": True}}))
-        except ValueError as e:
-            print(json.dumps({{"enabled": False, "error": str(e)}}))
-    """)
-    assert r["enabled"] is False and f"capture.json entry {key}: 'files' must map file names" in r["error"], r
+    error = enable_error(_repack(captured, bad, tmp_path / "bad.kiln"), captured["trust"])
+    assert error is not None and f"capture.json entry {key}: 'files' must map file names" in error, error
 
 
 def test_a_served_file_name_is_a_plain_name_even_past_the_index_check(tmp_path):

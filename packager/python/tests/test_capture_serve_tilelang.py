@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 pytest.importorskip("triton")
-from test_capture_serve import _python  # noqa: E402
+from test_capture_serve import _python, enable_error  # noqa: E402
 from test_export import kiln_cli  # noqa: E402
 
 from kiln.jit import package, tilelang_keys  # noqa: E402
@@ -217,16 +217,8 @@ def test_a_tilelang_index_of_the_wrong_shape_is_refused_by_name(tl, tmp_path, ch
     index = json.loads((bad / "capture.json").read_text())
     change(index, tl["key"])
     (bad / "capture.json").write_text(json.dumps(index))
-    archive = _pack(tl["cli"], tl["root"], bad, tmp_path / "bad.kiln")
-    r = _python(f"""
-        import json, kiln.serve
-        try:
-            kiln.serve.enable({str(archive)!r}, trust={str(tl['trust'])!r}, target="sm_90")
-            print(json.dumps({{"enabled": True}}))
-        except ValueError as e:
-            print(json.dumps({{"enabled": False, "error": str(e)}}))
-    """)
-    assert r["enabled"] is False and message in r["error"], r
+    error = enable_error(_pack(tl["cli"], tl["root"], bad, tmp_path / "bad.kiln"), tl["trust"])
+    assert error is not None and message in error, error
 
 
 def test_an_entry_without_a_build_pin_is_refused_not_served_unchecked(tl, tmp_path):

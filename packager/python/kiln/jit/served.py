@@ -88,32 +88,32 @@ class Report:
                     "programs": list(audit.programs), "notes": list(self.notes)}
 
 
-def _check_index(index, digest):
-    """capture.json is signed, but its signer is trusted with bytes, not with a shape this reader
-    would trip on: every field is checked (schema/CAPTURE.md) before anything is looked up, and a
-    bad one named with its key."""
+def _index_error(digest):
     def bad(where, what):
         raise ValueError(f"{digest}: capture.json {where}: {what}")
-    if not isinstance(index.get("triton"), dict):
-        bad("'triton'", "must be an object of cache keys")
-    if not isinstance(index.get("torch", []), list) or not all(isinstance(m, str) for m in index.get("torch", [])):
-        bad("'torch'", "must be a list of member paths")
-    if not isinstance(index.get("ptxas", {}), dict):
-        bad("'ptxas'", "must be an object")
-    tilelang = index.get("tilelang", {})
-    if not isinstance(tilelang, dict):
+    return bad
+
+
+def _check_files(entry, where, digest, bad):
+    """An entry's 'files': {plain file name: member path}."""
+    files = entry.get("files")
+    if not isinstance(files, dict) or not all(isinstance(f, str) and isinstance(m, str) for f, m in files.items()):
+        bad(where, "'files' must map file names to member paths")
+    for name in files:
+        safe_name(name, f"{digest}: capture.json {where} file")
+    return files
+
+
+def _check_tilelang_entries(entries, digest, bad):
+    if not isinstance(entries, dict):
         bad("'tilelang'", "must be an object of TileLang cache keys")
-    for key, entry in tilelang.items():
+    for key, entry in entries.items():
         where = f"TileLang entry {key}"
         if not isinstance(key, str) or not _HEX64.fullmatch(key):
             bad(where, "a TileLang key is 64 lower-case hex digits")
         if not isinstance(entry, dict) or entry.get("kind") != "tilelang":
             bad(where, "must be an object whose kind is tilelang")
-        files = entry.get("files")
-        if not isinstance(files, dict) or not all(isinstance(f, str) and isinstance(m, str) for f, m in files.items()):
-            bad(where, "'files' must map file names to member paths")
-        for name in files:
-            safe_name(name, f"{digest}: capture.json {where} file")
+        files = _check_files(entry, where, digest, bad)
         for field in ("kernel", "cubin", "library"):
             if not isinstance(entry.get(field), str):
                 bad(where, f"'{field}' must be a string")
@@ -125,16 +125,15 @@ def _check_index(index, digest):
                                        not isinstance(components.get("key_data"), dict) or
                                        not isinstance(components.get("compiler_build"), str)):
             bad(where, "'components' must be null or a tilelang object with name, key_data and compiler_build")
-    for key, entry in index["triton"].items():
+
+
+def _check_triton_entries(entries, digest, bad):
+    for key, entry in entries.items():
         safe_name(key, f"{digest}: capture.json key")
         where = f"entry {key}"
         if not isinstance(entry, dict) or entry.get("kind") not in ("kernel", "module", "autotune"):
             bad(where, "must be an object whose kind is kernel, module or autotune")
-        files = entry.get("files")
-        if not isinstance(files, dict) or not all(isinstance(f, str) and isinstance(m, str) for f, m in files.items()):
-            bad(where, "'files' must map file names to member paths")
-        for name in files:
-            safe_name(name, f"{digest}: capture.json {where} file")
+        files = _check_files(entry, where, digest, bad)
         if entry["kind"] == "kernel":
             if not isinstance(entry.get("kernel"), str) or not isinstance(entry.get("group"), str):
                 bad(where, "a kernel entry needs 'kernel' and 'group' strings")
@@ -144,6 +143,21 @@ def _check_index(index, digest):
         if components is not None and (not isinstance(components, dict) or
                                        components.get("kind") != ("module" if entry["kind"] == "module" else "kernel")):
             bad(where, "'components' must be null or an object of the entry's kind")
+
+
+def _check_index(index, digest):
+    """capture.json is signed, but its signer is trusted with bytes, not with a shape this reader
+    would trip on: every field is checked (schema/CAPTURE.md) before anything is looked up, and a
+    bad one named with its key."""
+    bad = _index_error(digest)
+    if not isinstance(index.get("triton"), dict):
+        bad("'triton'", "must be an object of cache keys")
+    if not isinstance(index.get("torch", []), list) or not all(isinstance(m, str) for m in index.get("torch", [])):
+        bad("'torch'", "must be a list of member paths")
+    if not isinstance(index.get("ptxas", {}), dict):
+        bad("'ptxas'", "must be an object")
+    _check_tilelang_entries(index.get("tilelang", {}), digest, bad)
+    _check_triton_entries(index["triton"], digest, bad)
 
 
 class ServedArchive:
@@ -320,7 +334,8 @@ class ServeSession:
                              "TileLang would read entries kiln has not verified")
         if entry is None:
             reason, detail = tilelang_keys.explain_miss(asked, self.served.by_name.get(("tilelang", name), []))
-            return self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang") is not None
+            self._miss("TileLang kernel", name, key, reason, detail, cache="TileLang")  # raises under 'refuse'
+            return False
         # TileLang's key leaves its build out: kiln's pin is checked here, on every hit.
         have = entry.get("components")
         current = self.tilelang_build() if self.tilelang_build else (asked or {}).get("compiler_build")
@@ -333,11 +348,13 @@ class ServeSession:
                 detail = (f"TileLang build differs (this process {current[:16]}..., captured "
                           f"{have['compiler_build'][:16]}... version {have['tilelang_version']}): a changed compiler "
                           "is never served")
-            return self._miss("TileLang kernel", name, key, "compiler-build", detail, cache="TileLang") is not None
+            self._miss("TileLang kernel", name, key, "compiler-build", detail, cache="TileLang")
+            return False
         ok, verdict = self.served.arch_verdict(entry["kernel"], self._tilelang_device())
         if not ok:
-            return self._miss("TileLang kernel", name, key, "arch",
-                              f"libkiln refuses kernel {entry['kernel']} here: {verdict}", cache="TileLang") is not None
+            self._miss("TileLang kernel", name, key, "arch", f"libkiln refuses kernel {entry['kernel']} here: {verdict}",
+                       cache="TileLang")
+            return False
         self.served.materialise_tilelang(key, cache_path)
         self.report.record("served", "TileLang kernel", name, key)
         return True
