@@ -25,9 +25,8 @@ Package::Package(Runtime& runtime, std::string store_dir, std::string package, i
 // a forged pointer is refused here, before anything is opened. A consistent rewrite of the
 // whole history passes those checks; the witness, where given, is what catches it.
 Package::Active Package::active() const {
-  kiln::store::Store store(store_dir_);
-  if (!witness_.empty()) store.check_witness(package_, witness_);
-  kiln::store::PackageState state = store.state(package_);
+  kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
+  if (!witness_.empty()) kiln::store::Store::check_witness(state, witness_);
   if (state.active.empty()) {
     throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
   }

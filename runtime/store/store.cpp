@@ -229,7 +229,11 @@ PackageState Store::state(const std::string& package) const {
 ChainHead Store::head(const std::string& package) const { return state(package).head(); }
 
 std::uint64_t Store::check_witness(const std::string& package, const std::string& head_hash) const {
-  PackageState s = state(package);
+  return check_witness(state(package), head_hash);
+}
+
+std::uint64_t Store::check_witness(const PackageState& s, const std::string& head_hash) {
+  const std::string& package = s.package;
   if (head_hash == genesis_hash(package)) return 0;
   for (const HistoryEntry& h : s.history) {
     if (record_hash(h) == head_hash) return h.number;

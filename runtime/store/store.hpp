@@ -53,6 +53,8 @@ class Store {
   // Checks that the package's history still holds the witnessed head (a record's hash, or the
   // genesis value) and returns how many records it has at that point; Errc::integrity if not.
   std::uint64_t check_witness(const std::string& package, const std::string& head_hash) const;
+  // The same on a state already read (one read and verification of the state file, not two).
+  static std::uint64_t check_witness(const PackageState& state, const std::string& head_hash);
   std::vector<std::string> packages() const;
   std::vector<ArchiveInfo> archives() const;
   // Re-verifies every archive; returns one line per problem (empty when all hold).
