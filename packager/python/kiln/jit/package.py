@@ -146,20 +146,26 @@ def scan_tilelang(root, taken):
         if not re.fullmatch(r"[0-9a-f]{64}", key) or library is None or params is None or "manifest.json" not in files:
             skipped.append({"key": label, "why": f"incomplete TileLang entry ({', '.join(files) or 'empty'})"})
             continue
-        with open(os.path.join(folder, library), "rb") as f:
-            host_library = f.read()
-        device = next((b for b in binaries if b in host_library), None)
-        if device is None:
-            skipped.append({"key": label, "why": f"no cubin of the capture is embedded in its {library} (a fatbin, "
-                                                 "NVRTC, or TileLang's binary cache off): nothing kiln can check"})
-            continue
         source = ""
         if "device_kernel.cu" in files:
             with open(os.path.join(folder, "device_kernel.cu"), errors="replace") as f:
                 source = f.read()
-        symbol, arch = _device_symbol(source), _cubin_arch(device)
-        if symbol is None or symbol.encode() not in device or arch is None:
-            skipped.append({"key": label, "why": f"its kernel symbol ({symbol}) or cubin arch ({arch}) could not be read"})
+        symbol = _device_symbol(source)
+        if symbol is None:
+            skipped.append({"key": label, "why": "no __global__ kernel found in its device_kernel.cu"})
+            continue
+        with open(os.path.join(folder, library), "rb") as f:
+            host_library = f.read()
+        # Only cubins holding the kernel's symbol are searched for inside the library (an app's
+        # binaries share few symbols, so this stays linear in the capture's size).
+        device = next((b for b in binaries if symbol.encode() in b and b in host_library), None)
+        if device is None:
+            skipped.append({"key": label, "why": f"no cubin of the capture holding {symbol} is embedded in its {library} "
+                                                 "(a fatbin, NVRTC, or TileLang's binary cache off): nothing kiln can check"})
+            continue
+        arch = _cubin_arch(device)
+        if arch is None:
+            skipped.append({"key": label, "why": f"the arch of the cubin embedded in its {library} could not be read"})
             continue
         components = keys.get(key)
         name = _kernel_name((components or {}).get("name") or symbol, key, taken)
