@@ -237,6 +237,9 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   std::vector<VectorCheck> vectors;
   for (const KernelSpec& k : plan.manifest.kernels) {
     for (const CodeObjectRef& c : k.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
+    for (const VariantSpec& v : k.variants) {
+      for (const CodeObjectRef& c : v.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
+    }
     for (const TestSpec& test : k.tests) {
       for (const auto* list : {&test.inputs, &test.outputs}) {
         for (const auto& [param_name, file] : *list) {
@@ -287,6 +290,28 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
     c.member->backend = info.backend;
     c.member->kind = info.kind;
     c.member->arch = join(info.targets);
+  }
+  // A variant's code is what the kernel's own code is for the same arch, specialised: the same
+  // kind, the same targets (so the runtime's choice of target holds for every variant).
+  std::map<const CodeObjectRef*, const MemberInput*> member_of;
+  for (const CodeClaim& c : claims) member_of[c.code] = c.member;
+  auto indexed = [&](const CodeObjectRef& c) {
+    const MemberInput& m = *member_of.at(&c);
+    format::Entry e;
+    e.path = c.file.path;
+    e.backend = m.backend;
+    e.kind = m.kind;
+    e.arch = m.arch;
+    return e;
+  };
+  for (const KernelSpec& k : plan.manifest.kernels) {
+    for (const VariantSpec& v : k.variants) {
+      for (std::size_t i = 0; i < v.code.size(); ++i) {
+        if (std::string p = variant_code_problem(k, v, i, indexed(k.code[i]), indexed(v.code[i])); !p.empty()) {
+          fail(Errc::code_object, where(manifest_name, v.code[i].pos) + ": " + p);
+        }
+      }
+    }
   }
   std::vector<std::uint8_t> vector_bytes;
   for (const VectorCheck& v : vectors) {

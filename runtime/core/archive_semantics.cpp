@@ -48,6 +48,9 @@ std::map<std::string, Expected> expected_members(const Manifest& m) {
     for (const FileRef& f : k.sources) expect(out, f, format::Role::source, by);
     for (const FileRef& f : k.ir) expect(out, f, format::Role::ir, by);
     for (const CodeObjectRef& c : k.code) expect(out, c.file, format::Role::code, by);
+    for (const VariantSpec& v : k.variants) {
+      for (const CodeObjectRef& c : v.code) expect(out, c.file, format::Role::code, by + " variant '" + v.name + "'");
+    }
     for (const TestSpec& t : k.tests) {
       for (const auto* list : {&t.inputs, &t.outputs}) {
         for (const auto& named : *list) expect(out, named.second, format::Role::testdata, by + " test vector");
@@ -104,6 +107,20 @@ std::string code_reference_problem(const KernelSpec& k, const CodeObjectRef& ref
   return what + " for arch '" + ref.arch + "', but the member is indexed for " + e.arch;
 }
 
+std::string variant_code_problem(const KernelSpec& k, const VariantSpec& v, std::size_t i, const format::Entry& kernel_code,
+                                 const format::Entry& variant_code) {
+  if (kernel_code.backend == variant_code.backend && kernel_code.kind == variant_code.kind &&
+      kernel_code.arch == variant_code.arch) {
+    return "";
+  }
+  auto text = [](const format::Entry& e) {
+    return std::string(format::backend_name(e.backend)) + " " + format::code_kind_name(e.kind) + " for " + e.arch;
+  };
+  return "variant '" + v.name + "' of kernel '" + k.name + "' gives '" + variant_code.path + "' (" + text(variant_code) +
+         ") for arch '" + v.code[i].arch + "', where the kernel's own code '" + kernel_code.path + "' is " + text(kernel_code) +
+         " (a variant must be the same kind of code for the same targets)";
+}
+
 void check_archive_semantics(const Archive& archive, unsigned threads) {
   const std::string where = archive.name() + ": ";
   const Manifest& m = archive.manifest();  // kiln.toml parsed, the kernel table checked against it
@@ -156,6 +173,15 @@ void check_archive_semantics(const Archive& archive, unsigned threads) {
       std::size_t i = static_cast<std::size_t>(index.find(ref.file.path));
       if (std::string p = code_reference_problem(k, ref, index.entries[i]); !p.empty()) fail(Errc::integrity, where + p);
       if (std::string p = code_claim_problem(k, ref, infos[i]); !p.empty()) fail(Errc::integrity, where + p);
+    }
+    for (const VariantSpec& v : k.variants) {
+      for (std::size_t c = 0; c < v.code.size(); ++c) {
+        const format::Entry& own = index.entries[static_cast<std::size_t>(index.find(k.code[c].file.path))];
+        std::size_t i = static_cast<std::size_t>(index.find(v.code[c].file.path));
+        if (std::string p = code_reference_problem(k, v.code[c], index.entries[i]); !p.empty()) fail(Errc::integrity, where + p);
+        if (std::string p = code_claim_problem(k, v.code[c], infos[i]); !p.empty()) fail(Errc::integrity, where + p);
+        if (std::string p = variant_code_problem(k, v, c, own, index.entries[i]); !p.empty()) fail(Errc::integrity, where + p);
+      }
     }
   }
 }

@@ -29,6 +29,12 @@ std::string code_entry_problem(const format::Entry& e, const CodeObjectInfo& inf
 // among its tags; else why not. Reads only the index.
 std::string code_reference_problem(const KernelSpec& k, const CodeObjectRef& ref, const format::Entry& e);
 
+// "" when variant `v`'s code entry `i` (indexed as `variant_code`) is the same kind of code for
+// the same targets as the kernel's own code entry `i` (indexed as `kernel_code`): a variant is a
+// specialised build of the same code, so a device that runs the one runs the other; else why not.
+std::string variant_code_problem(const KernelSpec& k, const VariantSpec& v, std::size_t i, const format::Entry& kernel_code,
+                                 const format::Entry& variant_code);
+
 // Every rule, on an archive whose members' stored digests are to be checked too: kiln.toml
 // and the kernel table agree (Archive::manifest), every file kiln.toml names is a member with
 // the role it gives it and every member but kiln.toml and kiln/ is named by it, and each code

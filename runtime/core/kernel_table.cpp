@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <set>
 
 #include "bytes.hpp"
 #include "error.hpp"
@@ -51,13 +52,14 @@ void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
   for (const FileRef& f : files) w.string16(f.path);
 }
 
-// The launch extension (FORMAT.md §4.1): kernel_args and shape clusters, after the tolerance.
-// Written only when the kernel has either, so every other record keeps its 0.2 bytes; a reader
-// without it refuses the record ("trailing bytes") rather than launching it without them.
+// The launch extension (FORMAT.md §4.1): kernel_args and shape clusters, after the tolerance,
+// then the variants. Written only when the kernel has any of them, so every other record keeps
+// its 0.2 bytes; a reader without it refuses the record ("trailing bytes") rather than launching
+// it without them.
 void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
   std::uint32_t clusters = 0;
   for (const ShapeSpec& s : k.shapes) clusters += s.has_cluster ? 1 : 0;
-  if (k.kernel_args.empty() && clusters == 0) return;
+  if (k.kernel_args.empty() && clusters == 0 && k.variants.empty()) return;
   w.u32(static_cast<std::uint32_t>(k.kernel_args.size()));
   for (const KernelArg& a : k.kernel_args) {
     w.u8(static_cast<std::uint8_t>(a.kind));
@@ -96,6 +98,42 @@ void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
     if (!s.has_cluster) continue;
     w.u32(static_cast<std::uint32_t>(i));
     for (std::uint32_t v : s.cluster) w.u32(v);
+  }
+  if (k.variants.empty()) return;
+  w.u32(static_cast<std::uint32_t>(k.variants.size()));
+  for (const VariantSpec& v : k.variants) {
+    w.string16(v.name);
+    w.u32(static_cast<std::uint32_t>(v.when.size()));
+    for (const ExprCode& c : v.when) put_expr(w, c);
+    w.u32(static_cast<std::uint32_t>(v.code.size()));
+    for (const CodeObjectRef& c : v.code) {
+      w.string16(c.arch);
+      w.string16(c.file.path);
+    }
+  }
+}
+
+void get_variants(ByteReader& r, KernelSpec& k) {
+  std::uint32_t variants = r.u32();
+  if (variants == 0 || variants > kMaxVariants) r.fail_here("bad variant count " + std::to_string(variants));
+  std::set<std::string> names;
+  for (std::uint32_t i = 0; i < variants; ++i) {
+    VariantSpec v;
+    v.name = r.string16();
+    if (v.name.empty() || !names.insert(v.name).second) r.fail_here("bad or repeated variant name '" + v.name + "'");
+    std::string what = "variant '" + v.name + "'";
+    std::uint32_t conditions = r.u32();
+    if (conditions == 0 || conditions > kMaxVariantConditions) r.fail_here(what + ": bad condition count");
+    for (std::uint32_t c = 0; c < conditions; ++c) v.when.push_back(get_expr(r, k.params, ExprKind::condition, what + " when"));
+    std::uint32_t code = r.u32();
+    if (code != k.code.size()) r.fail_here(what + ": " + std::to_string(code) + " code entries for the kernel's " + std::to_string(k.code.size()));
+    v.code.resize(code);
+    for (std::size_t c = 0; c < v.code.size(); ++c) {
+      v.code[c].arch = r.string16();
+      v.code[c].file.path = r.string16();
+      if (v.code[c].arch != k.code[c].arch) r.fail_here(what + ": code entry " + std::to_string(c) + " is for '" + v.code[c].arch + "', the kernel's for '" + k.code[c].arch + "'");
+    }
+    k.variants.push_back(std::move(v));
   }
 }
 
@@ -170,7 +208,8 @@ void get_launch_extension(ByteReader& r, KernelSpec& k) {
   if (maps > kMaxTensorMaps || scratch > kMaxScratchArgs) r.fail_here("too many tensor maps or scratch entries");
   std::uint32_t clusters = r.u32();
   if (clusters > k.shapes.size()) r.fail_here("bad cluster count");
-  if (args == 0 && clusters == 0) r.fail_here("an empty launch extension (a writer leaves it out)");
+  // Variants follow the clusters; without them, an empty extension is one a writer leaves out.
+  if (args == 0 && clusters == 0 && r.remaining() == 0) r.fail_here("an empty launch extension (a writer leaves it out)");
   long previous = -1;
   for (std::uint32_t i = 0; i < clusters; ++i) {
     std::uint32_t shape = r.u32();
@@ -184,6 +223,7 @@ void get_launch_extension(ByteReader& r, KernelSpec& k) {
     }
     s.has_cluster = true;
   }
+  if (r.remaining() != 0) get_variants(r, k);
 }
 
 std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {

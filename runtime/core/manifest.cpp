@@ -267,22 +267,6 @@ ShapeSpec parse_shape(TableReader& kt, const toml::node& n, std::size_t i, const
   return s;
 }
 
-CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i) {
-  std::string where = kt.where() + " code[" + std::to_string(i) + "]";
-  if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { arch = \"sm_90a\", file = \"k.sm_90a.cubin\" }");
-  TableReader t(kt.file(), *n.as_table(), where);
-  CodeObjectRef c;
-  c.pos = pos_of(n);
-  const toml::node& an = t.require("arch", "a target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\"");
-  c.arch = t.as_string(an, "arch", "\"sm_90a\"");
-  if (c.arch.empty() || c.arch.find(',') != std::string::npos || !format::arch_tags_problem(c.arch).empty()) {
-    t.fail_at(an, "'arch' in " + where + " must be one target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\", found '" + c.arch + "'");
-  }
-  c.file = file_ref(t, t.require("file", "the code object's path"), "file");
-  t.no_unknown_keys("arch, file");
-  return c;
-}
-
 // A test of a range shape runs one call: every integer scalar needs a value, and the call must
 // belong to the shape (kiln verify --run launches exactly what the shape computes for it).
 void check_test_values(TableReader& t, const toml::node& n, const std::string& where, const KernelSpec& k,
@@ -425,6 +409,7 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
     if (!arches.insert(c.arch).second) t.fail_at(ca[j], "arch '" + c.arch + "' appears twice in kernel '" + k.name + "'");
     k.code.push_back(c);
   }
+  if (const toml::node* vn = t.get("variant")) k.variants = parse_variants(named, *vn, k);
   if (const toml::node* sn = t.get("shape")) {
     const toml::array& sa = t.array(*sn, "shape", "shape tables");
     std::set<std::string> names;
@@ -489,11 +474,31 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
     const toml::array& ta = t.array(*tn, "test", "test tables");
     for (std::size_t j = 0; j < ta.size(); ++j) k.tests.push_back(parse_test(named, ta[j], j, k));
   }
-  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, kernel_args, code, shape, tolerance, test");
+  t.no_unknown_keys("name, entry, backend, fallback, sources, ir, params, kernel_args, code, variant, shape, tolerance, test");
   return k;
 }
 
 }  // namespace
+
+namespace manifest_toml {
+
+CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i) {
+  std::string where = kt.where() + " code[" + std::to_string(i) + "]";
+  if (!n.is_table()) kt.fail_at(n, where + " must be a table such as { arch = \"sm_90a\", file = \"k.sm_90a.cubin\" }");
+  TableReader t(kt.file(), *n.as_table(), where);
+  CodeObjectRef c;
+  c.pos = pos_of(n);
+  const toml::node& an = t.require("arch", "a target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\"");
+  c.arch = t.as_string(an, "arch", "\"sm_90a\"");
+  if (c.arch.empty() || c.arch.find(',') != std::string::npos || !format::arch_tags_problem(c.arch).empty()) {
+    t.fail_at(an, "'arch' in " + where + " must be one target such as \"sm_90a\", \"compute_90\" or \"gfx90a:xnack+\", found '" + c.arch + "'");
+  }
+  c.file = file_ref(t, t.require("file", "the code object's path"), "file");
+  t.no_unknown_keys("arch, file");
+  return c;
+}
+
+}  // namespace manifest_toml
 
 bool is_float_type(ScalarType t) {
   return t == ScalarType::f32 || t == ScalarType::f64 || is_narrow_float(t);

@@ -146,6 +146,19 @@ struct TestSpec {
   SourcePos pos;
 };
 
+// A build of the kernel's code specialised for some calls (kiln.toml [[kernel.variant]]): a call
+// that a shape matches launches the first variant whose conditions all hold, else the kernel's
+// own code. A variant has exactly the kernel's code targets (`code`, in the kernel's order).
+struct VariantSpec {
+  std::string name;
+  std::vector<ExprCode> when;       // conditions over integer scalars, all must hold
+  std::vector<CodeObjectRef> code;  // code[i] is for the arch of the kernel's code[i]
+  SourcePos pos;
+};
+
+constexpr std::size_t kMaxVariants = 64;
+constexpr std::size_t kMaxVariantConditions = 16;
+
 struct KernelSpec {
   std::string name;
   std::string entry;  // the symbol in the code objects
@@ -159,6 +172,7 @@ struct KernelSpec {
   // The kernel's own parameters when they are not `params` (kiln.toml kernel_args); empty: the
   // kernel takes the call's parameters as they are.
   std::vector<KernelArg> kernel_args;
+  std::vector<VariantSpec> variants;  // in file order: the order calls try them
   Tolerance tolerance;
   std::vector<TestSpec> tests;  // from kiln.toml only; not in the binary kernel table
   SourcePos pos;

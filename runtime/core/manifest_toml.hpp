@@ -233,6 +233,10 @@ inline ExprCode expression(TableReader& t, const toml::node& n, const std::strin
 
 // kernel_args (manifest_kernel_args.cpp): the kernel's own parameters, checked against the call's.
 std::vector<KernelArg> parse_kernel_args(TableReader& kt, const toml::node& n, const KernelSpec& k);
+// One `code` entry ({ arch, file }); `i` is its index, for the error's place.
+CodeObjectRef parse_code(TableReader& kt, const toml::node& n, std::size_t i);
+// [[kernel.variant]] (manifest_variants.cpp), after the kernel's params and code are parsed.
+std::vector<VariantSpec> parse_variants(TableReader& kt, const toml::node& n, const KernelSpec& k);
 // A shape's `cluster`, when given: sets has_cluster and cluster.
 void parse_cluster(TableReader& t, const toml::node* n, ShapeSpec* s);
 

@@ -62,6 +62,8 @@ class Archive {
   bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,
                   const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);
+  std::string load_variants(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+                            const kiln::engine::Candidate& chosen);
   void settle_without_code(Kernel& k, kiln_reason reason, const std::string& text);
   kiln::ReadOptions read_options() const;
 

@@ -34,7 +34,15 @@ Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool referen
       device_(device),
       reference_allowed_(reference_allowed),
       shapes_(spec_),
-      abi_(spec_) {}
+      abi_(spec_),
+      variants_(spec_) {}
+
+int Kernel::variant_for(void* const* args) const {
+  for (std::size_t i = 0; i < variant_code_.size(); ++i) {
+    if (variant_code_[i] && variants_.holds(i, args)) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
   if (arg_count != spec_.params.size()) {
@@ -87,23 +95,26 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
     kiln::LaunchConfig launch_config;
     if (shapes_.match(args, &launch_config) != nullptr) {
       const kiln::LaunchConfig* config = &launch_config;
+      int variant = variant_code_.empty() ? -1 : variant_for(args);
+      const Code& code = variant < 0 ? *code_ : *variant_code_[static_cast<std::size_t>(variant)];
       int r;
       if (abi_.passes_call()) {
-        r = code_->launch(*config, stream, const_cast<void**>(args));
+        r = code.launch(*config, stream, const_cast<void**>(args));
       } else {
         // Tensor maps, computed scalars, scratch: built on this thread's stack for this call.
         KernelAbi::Frame frame;
-        if (unsigned encoded = abi_.build(args, *config, stream, *code_, backend_, &frame)) {
+        if (unsigned encoded = abi_.build(args, *config, stream, code, backend_, &frame)) {
           kiln::engine::Stats::bump(rt.stats().tensor_map_encodes, encoded);
         }
-        r = code_->launch(*config, stream, frame.args);
+        r = code.launch(*config, stream, frame.args);
       }
       if (r != 0) {
         rt.stats().count(device_, Stats::Outcome::failure);
         std::string error = backend_->describe_error(r);
         std::string call = shapes_.describe_call(args) + " " + launch_text(*config);
         archive_->diagnose(*this, "launch", target_, "", r, error, call);
-        throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + ") on " + device_info_->describe + ": " +
+        std::string which = variant < 0 ? "" : ", variant '" + spec_.variants[static_cast<std::size_t>(variant)].name + "'";
+        throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + which + ") on " + device_info_->describe + ": " +
                                       backend_->launch_call() + " failed: " + error);
       }
       rt.stats().count(device_, route_ == KILN_ROUTE_NATIVE ? Stats::Outcome::native : Stats::Outcome::ptx_jit);
@@ -128,6 +139,27 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
                          arg_count, stream);
   }
   return run_reference(reason_, reason_text_, args, arg_count, stream);
+}
+
+std::string Kernel::explain_call(void* const* args, std::size_t arg_count) const {
+  check_arguments(args, arg_count, nullptr);
+  kiln::LaunchConfig config;
+  const kiln::ShapeProgram* shape = spec_.shapes.empty() ? nullptr : shapes_.match(args, &config);
+  if (!spec_.shapes.empty() && shape == nullptr) return "reference: " + undeclared_shape_text(args);
+  std::string out = shape == nullptr ? std::string("the call (no shapes declared)")
+                                     : "shape '" + shape->name() + "' (" + launch_text(config) + ")";
+  if (!runs_on_device()) return out + "; " + kiln_route_string(route_) + ": " + reason_text_;
+  std::string skipped;
+  for (std::size_t i = 0; i < variants_.size(); ++i) {
+    std::string why = variant_code_[i] ? variants_.mismatch(i, args) : std::string("its code did not load");
+    if (why.empty()) {
+      return out + "; " + kiln_route_string(route_) + " " + target_ + ", variant " + variants_.describe(i) +
+             (skipped.empty() ? "" : " [" + skipped + "]");
+    }
+    skipped += (skipped.empty() ? "" : "; ") + spec_.variants[i].name + ": " + why;
+  }
+  return out + "; " + kiln_route_string(route_) + " " + target_ + ", the kernel's own code" +
+         (skipped.empty() ? "" : " [" + skipped + "]");
 }
 
 kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, void* const* args,

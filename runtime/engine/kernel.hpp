@@ -10,6 +10,7 @@
 #include "manifest.hpp"
 #include "kernel_abi.hpp"
 #include "shape_match.hpp"
+#include "variant_choice.hpp"
 
 namespace kiln::engine {
 
@@ -44,6 +45,14 @@ class Kernel {
   // code fitted or a load failed (diagnostics name it); null when there was no device.
   const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
 
+  // The variant a call takes on this device: the first whose conditions hold and whose code is
+  // loaded; -1 for the kernel's own code (also when it does not run here).
+  int variant_for(void* const* args) const;
+  // What a call would do, in words: its shape and launch, the variant it takes and why the
+  // variants before it do not, or the route and reason when it does not run natively.
+  // Checks the arguments as a launch does (throws kiln::Error); launches nothing.
+  std::string explain_call(void* const* args, std::size_t arg_count) const;
+
   // The launch path; throws kiln::Error, which the C boundary turns into a status.
   // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.
   kiln_route launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes = nullptr);
@@ -70,6 +79,10 @@ class Kernel {
   kiln::engine::Backend* backend_ = nullptr;
   const kiln::engine::DeviceInfo* device_info_ = nullptr;
   std::unique_ptr<kiln::engine::Code> code_;
+  // The variants (kiln.toml [[kernel.variant]]), loaded for the target code_ was chosen for;
+  // a null entry failed to load, and its calls take code_ (which assumes less).
+  kiln::engine::VariantChoice variants_;
+  std::vector<std::unique_ptr<kiln::engine::Code>> variant_code_;
 };
 
 }  // namespace kiln::engine

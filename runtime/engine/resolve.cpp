@@ -84,6 +84,21 @@ std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
     }
     members.push_back(static_cast<std::size_t>(m));
   }
+  // A variant's code must be the kernel's own kind of code for the same targets (so the target
+  // chosen below holds for it), checked here on the index as verify checks every kernel's.
+  for (const kiln::VariantSpec& v : k.spec_.variants) {
+    for (std::size_t c = 0; c < v.code.size(); ++c) {
+      long m = reader_->find(v.code[c].file.path);
+      if (m < 0) {
+        throw Error(Errc::integrity, "archive " + digest_ + ": variant '" + v.name + "' of kernel '" + k.spec_.name +
+                                         "' names '" + v.code[c].file.path + "', which is not a member");
+      }
+      const kiln::format::Entry& e = reader_->entry(static_cast<std::size_t>(m));
+      std::string p = kiln::code_reference_problem(k.spec_, v.code[c], e);
+      if (p.empty()) p = kiln::variant_code_problem(k.spec_, v, c, reader_->entry(members[c]), e);
+      if (!p.empty()) throw Error(Errc::integrity, "archive " + digest_ + ": " + p);
+    }
+  }
   return members;
 }
 
@@ -179,6 +194,49 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
                           (rejected_text.empty() ? "none listed" : rejected_text));
 }
 
+// Loads each variant's code for the code entry `chosen` was listed as, after the kernel's own
+// code loaded from it; returns what the reason text says of them ("" without variants). A
+// variant that fails to load is left out, logged, counted and diagnosed: the calls it would take
+// run the kernel's own code, which assumes less.
+std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+                                   const Candidate& chosen) {
+  const kiln::KernelSpec& spec = k.spec_;
+  if (spec.variants.empty()) return "";
+  std::size_t at = spec.code.size();
+  for (std::size_t i = 0; i < spec.code.size(); ++i) {
+    if (spec.code[i].file.path == chosen.path && (at == spec.code.size() || spec.code[i].arch == chosen.tag)) at = i;
+  }
+  k.variant_code_.resize(spec.variants.size());
+  kiln::engine::Stats& s = runtime_.stats();
+  std::string loaded, failed;
+  for (std::size_t v = 0; v < spec.variants.size(); ++v) {
+    const kiln::CodeObjectRef& ref = spec.variants[v].code[at];
+    std::size_t member = static_cast<std::size_t>(reader_->find(ref.file.path));  // checked by check_code_references
+    std::vector<std::uint8_t> image = reader_->read_member(member);
+    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + ref.file.path + "'");
+    if (std::string p = kiln::code_entry_problem(reader_->entry(member), info); !p.empty()) {
+      throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
+    }
+    kiln::engine::LoadOutcome r = backend.load(device, kiln::ByteView(image), chosen.kind, spec.entry, k.shapes_.max_shared_mem());
+    if (!r.code) {
+      kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_failures : s.load_failures);
+      diagnose(k, "load", chosen.tag, ref.file.path, r.error, r.message, "");
+      std::string text = "variant '" + spec.variants[v].name + "' ('" + ref.file.path + "'): " + r.message;
+      runtime_.log(KILN_LOG_WARN, "kernel '" + spec.name + "' on " + device.describe + ": load failed: " + text +
+                                      "; the calls it takes run the kernel's own code");
+      failed += (failed.empty() ? "" : "; ") + text;
+      continue;
+    }
+    kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_compiles : s.loads);
+    kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
+    k.variant_code_[v] = std::move(r.code);
+    loaded += (loaded.empty() ? "" : ", ") + k.variants_.describe(v);
+  }
+  std::string out = loaded.empty() ? "" : "variants " + loaded;
+  if (!failed.empty()) out += (out.empty() ? "" : "; ") + std::string("variants that failed to load (their calls run the kernel's own code): ") + failed;
+  return out;
+}
+
 // Loads the first candidate the driver accepts and settles the route on it; false if none did
 // (each failure is logged, counted, left in a diagnostic bundle and added to *failures).
 bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
@@ -201,6 +259,9 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
       k.target_ = c.tag;
       k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c) +
                        " (judged from the archive; the driver would load it there)";
+      if (!k.spec_.variants.empty()) {
+        k.reason_text_ += "; and its " + std::to_string(k.spec_.variants.size()) + " variant(s) for the same target";
+      }
       std::string rejected_text = join_texts(rejected);
       if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
       return true;
@@ -217,10 +278,12 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     kiln::engine::Stats::bump(c.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
     k.backend_ = &backend;
     k.code_ = std::move(r.code);
+    std::string variants = load_variants(backend, k, device, c);
     k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
     k.reason_ = KILN_REASON_MATCH;
     k.target_ = c.tag;
     k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c);
+    if (!variants.empty()) k.reason_text_ += "; " + variants;
     if (!failures->empty()) k.reason_text_ += "; failed first: " + *failures;
     std::string rejected_text = join_texts(rejected);
     if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
