@@ -151,7 +151,19 @@ void print_json(const Archive& a, bool checked) {
         .field("fallback", k.fallback == FallbackPolicy::reference ? "reference" : "refuse");
     w.key("code").begin_array();
     for (const auto& c : k.code) w.begin_object().field("arch", c.arch).field("file", c.file.path).end_object();
-    w.end_array().key("shapes").begin_array();
+    w.end_array();
+    if (!k.variants.empty()) {  // absent without variants
+      w.key("variants").begin_array();
+      for (const VariantSpec& v : k.variants) {
+        w.begin_object().field("name", v.name).key("when").begin_array();
+        for (const ExprCode& c : v.when) w.value(expr_text(c, k.params));
+        w.end_array().key("code").begin_array();
+        for (const auto& c : v.code) w.begin_object().field("arch", c.arch).field("file", c.file.path).end_object();
+        w.end_array().end_object();
+      }
+      w.end_array();
+    }
+    w.key("shapes").begin_array();
     for (const ShapeSpec& s : k.shapes) w.value(s.name);
     // The shapes in full (0.3): "shapes" stays a list of names for existing readers.
     w.end_array().key("shape_specs").begin_array();
@@ -197,6 +209,15 @@ void print_human(const Archive& a, bool checked) {
     std::cout << "    " << k.name << "  entry " << k.entry << "  backend " << k.backend << "  fallback "
               << (k.fallback == FallbackPolicy::reference ? "reference" : "refuse") << "\n";
     for (const CodeObjectRef& c : k.code) std::cout << "      code   " << std::left << std::setw(24) << c.arch << " " << c.file.path << "\n";
+    if (!k.variants.empty()) {
+      std::cout << "      variants (a call takes the first whose conditions hold, else the code above):\n";
+      for (const VariantSpec& v : k.variants) {
+        std::string when;
+        for (const ExprCode& c : v.when) when += (when.empty() ? "" : " && ") + expr_text(c, k.params);
+        std::cout << "        " << v.name << "  when " << when << "\n";
+        for (const CodeObjectRef& c : v.code) std::cout << "          code " << std::left << std::setw(22) << c.arch << " " << c.file.path << "\n";
+      }
+    }
     if (!k.kernel_args.empty()) {
       std::cout << "      kernel takes (libkiln builds it from the call):\n";
       for (const KernelArg& arg : k.kernel_args) std::cout << "        " << kernel_arg_text(arg, k) << "\n";

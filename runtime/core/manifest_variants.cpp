@@ -52,8 +52,8 @@ VariantSpec parse_variant(TableReader& kt, const toml::node& n, std::size_t i, c
       if (k.code[m].arch == given[j].arch) at = m;
     }
     if (at == k.code.size()) {
-      named.fail_at(ca[j], "arch '" + given[j].arch + "' in " + named.where() + " is not an arch of kernel '" + k.name +
-                               "''s code (" + archs + "); a variant specialises the kernel's own targets");
+      named.fail_at(ca[j], "arch '" + given[j].arch + "' in " + named.where() + " is not an arch of the code of kernel '" +
+                               k.name + "' (" + archs + "); a variant specialises the kernel's own targets");
     }
     if (have[at]) named.fail_at(ca[j], "arch '" + given[j].arch + "' appears twice in " + named.where());
     have[at] = true;
