@@ -43,7 +43,7 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 4
+#define KILN_VERSION_MINOR 5
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
@@ -347,6 +347,16 @@ KILN_API kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, 
  * passed for a 32-bit parameter here, instead of the kernel reading half of it. */
 KILN_API kiln_status kiln_kernel_launch_checked(kiln_kernel* kernel, void* const* args, const size_t* arg_sizes,
                                                 size_t arg_count, void* stream, kiln_route* route_taken);
+
+/* What a launch with these arguments would do, in words, launching nothing (0.5): the shape the
+ * call matches and the launch it computes, then the route; on a device, the variant it takes
+ * (the first whose conditions hold: "variant k16 (k % 16 == 0)") or "the kernel's own code", with
+ * why each variant before it does not take it; off a device, the route and its reason. The
+ * arguments are checked as kiln_kernel_launch checks them (KILN_ERR_INVALID_ARGUMENT). Buffer
+ * rules as kiln_archive_preflight. Archives with variants need libkiln 0.5: an older one refuses
+ * such a kernel's record. */
+KILN_API kiln_status kiln_kernel_explain(const kiln_kernel* kernel, void* const* args, size_t arg_count, char* buffer,
+                                         size_t capacity, size_t* needed);
 
 /* ---- Following a store: hot swap by digest ---------------------------------------------- */
 

@@ -324,6 +324,15 @@ kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t ar
   return kiln_kernel_launch_checked(kernel, args, nullptr, arg_count, stream, route_taken);
 }
 
+kiln_status kiln_kernel_explain(const kiln_kernel* kernel, void* const* args, size_t arg_count, char* buffer,
+                                size_t capacity, size_t* needed) {
+  if (kernel == nullptr) return invalid(nullptr, "kiln_kernel_explain: kernel is NULL");
+  const kiln::engine::Kernel* k = kernel_of(kernel);
+  return guarded_status(&k->archive().runtime(), "kiln_kernel_explain: the text does not fit the buffer", [&] {
+    return copy_message(k->explain_call(args, arg_count), buffer, capacity, needed);
+  });
+}
+
 kiln_status kiln_package_open(kiln_runtime* runtime, const char* store_dir, const char* package, int device,
                               kiln_package** out) {
   if (runtime == nullptr || store_dir == nullptr || package == nullptr || out == nullptr || device < 0) {

@@ -185,6 +185,7 @@ def _load():
         "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_kernel_name": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
         "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
         "kiln_kernel_launch": ([p, ctypes.POINTER(ctypes.c_void_p), sz, p, ctypes.POINTER(st)], st),
+        "kiln_kernel_explain": ([p, ctypes.POINTER(ctypes.c_void_p), sz, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
         "kiln_runtime_stats": ([p, ctypes.POINTER(_Stats)], st),
         "kiln_runtime_stats_prometheus": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
     }
@@ -570,6 +571,29 @@ class Kernel:
         if status:
             self._archive._runtime._check(status)
         return _ROUTES[self._route_out.value]
+
+
+    def explain(self, *args):
+        """What a call with these arguments would do, launching nothing (kiln_kernel_explain): the
+        shape and launch it gets, the route, and on a device the variant it takes and why the
+        variants before it do not."""
+        if len(args) != self._count:
+            self._wrong_count(args)
+        slots = [type(s)() for s in self._slots]  # its own: a launch on another thread keeps its slots
+        for slot, (_, is_pointer, i), value in zip(slots, self._plan, args):
+            if is_pointer:
+                ptr = getattr(value, "data_ptr", None)
+                slot.value = ptr() if ptr is not None else value if isinstance(value, int) else self._address(i, value)
+            else:
+                slot.value = self._convert(i, value)
+        argv = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+        needed = ctypes.c_size_t()
+        status = _lib.kiln_kernel_explain(self._handle, argv, len(slots), None, 0, ctypes.byref(needed))
+        if status not in (0, 14):
+            self._raise_status(status)
+        buf = ctypes.create_string_buffer(needed.value)
+        self._raise_status(_lib.kiln_kernel_explain(self._handle, argv, len(slots), buf, len(buf), None))
+        return buf.value.decode()
 
 
 class _NeedsPythonLauncher(Exception):

@@ -31,7 +31,7 @@ import json
 import pathlib
 import re
 
-from . import manifest, toolchain, vectors
+from . import manifest, toolchain, triton_variants, vectors
 from .declare import DTYPES, INTEGER_TYPES, Desc, Scalar, Tensor, check_call
 from .errors import ExportError
 from .expr import evaluate, names_in, paren
@@ -173,10 +173,11 @@ def unwrap(fn, config):
     return fn, {}, {}
 
 
-def compile_for(fn, params, args, constexprs, options, sample, target):
+def compile_for(fn, params, args, constexprs, options, sample, target, divisible=None):
     """Compiles `fn` for the call `sample` with Triton's own binder (so its specialisation is the
     one `fn[grid](...)` would pick) and returns (compiled, signature {name: type},
-    specialisation attrs by parameter name)."""
+    specialisation attrs by parameter name). `divisible`: integer parameters to compile as
+    multiples of 16 (Triton's "D" key) whatever the sample's values (a variant)."""
     triton = _triton()
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
@@ -208,6 +209,9 @@ def compile_for(fn, params, args, constexprs, options, sample, target):
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     try:
         bound_args, specialization, opts = binder(**call, **kwargs)
+        if divisible:
+            specialization = [(ty, "D") if kp.name in divisible else spec
+                              for kp, spec, (ty, _) in zip(fn.params, specialization, specialization)]
         opts, signature, consts, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, opts)
         compiled = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
     except ExportError:
@@ -487,7 +491,7 @@ def default_sample(params, shapes):
 
 def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options=None, config=None, targets=None,
            sample=None, reference=None, tests=(), reference_kind="auto", tolerance=None, name=None, package=None,
-           sequence=1, description="", revision=None, sources=None, ptx=False):
+           sequence=1, description="", revision=None, sources=None, ptx=False, max_variants=15, specialize=None):
     """Compiles `fn` for each of `targets` and writes the kiln package folder `out`; returns an
     Export. README.md (packager/python) documents every argument."""
     triton = _triton()
@@ -509,21 +513,48 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
     for g in grid:
         if names_in(g) - integers:
             raise ExportError(f"grid {g!r} uses {sorted(names_in(g) - integers)}, which are not integer scalars of the call")
-    sample = dict(sample) if sample is not None else default_sample(params, shapes)
+    given_sample = sample is not None
+    sample = dict(sample) if given_sample else default_sample(params, shapes)
     missing = integers - set(sample)
     if missing:
         raise ExportError(f"sample gives no value for {sorted(missing)}")
 
     wanted = [parse_target(t) for t in (targets or [None])]
-    builds = []
-    for target in wanted:
-        compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target)
-        entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs)
-        builds.append(_Build(compiled, signature, attrs, entries, conditions, launch_config(compiled)))
+
+    def compile_all(divisible=None):
+        out = []
+        for target in wanted:
+            compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target, divisible)
+            entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs)
+            out.append(_Build(compiled, signature, attrs, entries, conditions, launch_config(compiled)))
+        return out
+
+    builds = compile_all()
     archs = [b.arch for b in builds]
     if len(set(archs)) != len(archs):
         raise ExportError(f"targets {targets} compile to the same code targets {archs}")
     entries, conditions, block, shared, cluster, num_ctas = merge(builds)
+    variant_plan = triton_variants.Plan([], [], [])
+    if max_variants and not given_sample and not all(s.fixed for s in shapes):
+        # Kernel parameters computed from the same call expression (N and stride_bk both `n`)
+        # are divisible together: the choice is over distinct expressions.
+        groups = {}
+        for d in _divisibility_candidates(fn, args, builds[0], specialize):
+            groups.setdefault(str(args[d]), []).append(d)
+        variant_plan = triton_variants.plan(
+            builds, list(groups), lambda exprs: compile_all({d for e in exprs for d in groups[e]}), max_variants)
+    for subset, vbuilds in variant_plan.variants:
+        v_entries, v_conditions, v_block, v_shared, v_cluster, _ = merge(vbuilds)
+        strip = [{k: v for k, v in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in entries]
+        if [{k: v for k, v in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in v_entries] != strip \
+                or v_block != block or v_cluster != cluster:
+            raise ExportError(f"the specialisation {sorted(subset)} divisible by 16 compiles to other kernel parameters or another "
+                              f"launch than the general build: export with max_variants=0")
+        shared = max(shared, v_shared)
+        for e, ve in zip(entries, v_entries):
+            if isinstance(e, dict) and "scratch" in e:
+                e["scratch"] = {"bytes": max(e["scratch"]["bytes"], ve["scratch"]["bytes"]),
+                                "align": max(e["scratch"]["align"], ve["scratch"]["align"])}
     if num_ctas > 1:
         grid[0] = f"{paren(grid[0])} * {num_ctas}"  # kiln's grid counts blocks, Triton's programs
 
@@ -545,6 +576,14 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
         meta["signature"] = {k: str(v) for k, v in b.signature.items()}
         meta["specialisation"] = b.attrs
         files[f"triton-metadata.{arch}.json"] = json.dumps(meta, indent=1, default=str) + "\n"
+    variant_tables = []
+    for subset, vbuilds in variant_plan.variants:
+        vname = _variant_name(subset, [t["name"] for t in variant_tables])
+        vcode = []
+        for b in vbuilds:
+            files[f"{stem}.{b.arch}.{vname}.cubin"] = b.compiled.asm["cubin"]
+            vcode.append({"arch": b.arch, "file": f"{stem}.{b.arch}.{vname}.cubin"})
+        variant_tables.append({"name": vname, "when": [f"{paren(e)} % 16 == 0" for e in subset], "code": vcode})
     source_names = []
     for s in sources or [inspect.getsourcefile(fn.fn)]:
         p = pathlib.Path(s)
@@ -575,7 +614,11 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
     pin.update({"targets": " ".join(archs), "num_warps": str(first.num_warps), "num_stages": str(first.num_stages),
                 "num_ctas": str(num_ctas), "constexprs": ", ".join(f"{k}={v}" for k, v in constexprs.items()),
                 "sample": ", ".join(f"{k}={v}" for k, v in sample.items()),
-                "specialisation": "; ".join(conditions) or "none"})
+                "specialisation": "; ".join(conditions) or "none",
+                "variants": ", ".join(t["name"] for t in variant_tables) or "none"})
+    if variant_plan.dropped:
+        pin["variants_dropped"] = (f"{', '.join(variant_plan.dropped)}: their divisibility changes the code too, but "
+                                   f"max_variants={max_variants} allows variants over {len(variant_plan.relevant)} parameters")
     for b in builds:
         pin[f"triton_hash_{b.arch}"] = b.compiled.metadata.hash
         pin[f"shared_mem_{b.arch}"] = str(b.shared)
@@ -585,11 +628,45 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
         sequence=sequence, description=description, toolchain=pin,
         extra_files=[f"triton-metadata.{a}.json" for a in archs], generator=GENERATOR,
         kernel={"name": kernel_name, "entry": first.name, "backend": "cuda", "sources": source_names, "ir": ir,
-                "params": [p.manifest() for p in params], "kernel_args": entries, "code": code,
+                "params": [p.manifest() for p in params], "kernel_args": entries, "code": code, "variants": variant_tables,
                 "tolerance": tolerance, "shapes": shape_tables, "tests": test_tables})
     files["kiln.toml"] = text
     manifest.write_files(out, files)
     return Export(out, text, {b.arch: b.compiled for b in builds})
+
+
+def _variant_name(exprs, taken):
+    """"d16.k.n": the expressions a variant assumes divisible by 16, in kiln's name characters."""
+    name = "d16." + ".".join(re.sub(r"[^A-Za-z0-9_]", "", e) or "x" for e in exprs)
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name}.{n}", n + 1
+    return unique
+
+
+def _divisibility_candidates(fn, args, general, specialize):
+    """The integer kernel parameters Triton would specialise per call on `% 16` and the general
+    build does not assume: computed from the call (not constants, which every call gives alike),
+    not do_not_specialize. `specialize` (names) narrows them to the user's choice."""
+    names = []
+    for kp in fn.params:
+        ty = general.signature.get(kp.name)
+        if kp.is_constexpr or not isinstance(ty, str) or ty.startswith(("*", "tensordesc")) or ty not in TRITON_TO_KILN:
+            continue
+        if TRITON_TO_KILN[ty] not in INTEGER_TYPES or getattr(kp, "do_not_specialize", False):
+            continue
+        if any(a[0] == "tt.divisibility" for a in general.attrs.get(kp.name, [])):
+            continue
+        if not names_in(str(args[kp.name])):
+            continue
+        names.append(kp.name)
+    if specialize is not None:
+        unknown = set(specialize) - set(names)
+        if unknown:
+            raise ExportError(f"specialize names {sorted(unknown)}, which are not integer kernel parameters computed "
+                              f"from the call (candidates: {', '.join(names) or 'none'})")
+        names = [n for n in names if n in specialize]
+    return names
 
 
 def _resolve_args(fn, params, args, constexprs):

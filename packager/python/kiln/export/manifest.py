@@ -36,7 +36,7 @@ _TEST_KEYS = ("shape", "values", "inputs", "outputs", "tolerance")
 
 def render(*, package, revision, sequence, description, toolchain, extra_files, kernel, generator):
     """The text of kiln.toml. `kernel` holds name, entry, backend, sources, ir, params,
-    kernel_args (None: the kernel takes params as they are), code, tolerance, shapes and tests."""
+    kernel_args (None: the kernel takes params as they are), code, tolerance, variants, shapes and tests."""
     lines = [f"# Written by {generator}.", "[package]", f"name = {toml_value(package)}",
              f"kernel_revision = {toml_value(revision)}", f"sequence = {int(sequence)}"]
     if description:
@@ -63,6 +63,10 @@ def render(*, package, revision, sequence, description, toolchain, extra_files, 
     lines.append("]")
     if k.get("tolerance"):
         lines.append(f"tolerance = {toml_value(k['tolerance'])}")
+    for v in k.get("variants", []):
+        lines += ["", "[[kernel.variant]]", f"name = {toml_value(v['name'])}", f"when = {toml_value(v['when'])}", "code = ["]
+        lines += [f"  {toml_value(c)}," for c in v["code"]]
+        lines.append("]")
     for s in k.get("shapes", []):
         lines += ["", "[[kernel.shape]]"]
         lines += [f"{key} = {toml_value(s[key])}" for key in _SHAPE_KEYS if s.get(key) not in (None, {}, [])]

@@ -1,0 +1,109 @@
+"""kiln.export.triton compiles ahead of time the divisibility specialisations Triton's JIT picks per
+call (variants), on a real Triton kernel cross-compiled without a GPU; the archive carries them,
+kiln inspect and preflight show them. (That libkiln launches the right one per call, at Triton's
+speed, is checked on the GPU: ci/gpu-variants.sh.) Skipped without Triton."""
+import json
+import subprocess
+import tomllib
+
+import pytest
+
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+
+import kiln.export as kx  # noqa: E402
+from kiln.export import triton_variants  # noqa: E402
+
+from test_export import kiln_cli  # noqa: E402
+
+
+@triton.jit
+def gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * stride_bk + rn[None, :],
+                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc.to(tl.float16),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+SPEC = dict(params=[kx.tensor("a", "f16", ["m", "k"], "read"), kx.tensor("b", "f16", ["k", "n"], "read"),
+                    kx.tensor("c", "f16", ["m", "n"], "write"), kx.scalar("m"), kx.scalar("n"), kx.scalar("k")],
+            args={"M": "m", "N": "n", "K": "k", "stride_am": "k", "stride_bk": "n", "stride_cm": "n"},
+            constexprs={"BM": 64, "BN": 64, "BK": 32}, options={"num_warps": 4}, grid=["cdiv(m, 64)", "cdiv(n, 64)"],
+            shapes=[kx.Shape("any", ranges={"m": [1, 8192], "n": [1, 8192], "k": [1, 8192]})], targets=["sm_90a"])
+
+
+def _kernel(done):
+    return tomllib.loads(done.manifest)["kernel"][0]
+
+
+def test_range_shapes_get_the_variants_whose_code_differs_most_specialised_first(tmp_path):
+    done = kx.triton(gemm, tmp_path / "g", **SPEC)
+    k = _kernel(done)
+    # m's divisibility changes no code (it only masks rows); n (N, stride_bk, stride_cm) and k
+    # (K, stride_am) do, alone and together.
+    assert [(v["name"], v["when"]) for v in k["variant"]] == [
+        ("d16.n.k", ["n % 16 == 0", "k % 16 == 0"]), ("d16.n", ["n % 16 == 0"]), ("d16.k", ["k % 16 == 0"])]
+    for v in k["variant"]:
+        assert v["code"] == [{"arch": "sm_90a", "file": f"gemm.sm_90a.{v['name']}.cubin"}]
+        assert (tmp_path / "g" / v["code"][0]["file"]).read_bytes()[:4] == b"\x7fELF"
+    files = [(tmp_path / "g" / f).read_bytes() for f in ["gemm.sm_90a.cubin"] +
+             [v["code"][0]["file"] for v in k["variant"]]]
+    assert len(set(files)) == 4  # four different code objects
+    assert "where" not in k["shape"][0]  # the kernel's own code still takes every call
+
+
+def test_the_archive_carries_them_and_inspect_and_preflight_show_them(tmp_path):
+    cli = kiln_cli()
+    kx.triton(gemm, tmp_path / "g", **SPEC)
+    subprocess.run([cli, "keygen", "--out", str(tmp_path / "t")], check=True, capture_output=True)
+    subprocess.run([cli, "pack", str(tmp_path / "g" / "kiln.toml"), "--key", str(tmp_path / "t.key"), "-o",
+                    str(tmp_path / "g.kiln"), "-q"], check=True)
+    shown = json.loads(subprocess.run([cli, "inspect", str(tmp_path / "g.kiln"), "--json"], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert [v["when"] for v in shown["kernels"][0]["variants"]] == [["n % 16 == 0", "k % 16 == 0"], ["n % 16 == 0"],
+                                                                    ["k % 16 == 0"]]
+    verified = subprocess.run([cli, "verify", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub")],
+                              capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    pre = subprocess.run([cli, "preflight", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub"), "--target",
+                          "sm_90"], capture_output=True, text=True)
+    assert "and its 3 variant(s) for the same target" in pre.stdout, pre.stdout
+
+
+def test_the_user_bounds_and_chooses_them(tmp_path):
+    assert "variant" not in _kernel(kx.triton(gemm, tmp_path / "off", max_variants=0, **SPEC))
+    k = _kernel(kx.triton(gemm, tmp_path / "k", specialize=["K", "stride_am"], **SPEC))
+    assert [v["when"] for v in k["variant"]] == [["k % 16 == 0"]]
+    capped = tomllib.loads(kx.triton(gemm, tmp_path / "cap", max_variants=1, **SPEC).manifest)
+    assert [v["name"] for v in capped["kernel"][0]["variant"]] == ["d16.n"]
+    assert capped["toolchain"]["variants_dropped"].startswith("k: ")
+    with pytest.raises(kx.ExportError, match=r"specialize names \['q'\]"):
+        kx.triton(gemm, tmp_path / "bad", specialize=["q"], **SPEC)
+    # A given sample is the user's own specialisation: no variants beside it.
+    assert "variant" not in _kernel(kx.triton(gemm, tmp_path / "s", sample={"m": 64, "n": 64, "k": 64}, **SPEC))
+
+
+class _B:
+    def __init__(self, code):
+        self.compiled = type("C", (), {"asm": {"cubin": code}})()
+
+
+def test_the_plan_drops_what_changes_no_code_and_combinations_equal_to_smaller_ones():
+    # Code as a function of which expressions are divisible: "a" matters alone, "b" only with "a",
+    # "c" never.
+    def compile_with(exprs):
+        return [_B(b"x" + (b"A" if "a" in exprs else b"") + (b"B" if {"a", "b"} <= exprs else b""))]
+    p = triton_variants.plan([_B(b"x")], ["a", "b", "c"], compile_with, 15)
+    assert p.relevant == ["a", "b"] and p.dropped == []
+    assert [s for s, _ in p.variants] == [("a", "b"), ("a",)]  # ("b",) is the general code again
+    assert triton_variants.plan([_B(b"x")], ["c"], lambda e: [_B(b"x")], 15).variants == []
