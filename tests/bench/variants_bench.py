@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Kernels exported with kiln.export's documented defaults (range shapes, no sample) against
+Triton's own launch of the same kernel on the same call, on aligned and unaligned calls, on the
+GPU: a split-K GEMM (f16 in, fp32 partial sums), an fp8 (E4M3) GEMM and a memory-bound bf16
+RMSNorm. For each call: the variant libkiln takes (Kernel.explain), whether kiln's output is
+bit-identical to Triton's, and the median time of each (triton.testing.do_bench: CUDA events,
+L2 flushed between runs) side by side in the same process, with the ratio. Each kernel is also
+exported with max_variants=0 (one code object, the general one: what kiln did before variants),
+so the table shows what the variants buy.
+
+    variants_bench.py --kiln KILN --work DIR      (needs a GPU, torch and Triton)
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import torch
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+import kiln
+import kiln.export as kx
+
+
+@triton.jit
+def splitk_gemm(a_ptr, b_ptr, ws_ptr, M, N, K, stride_am, stride_bk, stride_wm,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr):
+    pid_m, pid_n, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(pid_k * BK, K, BK * SPLIT_K):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * stride_bk + rn[None, :],
+                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    ws = ws_ptr + pid_k * M * stride_wm
+    tl.store(ws + rm[:, None] * stride_wm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def gemm_fp8(a_ptr, b_ptr, c_ptr, m, n, k, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, k, BK):
+        a = tl.load(a_ptr + rm[:, None] * k + (k0 + rk)[None, :], mask=(rm[:, None] < m) & ((k0 + rk)[None, :] < k),
+                    other=0.0)
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * n + rn[None, :], mask=((k0 + rk)[:, None] < k) & (rn[None, :] < n),
+                    other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * n + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < m) & (rn[None, :] < n))
+
+
+@triton.jit
+def rmsnorm_bf16(x_ptr, w_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + row * n + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
+    tl.store(y_ptr + row * n + offs, (x * rstd * w).to(tl.bfloat16), mask=mask)
+
+
+SPLIT_K = 4
+KERNELS = {
+    "splitk_gemm": dict(
+        fn=splitk_gemm,
+        spec=dict(params=[kx.tensor("a", "f16", ["m", "k"], "read"), kx.tensor("b", "f16", ["k", "n"], "read"),
+                          kx.tensor("ws", "f32", [str(SPLIT_K), "m", "n"], "write"),
+                          kx.scalar("m"), kx.scalar("n"), kx.scalar("k")],
+                  args={"M": "m", "N": "n", "K": "k", "stride_am": "k", "stride_bk": "n", "stride_wm": "n"},
+                  constexprs={"BM": 128, "BN": 128, "BK": 64, "SPLIT_K": SPLIT_K},
+                  options={"num_warps": 8, "num_stages": 3}, grid=["cdiv(m, 128)", "cdiv(n, 128)", str(SPLIT_K)],
+                  shapes=[kx.Shape("any", ranges={"m": [1, 16384], "n": [1, 16384], "k": [1, 16384]})]),
+        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096))]),
+    "gemm_fp8": dict(
+        fn=gemm_fp8,
+        spec=dict(params=[kx.tensor("a", "f8e4m3", ["m", "k"], "read"), kx.tensor("b", "f8e4m3", ["k", "n"], "read"),
+                          kx.tensor("c", "bf16", ["m", "n"], "write"), kx.scalar("m"), kx.scalar("n"), kx.scalar("k")],
+                  constexprs={"BM": 128, "BN": 128, "BK": 64}, options={"num_warps": 8, "num_stages": 3},
+                  grid=["cdiv(m, 128)", "cdiv(n, 128)"],
+                  shapes=[kx.Shape("any", ranges={"m": [1, 16384], "n": [1, 16384], "k": [1, 16384]})]),
+        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096))]),
+    "rmsnorm_bf16": dict(
+        fn=rmsnorm_bf16,
+        spec=dict(params=[kx.tensor("x", "bf16", ["m", "n"], "read"), kx.tensor("w", "bf16", ["n"], "read"),
+                          kx.tensor("y", "bf16", ["m", "n"], "write"), kx.scalar("m"), kx.scalar("n"),
+                          kx.scalar("eps", "f32")],
+                  constexprs={"BLOCK": 4096}, options={"num_warps": 8}, grid=["m"],
+                  shapes=[kx.Shape("rows", ranges={"m": [1, 1 << 20], "n": [1, 4096]})]),
+        calls=[("aligned", (16384, 4096)), ("unaligned", (16384, 4095))]),
+}
+
+
+def inputs(name, sizes):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    if name == "splitk_gemm":
+        m, n, k = sizes
+        a = torch.randn(m, k, device="cuda", generator=g).half()
+        b = torch.randn(k, n, device="cuda", generator=g).half()
+        return [a, b, torch.empty(SPLIT_K, m, n, device="cuda")], [m, n, k], 2
+    if name == "gemm_fp8":
+        m, n, k = sizes
+        a = (torch.randn(m, k, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
+        b = (torch.randn(k, n, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
+        return [a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)], [m, n, k], 2
+    m, n = sizes
+    x = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    w = torch.randn(n, device="cuda", generator=g).bfloat16()
+    return [x, w, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)], [m, n, 1e-6], 2
+
+
+def triton_launch(name, spec, tensors, scalars):
+    fn = KERNELS[name]["fn"]
+    if name == "splitk_gemm":
+        m, n, k = scalars
+        grid = (triton.cdiv(m, 128), triton.cdiv(n, 128), SPLIT_K)
+        return lambda: fn[grid](*tensors, m, n, k, k, n, n, **spec["constexprs"], **spec["options"])
+    if name == "gemm_fp8":
+        m, n, k = scalars
+        grid = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+        return lambda: fn[grid](*tensors, m, n, k, **spec["constexprs"], **spec["options"])
+    m, n, eps = scalars
+    return lambda: fn[(m,)](*tensors, n, eps, **spec["constexprs"], **spec["options"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    key = os.path.join(args.work, "release")
+    subprocess.run([args.kiln, "keygen", "--out", key], check=True, capture_output=True)
+    rt = kiln.Runtime(trust=key + ".pub")
+    rows, failed = [], False
+    for name, case in KERNELS.items():
+        kernels = {}
+        for label, extra in (("variants", {}), ("general only", {"max_variants": 0})):
+            out = os.path.join(args.work, f"{name}-{label.split()[0]}")
+            kx.triton(case["fn"], out, name=name, package=name.replace("_", "-"), **case["spec"], **extra)
+            archive = out + ".kiln"
+            subprocess.run([args.kiln, "pack", os.path.join(out, "kiln.toml"), "--key", key + ".key", "-o", archive, "-q"],
+                           check=True)
+            kernels[label] = rt.open(archive).kernel(name)
+            print(f"{name} ({label}): {kernels[label].reason_text}", flush=True)
+        for call, sizes in case["calls"]:
+            tensors, scalars, out_index = inputs(name, sizes)
+            trit = triton_launch(name, case["spec"], tensors, scalars)
+            trit()
+            want = tensors[out_index].clone()
+            t_triton = do_bench(trit, warmup=25, rep=200, return_mode="median")
+            for label, k in kernels.items():
+                tensors[out_index].fill_(float("nan"))
+                k(*tensors, *scalars)
+                torch.cuda.synchronize()
+                same = torch.equal(tensors[out_index].view(torch.uint8) if tensors[out_index].element_size() == 1
+                                   else tensors[out_index], want)
+                t_kiln = do_bench(lambda: k(*tensors, *scalars), warmup=25, rep=200, return_mode="median")
+                explained = k.explain(*tensors, *scalars)
+                variant = explained.split("variant ")[-1].split(" (")[0] if "variant " in explained else "own code"
+                rows.append((name, call, "x".join(map(str, sizes)), label, variant, same, t_triton * 1e3,
+                             t_kiln * 1e3, t_kiln / t_triton))
+                failed |= not same
+                print(f"  {name} {call} {label}: {explained}", flush=True)
+    print(f"\n{'kernel':13} {'call':10} {'sizes':16} {'export':13} {'variant':12} {'same':5} {'triton us':>10} "
+          f"{'kiln us':>9} {'ratio':>6}")
+    for r in rows:
+        print(f"{r[0]:13} {r[1]:10} {r[2]:16} {r[3]:13} {r[4]:12} {str(r[5]):5} {r[6]:10.1f} {r[7]:9.1f} {r[8]:6.3f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
