@@ -14,6 +14,7 @@ export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0
 {
   echo "date: $(date -u +%FT%TZ)  tree: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  rm -rf /tmp/kiln-variants  # keygen refuses to overwrite a key: every run starts clean
   python3 tests/bench/variants_bench.py --kiln "$stage/bin/kiln" --work /tmp/kiln-variants
 } 2>&1 | tee "$out/gpu-variants.log"
 exit "${PIPESTATUS[0]}"

@@ -155,7 +155,7 @@ def main():
         for call, sizes in case["calls"]:
             tensors, scalars, out_index = inputs(name, sizes)
             trit = triton_launch(name, case["spec"], tensors, scalars)
-            trit()
+            compiled = trit()  # Triton's CompiledKernel for this call: the code its JIT picked
             want = tensors[out_index].clone()
             t_triton = do_bench(trit, warmup=25, rep=200, return_mode="median")
             for label, k in kernels.items():
@@ -167,14 +167,24 @@ def main():
                 t_kiln = do_bench(lambda: k(*tensors, *scalars), warmup=25, rep=200, return_mode="median")
                 explained = k.explain(*tensors, *scalars)
                 variant = explained.split("variant ")[-1].split(" (")[0] if "variant " in explained else "own code"
-                rows.append((name, call, "x".join(map(str, sizes)), label, variant, same, t_triton * 1e3,
+                folder = os.path.join(args.work, f"{name}-{label.split()[0]}")
+                cubin = os.path.join(folder, f"{name}.sm_90a.cubin" if variant == "own code" else
+                                     f"{name}.sm_90a.{variant}.cubin")
+                with open(cubin, "rb") as f:
+                    same_code = f.read() == compiled.asm["cubin"]
+                print(f"  {name} {call} {label}: kiln's cubin {'is' if same_code else 'is NOT'} the one Triton's JIT "
+                      f"launched (Triton's shared {compiled.metadata.shared} bytes)", flush=True)
+                rows.append((name, call, "x".join(map(str, sizes)), label, variant, same_code, same, t_triton * 1e3,
                              t_kiln * 1e3, t_kiln / t_triton))
                 failed |= not same
                 print(f"  {name} {call} {label}: {explained}", flush=True)
-    print(f"\n{'kernel':13} {'call':10} {'sizes':16} {'export':13} {'variant':12} {'same':5} {'triton us':>10} "
-          f"{'kiln us':>9} {'ratio':>6}")
+    print(f"\n{'kernel':13} {'call':10} {'sizes':16} {'export':13} {'variant':12} {'code':5} {'bits':5} "
+          f"{'triton us':>10} {'kiln us':>9} {'ratio':>6}")
     for r in rows:
-        print(f"{r[0]:13} {r[1]:10} {r[2]:16} {r[3]:13} {r[4]:12} {str(r[5]):5} {r[6]:10.1f} {r[7]:9.1f} {r[8]:6.3f}")
+        print(f"{r[0]:13} {r[1]:10} {r[2]:16} {r[3]:13} {r[4]:12} {'same' if r[5] else 'diff':5} "
+              f"{'same' if r[6] else 'DIFF':5} {r[7]:10.1f} {r[8]:9.1f} {r[9]:6.3f}")
+    print("code: kiln's cubin for the call is byte-identical to the one Triton's JIT launched (same) or not (diff); "
+          "bits: the outputs are bit-identical")
     return 1 if failed else 0
 
 
