@@ -126,6 +126,7 @@ void add_verify_command(CLI::App& app) {
               .field("test", r.test)
               .field("route", r.route)
               .field("target", r.target)
+              .field("variant", r.variant)
               .field("ran", r.ran)
               .field("passed", r.passed)
               .field("max_abs_error", r.max_abs_error)
@@ -135,8 +136,13 @@ void add_verify_command(CLI::App& app) {
               .field("unwritten", r.unwritten)
               .field("median_us", r.median_us)
               .field("reason", r.reason)
-              .field("detail", r.detail)
-              .end_object();
+              .field("detail", r.detail);
+          if (!r.unreached_variants.empty()) {
+            w.key("unreached_variants").begin_array();
+            for (const std::string& v : r.unreached_variants) w.value(v);
+            w.end_array();
+          }
+          w.end_object();
         }
         w.end_array();
       }
@@ -161,14 +167,21 @@ void add_verify_command(CLI::App& app) {
                     "test", "route", "target", "max abs", "max rel", "unwritten", "median", "result");
         for (const TestResult& r : results) {
           std::string verdict = !r.ran ? "not run" : r.passed ? "PASS" : "FAIL";
+          std::string target = r.target.empty() ? "-" : r.target + (r.variant.empty() ? "" : " " + r.variant);
           if (!r.ran) {  // no figures for a test that did not run: dashes, not zeros that read as results
             std::printf("    %-16s %-16s %-9s %-12s %10s %10s %9s %11s  %s\n", r.kernel.c_str(),
-                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
-                        "-", "-", "-", "-", verdict.c_str());
+                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), target.c_str(), "-", "-", "-", "-",
+                        verdict.c_str());
           } else {
             std::printf("    %-16s %-16s %-9s %-12s %10.3g %10.3g %9llu %8.1f us  %s\n", r.kernel.c_str(),
-                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), r.target.empty() ? "-" : r.target.c_str(),
-                        r.max_abs_error, r.max_rel_error, r.unwritten, r.median_us, verdict.c_str());
+                        r.test.empty() ? "-" : r.test.c_str(), r.route.c_str(), target.c_str(), r.max_abs_error,
+                        r.max_rel_error, r.unwritten, r.median_us, verdict.c_str());
+          }
+          if (!r.unreached_variants.empty()) {
+            std::string names;
+            for (const std::string& v : r.unreached_variants) names += (names.empty() ? "" : ", ") + v;
+            std::printf("      variants of '%s' no test vector's call took (their code was not run here): %s\n",
+                        r.kernel.c_str(), names.c_str());
           }
           if (!r.detail.empty()) std::printf("      %s\n", r.detail.c_str());
           if (!r.ran) std::printf("      reason: %s\n", r.reason.c_str());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "archive.hpp"
 #include "error.hpp"
@@ -142,6 +143,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     args[i] = &buffers.ptrs[i];
   }
 
+  if (int v = k.variant_for(args.data()); v >= 0) result.variant = spec.variants[static_cast<std::size_t>(v)].name;
   k.launch(args.data(), args.size(), nullptr);
   check(d, cu.cuCtxSynchronize(), "the kernel failed on the device");
   Tolerance tol = test.has_tolerance ? test.tolerance : spec.tolerance;
@@ -217,6 +219,7 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o) {
       results.push_back(base);
       continue;
     }
+    std::set<std::string> reached;
     for (const TestSpec& test : spec.tests) {
       TestResult r = base;
       r.test = test.shape;
@@ -232,7 +235,13 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o) {
         r.passed = false;
         r.detail = e.what();
       }
+      if (r.ran) reached.insert(r.variant);
       results.push_back(r);
+    }
+    if (k->runs_on_device()) {
+      for (const VariantSpec& v : spec.variants) {
+        if (reached.count(v.name) == 0) results.back().unreached_variants.push_back(v.name);
+      }
     }
   }
   return results;

@@ -22,6 +22,9 @@ struct TestResult {
   unsigned long long unwritten = 0, mismatches = 0, elements = 0;
   double median_us = 0;
   std::string detail;  // why it failed, or why it did not run
+  std::string variant;  // the variant the test's call took on the device ("": the kernel's own code)
+  // On a kernel's last test: its variants that no test's call took (their code unchecked here).
+  std::vector<std::string> unreached_variants;
 };
 
 // Returns one result per (kernel, test), and per kernel without tests. Throws kiln::Error

@@ -80,3 +80,25 @@ TEST_F(RangeShapes, AnUndeclaredCallNamesItsValuesAndWhyEachRangeShapeRefusedIt)
 }
 
 }  // namespace
+
+// kiln_kernel_explain says what a call would do and launches nothing: here (no driver) the
+// shape, its launch and the route's reason; an undeclared call, why; a too-small buffer, the size.
+TEST_F(RangeShapes, ExplainSaysWhatACallWouldDoWithoutLaunchingIt) {
+  float y = 0, x = 0, a = 1;
+  float *yp = &y, *xp = &x;
+  unsigned n = 1000;
+  void* args[] = {&yp, &xp, &a, &n};
+  size_t needed = 0;
+  ASSERT_EQ(kiln_kernel_explain(kernel, args, 4, nullptr, 0, &needed), KILN_ERR_BUFFER_TOO_SMALL);
+  std::string text(needed, '\0');
+  ASSERT_EQ(kiln_kernel_explain(kernel, args, 4, text.data(), text.size(), nullptr), KILN_OK) << thread_last_error();
+  text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
+  EXPECT_EQ(text.rfind("shape 'any_n' (grid(4,1,1) block(256,1,1) smem 4000); reference: ", 0), 0u) << text;
+  n = 1001;
+  char buf[1024];
+  ASSERT_EQ(kiln_kernel_explain(kernel, args, 4, buf, sizeof buf, nullptr), KILN_OK);
+  EXPECT_NE(std::string(buf).find("any_n: where[0] 'n % 4 == 0' does not hold"), std::string::npos) << buf;
+  EXPECT_TRUE(seen.reasons.empty());  // nothing ran
+  EXPECT_EQ(kiln_kernel_explain(kernel, args, 3, buf, sizeof buf, nullptr), KILN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_kernel_explain(nullptr, args, 4, buf, sizeof buf, nullptr), KILN_ERR_INVALID_ARGUMENT);
+}

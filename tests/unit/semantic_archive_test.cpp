@@ -43,6 +43,24 @@ class Semantic : public ::testing::Test {
     return raw;
   }
   test::RawArchive base() { return with_manifest(test::small_manifest(id)); }
+  // with_manifest plus `extra` members (code objects kiln.toml names beyond k.ptx).
+  test::RawArchive with_manifest_and(const std::string& manifest, std::vector<MemberInput> extra) {
+    std::vector<MemberInput> members;
+    for (MemberInput& m : test::small_members(id)) {
+      if (m.path == "kiln.toml" || m.path.rfind("kiln/", 0) == 0) continue;
+      members.push_back(std::move(m));
+    }
+    for (MemberInput& m : extra) members.push_back(std::move(m));
+    MemberInput toml;
+    toml.path = "kiln.toml";
+    toml.role = format::Role::manifest;
+    toml.content = test::bytes_of(manifest);
+    members.push_back(toml);
+    for (MemberInput& table : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(table));
+    test::RawArchive raw = test::raw_from_members(id, std::move(members));
+    raw.signers = {Signer{&key, "hostile", 0}};
+    return raw;
+  }
 
   std::size_t position(const test::RawArchive& raw, const std::string& path) {
     for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
@@ -141,6 +159,47 @@ TEST_F(Semantic, AnArchTagTheBytesContradictIsRefusedWhenTheRuntimeLoadsIt) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::code_object) << e.what();
     EXPECT_NE(std::string(e.what()).find("member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90"),
+              std::string::npos) << e.what();
+  }
+}
+
+// A variant is loaded for the target the runtime chose from the kernel's own code, so its file
+// must be code for that same target: a signed archive whose variant is PTX for sm_80 beside the
+// kernel's sm_90 PTX is refused by verification and, from the index alone, by the runtime
+// before anything is loaded (judged for a described sm_90, where a load would be simulated).
+TEST_F(Semantic, AVariantBuiltForAnotherTargetIsRefusedByVerifyAndByTheRuntime) {
+  std::string manifest = test::small_manifest(id);
+  const std::string files = "\n[files]";
+  manifest.replace(manifest.find(files), files.size(),
+                   "\n[[kernel.variant]]\nname = \"n16\"\nwhen = [\"n % 16 == 0\"]\n"
+                   "code = [{ arch = \"compute_90\", file = \"v.ptx\" }]\n" + files);
+  MemberInput v;
+  v.path = "v.ptx";
+  v.role = format::Role::code;
+  v.backend = format::Backend::cuda;
+  v.kind = format::CodeKind::ptx;
+  v.arch = "compute_80";  // the truth: the bytes say .target sm_80
+  v.content = test::bytes_of(test::small_ptx("sm_80"));
+  test::RawArchive raw = with_manifest_and(manifest, {v});
+  expect_refused(raw, Errc::integrity, "kernel 'add' names 'v.ptx' as code for arch 'compute_90', but the member is indexed for compute_80");
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  std::string dir = test::make_temp_dir("kiln-semantic-variant");
+  std::string pem = key.public_key().to_pem();
+  test::write_file(dir + "/hostile.pub", std::vector<std::uint8_t>(pem.begin(), pem.end()));
+  std::string pub = dir + "/hostile.pub";
+  kiln_runtime_options options{};
+  options.size = sizeof options;
+  options.signature_threshold = 1;
+  options.max_member_size = 4ull << 30;
+  options.trust_path = pub.c_str();
+  engine::Runtime runtime(options);
+  engine::Archive archive(runtime, bytes);
+  try {
+    archive.preflight_target_json("sm_90", "13.0");
+    FAIL() << "a variant for another target was judged loadable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::integrity) << e.what();
+    EXPECT_NE(std::string(e.what()).find("names 'v.ptx' as code for arch 'compute_90', but the member is indexed for compute_80"),
               std::string::npos) << e.what();
   }
 }

@@ -107,3 +107,31 @@ def test_the_plan_drops_what_changes_no_code_and_combinations_equal_to_smaller_o
     assert p.relevant == ["a", "b"] and p.dropped == []
     assert [s for s, _ in p.variants] == [("a", "b"), ("a",)]  # ("b",) is the general code again
     assert triton_variants.plan([_B(b"x")], ["c"], lambda e: [_B(b"x")], 15).variants == []
+
+
+@triton.jit
+def strided_copy(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs * stride, mask=offs < n), mask=offs < n)
+
+
+def test_an_argument_given_as_the_constant_1_is_folded_as_triton_folds_it(tmp_path):
+    # A unit stride passed as 1: Triton compiles it as a constant (the argument leaves the
+    # kernel's parameter list), as its JIT does on every call; a value that is 1 only for the
+    # sample is still refused (it would fold a value other calls change).
+    done = kx.triton(strided_copy, tmp_path / "c", params=[kx.tensor("x", "f32", ["n"], "read"),
+                                                          kx.tensor("y", "f32", ["n"], "write"), kx.scalar("n")],
+                     args={"stride": 1}, constexprs={"BLOCK": 1024}, grid=["cdiv(n, 1024)"],
+                     shapes=[kx.Shape("any", ranges={"n": [1, 1 << 24]})], targets=["sm_90a"])
+    k = _kernel(done)
+    names = [e["name"] if isinstance(e, dict) else e for e in k.get("kernel_args", [{"name": "x"}, {"name": "y"},
+                                                                                 {"name": "n"}])]
+    assert "stride" not in names
+    assert [v["when"] for v in k["variant"]] == [["n % 16 == 0"]]
+    with pytest.raises(kx.ExportError, match="constant for the sample call"):
+        kx.triton(strided_copy, tmp_path / "d", params=[kx.tensor("x", "f32", ["n"], "read"),
+                                                       kx.tensor("y", "f32", ["n"], "write"), kx.scalar("n"),
+                                                       kx.scalar("s")],
+                  constexprs={"BLOCK": 1024}, grid=["cdiv(n, 1024)"], args={"stride": "s"},
+                  shapes=[kx.Shape("any", ranges={"n": [1, 1 << 24], "s": [1, 4]})], sample={"n": 17, "s": 1},
+                  targets=["sm_90a"])

@@ -281,10 +281,10 @@ def kernel_abi(compiled, fn, params, args, signature, attrs):
     for kp in fn.params:
         ty = signature[kp.name]
         if ty == "constexpr":
-            if not kp.is_constexpr:
+            if not kp.is_constexpr and names_in(str(args[kp.name])):
                 raise ExportError(f"Triton specialised {kp.name!r} to a constant for the sample call (it equals 1): "
                                   f"give a sample value other than 1, or declare it do_not_specialize")
-            continue
+            continue  # a constexpr, or an argument given as the constant 1 (a unit stride): folded into the code
         a = args[kp.name]
         if isinstance(ty, str) and ty.startswith("tensordesc"):
             t = by_name[a.tensor]
