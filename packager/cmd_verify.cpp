@@ -3,10 +3,14 @@
 #include <iostream>
 #include <memory>
 #include <cstdio>
+#include <ctime>
+#include <optional>
 
 #include "archive_reader.hpp"
+#include "attestation.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "file_io.hpp"
 #include "json.hpp"
 #include "progress.hpp"
 #include "verify_run.hpp"
@@ -52,7 +56,7 @@ void write_signatures(json::Writer& w, const TrustReport& report) {
 
 void add_verify_command(CLI::App& app) {
   struct Options {
-    std::string file, trust;
+    std::string file, trust, attest_key, attest_out;
     unsigned threshold = 1;
     unsigned threads = default_threads();
     bool deep = false, json = false, run = false;
@@ -69,7 +73,16 @@ void add_verify_command(CLI::App& app) {
   cmd->add_flag("--run", o->run, "Then run every test vector on this host's GPU and compare (see kiln preflight)");
   cmd->add_option("--device", o->device, "CUDA device for --run")->check(CLI::Range(0, 1023));
   cmd->add_option("--repeat", o->repeat, "Timed launches per test for --run")->check(CLI::Range(1, 100000));
+  cmd->add_option("--attest", o->attest_key,
+                  "With --run: when every test passed, sign an attestation of the run with this PEM private key "
+                  "(an in-toto Statement in a DSSE envelope; schema/ATTESTATION.md)");
+  cmd->add_option("--output,-o", o->attest_out, "Where --attest writes it (default: ARCHIVE.<arch>.attestation.json; "
+                                               "an existing file is refused)");
   cmd->callback([o] {
+    if (!o->attest_key.empty() && !o->run) fail(Errc::invalid_argument, "--attest needs --run: it attests a run of the test vectors");
+    if (!o->attest_out.empty() && o->attest_key.empty()) fail(Errc::invalid_argument, "--output is where --attest writes: give --attest KEY");
+    std::optional<PrivateKey> attest_key;
+    if (!o->attest_key.empty()) attest_key = PrivateKey::load_file(o->attest_key);  // a bad key fails before the run
     TrustSet trust = TrustSet::load(o->trust);
     ReadOptions options;
     options.policy = TrustPolicy{&trust, o->threshold};
@@ -94,9 +107,10 @@ void add_verify_command(CLI::App& app) {
     for (const auto& e : index.entries) stored += e.stored_size;
     const TrustReport& report = archive->trust_report();
     std::vector<TestResult> results;
+    RunDevice device;
     bool ran_any = false, all_passed = true;
     if (o->run) {
-      results = run_test_vectors(RunOptions{o->file, o->trust, o->threshold, o->device, o->repeat});
+      results = run_test_vectors(RunOptions{o->file, o->trust, o->threshold, o->device, o->repeat}, &device);
       for (const TestResult& r : results) {
         ran_any = ran_any || r.ran;
         all_passed = all_passed && (!r.ran || r.passed);
@@ -191,7 +205,14 @@ void add_verify_command(CLI::App& app) {
       std::cout << (ok ? "verified" : "NOT verified") << "\n";
     }
     if (o->run && !ran_any) fail(Errc::refused, nothing_ran_reason(results, o->device));
-    if (!ok) fail(Errc::refused, "test vectors failed on device " + std::to_string(o->device));
+    if (!ok) fail(Errc::refused, "test vectors failed on device " + std::to_string(o->device) + (attest_key ? "; no attestation written" : ""));
+    if (attest_key) {
+      std::string path = o->attest_out.empty() ? o->file + "." + device.arch + ".attestation.json" : o->attest_out;
+      std::string statement = gpu_run_statement(*archive, device, results, static_cast<std::uint64_t>(std::time(nullptr)));
+      write_new_file(path, dsse_envelope_json(kInTotoPayloadType, statement, {&*attest_key}) + "\n", 0644);
+      (o->json ? std::cerr : std::cout) << "attested: " << path << " (key " << attest_key->public_key().key_id() << ", "
+                                        << device.name << " " << device.arch << ", driver " << device.driver << ")\n";
+    }
   });
 }
 

@@ -12,6 +12,7 @@ void add_keygen_command(CLI::App& app);
 void add_pack_command(CLI::App& app);
 void add_sign_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_attest_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_extract_command(CLI::App& app);
 void add_digest_command(CLI::App& app);

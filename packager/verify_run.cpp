@@ -143,7 +143,9 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     args[i] = &buffers.ptrs[i];
   }
 
-  if (int v = k.variant_for(args.data()); v >= 0) result.variant = spec.variants[static_cast<std::size_t>(v)].name;
+  int variant = k.variant_for(args.data());
+  if (variant >= 0) result.variant = spec.variants[static_cast<std::size_t>(variant)].name;
+  result.code_path = k.code_path(variant);
   k.launch(args.data(), args.size(), nullptr);
   check(d, cu.cuCtxSynchronize(), "the kernel failed on the device");
   Tolerance tol = test.has_tolerance ? test.tolerance : spec.tolerance;
@@ -200,15 +202,37 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   result.ran = true;
 }
 
+// The device's memory in bytes, where the driver has cuDeviceTotalMem (0 otherwise).
+std::uint64_t device_memory(engine::Runtime& rt, int ordinal) {
+  const cuda::Driver* d = rt.cuda_driver().driver();
+  if (d == nullptr || d->api().cuDeviceTotalMem == nullptr) return 0;
+  cuda::Unavailable unavailable = cuda::Unavailable::none;
+  std::string why;
+  const cuda::Device* device = rt.cuda_driver().device(ordinal, &unavailable, &why);
+  std::size_t bytes = 0;
+  if (device == nullptr || d->api().cuDeviceTotalMem(&bytes, device->handle) != cuda::CUDA_SUCCESS) return 0;
+  return bytes;
+}
+
 }  // namespace
 
-std::vector<TestResult> run_test_vectors(const RunOptions& o) {
+std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device) {
   engine::Runtime rt(runtime_options(o));
   engine::Archive archive(rt, o.archive);
   const Manifest& manifest = archive.reader().manifest();
   std::vector<TestResult> results;
   for (const KernelSpec& spec : manifest.kernels) {
     engine::Kernel* k = archive.kernel(spec.name, o.device);
+    if (device != nullptr && !device->known && k->device_info() != nullptr && k->runs_on_device()) {
+      const engine::DeviceInfo& info = *k->device_info();
+      device->known = true;
+      device->vendor = info.cc_major > 0 ? "cuda" : "hip";
+      device->name = info.name;
+      device->arch = info.arch;
+      device->compute_capability = info.cc_major > 0 ? std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) : "";
+      device->driver = info.driver_version;
+      device->memory_bytes = device_memory(rt, o.device);
+    }
     TestResult base;
     base.kernel = spec.name;
     base.route = kiln_route_string(k->route());

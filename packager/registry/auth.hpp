@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base64.hpp"
+
 namespace kiln::registry {
 
 struct Credentials {
@@ -28,8 +30,7 @@ struct Challenge {
 // Parses one WWW-Authenticate value; nullopt when it is not `scheme param="value", ...`.
 std::optional<Challenge> parse_challenge(const std::string& header);
 
-// Strict base64 (RFC 4648, padding required); nullopt on anything else.
-std::optional<std::string> base64_decode(const std::string& text);
-std::string base64_encode(const std::string& bytes);
+using kiln::base64_decode;  // runtime/core/base64.hpp
+using kiln::base64_encode;
 
 }  // namespace kiln::registry

@@ -18,9 +18,12 @@ namespace kiln::json {
 // Objects, arrays, strings, integers, booleans and null, with bounded depth and size; every
 // error names the document (`what`) and the byte where reading stopped.
 struct Value {
-  enum class Type { null, boolean, number, string, array, object } type = Type::null;
+  // `number` is an integer; `real` a number written with a fraction or an exponent (a reader
+  // that wants an integer sees another type and refuses it).
+  enum class Type { null, boolean, number, string, array, object, real } type = Type::null;
   bool boolean = false;
   std::int64_t number = 0;
+  double real = 0;
   std::string string;
   std::vector<Value> array;
   std::map<std::string, Value> object;

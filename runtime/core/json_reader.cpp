@@ -1,5 +1,7 @@
 #include "json.hpp"
 
+#include <charconv>
+
 #include "error.hpp"
 
 namespace kiln::json {
@@ -78,7 +80,7 @@ class Parser {
       std::size_t start = pos_;
       if (s_[pos_] == '-') ++pos_;
       while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')) bad("only integers are expected");
+      if (pos_ < s_.size() && (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')) return real(start);
       std::string digits = s_.substr(start, pos_ - start);
       if (digits.empty() || digits == "-" || digits.size() > 18) bad("bad number");
       v.type = Value::Type::number;
@@ -86,6 +88,30 @@ class Parser {
       return v;
     }
     bad(std::string("unexpected '") + c + "'");
+  }
+  // A number with a fraction or an exponent (RFC 8259's grammar), read without the locale.
+  Value real(std::size_t start) {
+    auto digits = [&] {
+      std::size_t from = pos_;
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
+      return pos_ > from;
+    };
+    std::size_t int_start = start + (s_[start] == '-' ? 1 : 0);
+    if (pos_ == int_start || (s_[int_start] == '0' && pos_ - int_start > 1)) bad("bad number");
+    if (pos_ < s_.size() && s_[pos_] == '.') {
+      ++pos_;
+      if (!digits()) bad("bad number");
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
+      if (!digits()) bad("bad number");
+    }
+    Value v;
+    v.type = Value::Type::real;
+    auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + pos_, v.real);
+    if (ec != std::errc() || end != s_.data() + pos_) bad("bad number");
+    return v;
   }
   std::string string() {
     ++pos_;  // the opening quote

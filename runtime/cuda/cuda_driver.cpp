@@ -73,6 +73,7 @@ const Driver* Driver::get(const std::string& path_option, std::string* why, bool
       bind(lib, "cuEventRecord", a.cuEventRecord, false, &missing);
       bind(lib, "cuEventSynchronize", a.cuEventSynchronize, false, &missing);
       bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, false, &missing);
+      bind(lib, "cuDeviceTotalMem_v2", a.cuDeviceTotalMem, false, &missing);
       bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, false, &missing);
       bind(lib, "cuLaunchKernelEx", a.cuLaunchKernelEx, false, &missing);
       bind(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, &missing);

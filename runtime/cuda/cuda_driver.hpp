@@ -123,6 +123,7 @@ struct DriverApi {
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   CUresult (*cuEventDestroy)(CUevent) = nullptr;                          // _v2
+  CUresult (*cuDeviceTotalMem)(std::size_t*, CUdevice) = nullptr;         // _v2; for attestations
 
   // Whether the driver has the memory, copy, stream and event entry points above, which only
   // kiln's tools and tests use; libkiln does not need them.

@@ -37,6 +37,13 @@ Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool referen
       abi_(spec_),
       variants_(spec_) {}
 
+const std::string& Kernel::code_path(int variant) const {
+  static const std::string none;
+  if (variant < 0) return code_path_;
+  std::size_t v = static_cast<std::size_t>(variant);
+  return v < variant_paths_.size() ? variant_paths_[v] : none;
+}
+
 int Kernel::variant_for(void* const* args) const {
   for (std::size_t i = 0; i < variant_code_.size(); ++i) {
     if (variant_code_[i] && variants_.holds(i, args)) return static_cast<int>(i);

@@ -41,6 +41,9 @@ class Kernel {
   kiln_reason reason() const { return reason_; }
   const std::string& reason_text() const { return reason_text_; }
   const std::string& target() const { return target_; }  // the chosen code object's target, or ""
+  // The member a call runs: the kernel's own code object (variant -1) or variant i's; "" when
+  // the kernel does not run on the device (or that variant's code did not load).
+  const std::string& code_path(int variant = -1) const;
   // The device the kernel was judged against: set when its backend found one, also when no
   // code fitted or a load failed (diagnostics name it); null when there was no device.
   const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
@@ -79,10 +82,12 @@ class Kernel {
   kiln::engine::Backend* backend_ = nullptr;
   const kiln::engine::DeviceInfo* device_info_ = nullptr;
   std::unique_ptr<kiln::engine::Code> code_;
+  std::string code_path_;
   // The variants (kiln.toml [[kernel.variant]]), loaded for the target code_ was chosen for;
   // a null entry failed to load, and its calls take code_ (which assumes less).
   kiln::engine::VariantChoice variants_;
   std::vector<std::unique_ptr<kiln::engine::Code>> variant_code_;
+  std::vector<std::string> variant_paths_;  // per variant, where its code loaded
 };
 
 }  // namespace kiln::engine

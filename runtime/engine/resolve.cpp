@@ -207,6 +207,7 @@ std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, co
     if (spec.code[i].file.path == chosen.path && (at == spec.code.size() || spec.code[i].arch == chosen.tag)) at = i;
   }
   k.variant_code_.resize(spec.variants.size());
+  k.variant_paths_.resize(spec.variants.size());
   kiln::engine::Stats& s = runtime_.stats();
   std::string loaded, failed;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
@@ -230,6 +231,7 @@ std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, co
     kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_compiles : s.loads);
     kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
     k.variant_code_[v] = std::move(r.code);
+    k.variant_paths_[v] = ref.file.path;
     loaded += (loaded.empty() ? "" : ", ") + k.variants_.describe(v);
   }
   std::string out = loaded.empty() ? "" : "variants " + loaded;
@@ -278,6 +280,7 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     kiln::engine::Stats::bump(c.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
     k.backend_ = &backend;
     k.code_ = std::move(r.code);
+    k.code_path_ = c.path;
     std::string variants = load_variants(backend, k, device, c);
     k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
     k.reason_ = KILN_REASON_MATCH;

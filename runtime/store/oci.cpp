@@ -46,6 +46,7 @@ void write_value(json::Writer& w, const json::Value& v) {
     case json::Value::Type::null: w.null(); break;
     case json::Value::Type::boolean: w.value(v.boolean); break;
     case json::Value::Type::number: w.value(v.number); break;
+    case json::Value::Type::real: w.value(v.real); break;
     case json::Value::Type::string: w.value(v.string); break;
     case json::Value::Type::array:
       w.begin_array();

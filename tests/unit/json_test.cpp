@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "error.hpp"
 #include "json.hpp"
 
 namespace kiln::json {
@@ -89,3 +90,24 @@ TEST(JsonWriter, MisuseThrowsInsteadOfWritingMalformedJson) {
 
 }  // namespace
 }  // namespace kiln::json
+
+// Numbers with a fraction or an exponent read as `real` (RFC 8259's grammar, without the locale);
+// a reader that wants an integer (`get_number`) does not take them.
+namespace kiln {
+namespace {
+
+TEST(JsonReader, FractionsAndExponentsReadAsRealsNotIntegers) {
+  json::Value v = json::parse(R"({"a": 0.00390625, "b": -1.5e-3, "c": 2E+2, "d": 7})", "doc");
+  EXPECT_EQ(v.get("a")->type, json::Value::Type::real);
+  EXPECT_EQ(v.get("a")->real, 0.00390625);
+  EXPECT_EQ(v.get("b")->real, -1.5e-3);
+  EXPECT_EQ(v.get("c")->real, 200.0);
+  EXPECT_EQ(v.get_number("a"), nullptr);
+  EXPECT_EQ(*v.get_number("d"), 7);
+  for (const char* bad : {"1.", ".5", "01.5", "1e", "1e+", "-.5", "1.5.2"}) {
+    EXPECT_THROW(json::parse(bad, "doc"), kiln::Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
