@@ -47,6 +47,20 @@ expect_out_of_tolerance() {
 }
 run verify_run_wrong_fails expect_out_of_tolerance "$stage/bin/kiln" verify "$stage/archives/matmul-relu-off-by-one.kiln" \
   --trust "$stage/keys/test.pub" --run
+# An attestation of a passing run, checked by kiln (subject = the archive) and by the independent
+# DSSE verifier where Python's cryptography is installed; a failing run writes none.
+attest_run() {
+  local a="$stage/archives/matmul-relu.kiln" out=/tmp/kiln-attest/matmul-relu.attestation.json
+  rm -rf /tmp/kiln-attest && mkdir -p /tmp/kiln-attest || return 1
+  "$stage/bin/kiln" verify "$a" --trust "$stage/keys/test.pub" --run --attest "$stage/keys/test.key" -o "$out" || return 1
+  "$stage/bin/kiln" attest verify "$out" --trust "$stage/keys/test.pub" --archive "$a" || return 1
+  if python3 -c "import cryptography" 2>/dev/null; then python3 tests/unit/dsse_verify.py "$out" "$stage/keys/test.pub" || return 1; fi
+  "$stage/bin/kiln" verify "$stage/archives/matmul-relu-off-by-one.kiln" --trust "$stage/keys/test.pub" --run \
+    --attest "$stage/keys/test.key" -o /tmp/kiln-attest/wrong.json >/dev/null 2>&1
+  [ ! -e /tmp/kiln-attest/wrong.json ] || { echo "a failing run was attested"; return 1; }
+  [ -n "${OUT:-}" ] && cp "$out" "$OUT/" || true
+}
+run attest_run attest_run
 run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.kiln" --trust "$stage/keys/test.pub"
 run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mixed.kiln" --trust "$stage/keys/test.pub"
 # `--target sm_90 --driver 13.0` (no GPU consulted) must agree with this H200's own preflight.
@@ -93,7 +107,7 @@ if [ -n "${OUT:-}" ]; then
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails preflight preflight_mixed preflight_target_agrees diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run preflight preflight_mixed preflight_target_agrees diag_show python_tests $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
