@@ -19,6 +19,7 @@ packages=(
   openssl               # the verify benchmark's baseline
   python3 python3-jsonschema  # checks schema/kiln.schema.json against the examples
   python3-pytest python3-numpy # the Python bindings' tests (NumPy arrays as arguments)
+  python3-cryptography        # tests/unit/dsse_verify.py: an independent check of kiln's signed attestations
   python3-venv                # the project-local venv for NVIDIA's CUDA compiler wheels (below)
   python3-dev                 # Python.h: kiln._fastlaunch, the bindings' C launch path (packager/python/CMakeLists.txt)
   cargo                       # builds examples/rust against the installed libkiln
