@@ -81,7 +81,8 @@ KERNELS = {
                   constexprs={"BM": 128, "BN": 128, "BK": 64, "SPLIT_K": SPLIT_K},
                   options={"num_warps": 8, "num_stages": 3}, grid=["cdiv(m, 128)", "cdiv(n, 128)", str(SPLIT_K)],
                   shapes=[kx.Shape("any", ranges={"m": [1, 16384], "n": [1, 16384], "k": [1, 16384]})]),
-        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096))]),
+        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096)),
+               ("m = 1", (1, 4096, 4096))]),
     "gemm_fp8": dict(
         fn=gemm_fp8,
         spec=dict(params=[kx.tensor("a", "f8e4m3", ["m", "k"], "read"), kx.tensor("b", "f8e4m3", ["k", "n"], "read"),
@@ -89,7 +90,8 @@ KERNELS = {
                   constexprs={"BM": 128, "BN": 128, "BK": 64}, options={"num_warps": 8, "num_stages": 3},
                   grid=["cdiv(m, 128)", "cdiv(n, 128)"],
                   shapes=[kx.Shape("any", ranges={"m": [1, 16384], "n": [1, 16384], "k": [1, 16384]})]),
-        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096))]),
+        calls=[("aligned", (4096, 4096, 4096)), ("unaligned", (4095, 4097, 4093)), ("k aligned", (4095, 4097, 4096)),
+               ("m = 1", (1, 4096, 4096))]),
     "rmsnorm_bf16": dict(
         fn=rmsnorm_bf16,
         spec=dict(params=[kx.tensor("x", "bf16", ["m", "n"], "read"), kx.tensor("w", "bf16", ["n"], "read"),
@@ -97,7 +99,7 @@ KERNELS = {
                           kx.scalar("eps", "f32")],
                   constexprs={"BLOCK": 4096}, options={"num_warps": 8}, grid=["m"],
                   shapes=[kx.Shape("rows", ranges={"m": [1, 1 << 20], "n": [1, 4096]})]),
-        calls=[("aligned", (16384, 4096)), ("unaligned", (16384, 4095))]),
+        calls=[("aligned", (16384, 4096)), ("unaligned", (16384, 4095)), ("one row", (1, 4096))]),
 }
 
 
