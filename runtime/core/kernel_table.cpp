@@ -52,16 +52,10 @@ void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
   for (const FileRef& f : files) w.string16(f.path);
 }
 
-// The launch extension (FORMAT.md §4.1): kernel_args and shape clusters, after the tolerance,
-// then the variants. Written only when the kernel has any of them, so every other record keeps
-// its 0.2 bytes; a reader without it refuses the record ("trailing bytes") rather than launching
-// it without them.
-void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
-  std::uint32_t clusters = 0;
-  for (const ShapeSpec& s : k.shapes) clusters += s.has_cluster ? 1 : 0;
-  if (k.kernel_args.empty() && clusters == 0 && k.variants.empty()) return;
-  w.u32(static_cast<std::uint32_t>(k.kernel_args.size()));
-  for (const KernelArg& a : k.kernel_args) {
+// kernel_args entries: the count, then each entry (FORMAT.md §4.1, the launch extension).
+void put_kernel_args(ByteWriter& w, const std::vector<KernelArg>& args) {
+  w.u32(static_cast<std::uint32_t>(args.size()));
+  for (const KernelArg& a : args) {
     w.u8(static_cast<std::uint8_t>(a.kind));
     w.string16(a.name);
     switch (a.kind) {
@@ -92,6 +86,17 @@ void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
         break;
     }
   }
+}
+
+// The launch extension (FORMAT.md §4.1): kernel_args and shape clusters, after the tolerance,
+// then the variants. Written only when the kernel has any of them, so every other record keeps
+// its 0.2 bytes; a reader without it refuses the record ("trailing bytes") rather than launching
+// it without them.
+void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
+  std::uint32_t clusters = 0;
+  for (const ShapeSpec& s : k.shapes) clusters += s.has_cluster ? 1 : 0;
+  if (k.kernel_args.empty() && clusters == 0 && k.variants.empty()) return;
+  put_kernel_args(w, k.kernel_args);
   w.u32(clusters);
   for (std::size_t i = 0; i < k.shapes.size(); ++i) {
     const ShapeSpec& s = k.shapes[i];
@@ -110,32 +115,11 @@ void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
       w.string16(c.arch);
       w.string16(c.file.path);
     }
+    w.u8(v.has_kernel_args ? 1 : 0);
+    if (v.has_kernel_args) put_kernel_args(w, v.kernel_args);
   }
 }
 
-void get_variants(ByteReader& r, KernelSpec& k) {
-  std::uint32_t variants = r.u32();
-  if (variants == 0 || variants > kMaxVariants) r.fail_here("bad variant count " + std::to_string(variants));
-  std::set<std::string> names;
-  for (std::uint32_t i = 0; i < variants; ++i) {
-    VariantSpec v;
-    v.name = r.string16();
-    if (v.name.empty() || !names.insert(v.name).second) r.fail_here("bad or repeated variant name '" + v.name + "'");
-    std::string what = "variant '" + v.name + "'";
-    std::uint32_t conditions = r.u32();
-    if (conditions == 0 || conditions > kMaxVariantConditions) r.fail_here(what + ": bad condition count");
-    for (std::uint32_t c = 0; c < conditions; ++c) v.when.push_back(get_expr(r, k.params, ExprKind::condition, what + " when"));
-    std::uint32_t code = r.u32();
-    if (code != k.code.size()) r.fail_here(what + ": " + std::to_string(code) + " code entries for the kernel's " + std::to_string(k.code.size()));
-    v.code.resize(code);
-    for (std::size_t c = 0; c < v.code.size(); ++c) {
-      v.code[c].arch = r.string16();
-      v.code[c].file.path = r.string16();
-      if (v.code[c].arch != k.code[c].arch) r.fail_here(what + ": code entry " + std::to_string(c) + " is for '" + v.code[c].arch + "', the kernel's for '" + k.code[c].arch + "'");
-    }
-    k.variants.push_back(std::move(v));
-  }
-}
 
 void get_tensor_map(ByteReader& r, KernelArg& a, const std::vector<KernelParam>& params, const std::string& what) {
   TensorMapRecipe& m = a.tensor_map;
@@ -164,7 +148,8 @@ void get_tensor_map(ByteReader& r, KernelArg& a, const std::vector<KernelParam>&
   if (m.interleave > 2 || m.swizzle > 3 || m.l2_promotion > 3 || m.oob_fill > 1) r.fail_here(what + ": bad encode option");
 }
 
-void get_launch_extension(ByteReader& r, KernelSpec& k) {
+// kernel_args entries, as put_kernel_args writes them; the count is returned (0 allowed here).
+std::uint32_t get_kernel_args(ByteReader& r, const KernelSpec& k, std::vector<KernelArg>* out) {
   std::uint32_t args = r.u32();
   if (args > kMaxKernelArgs) r.fail_here("bad kernel_args count");
   std::size_t maps = 0, scratch = 0;
@@ -203,9 +188,42 @@ void get_launch_extension(ByteReader& r, KernelSpec& k) {
         break;
       }
     }
-    k.kernel_args.push_back(std::move(a));
+    out->push_back(std::move(a));
   }
   if (maps > kMaxTensorMaps || scratch > kMaxScratchArgs) r.fail_here("too many tensor maps or scratch entries");
+  return args;
+}
+
+void get_variants(ByteReader& r, KernelSpec& k) {
+  std::uint32_t variants = r.u32();
+  if (variants == 0 || variants > kMaxVariants) r.fail_here("bad variant count " + std::to_string(variants));
+  std::set<std::string> names;
+  for (std::uint32_t i = 0; i < variants; ++i) {
+    VariantSpec v;
+    v.name = r.string16();
+    if (v.name.empty() || !names.insert(v.name).second) r.fail_here("bad or repeated variant name '" + v.name + "'");
+    std::string what = "variant '" + v.name + "'";
+    std::uint32_t conditions = r.u32();
+    if (conditions == 0 || conditions > kMaxVariantConditions) r.fail_here(what + ": bad condition count");
+    for (std::uint32_t c = 0; c < conditions; ++c) v.when.push_back(get_expr(r, k.params, ExprKind::condition, what + " when"));
+    std::uint32_t code = r.u32();
+    if (code != k.code.size()) r.fail_here(what + ": " + std::to_string(code) + " code entries for the kernel's " + std::to_string(k.code.size()));
+    v.code.resize(code);
+    for (std::size_t c = 0; c < v.code.size(); ++c) {
+      v.code[c].arch = r.string16();
+      v.code[c].file.path = r.string16();
+      if (v.code[c].arch != k.code[c].arch) r.fail_here(what + ": code entry " + std::to_string(c) + " is for '" + v.code[c].arch + "', the kernel's for '" + k.code[c].arch + "'");
+    }
+    std::uint8_t own = r.u8();
+    if (own > 1) r.fail_here(what + ": bad kernel_args flag");
+    if (own == 1 && get_kernel_args(r, k, &v.kernel_args) == 0) r.fail_here(what + ": empty kernel_args (a writer gives the flag 0)");
+    v.has_kernel_args = own == 1;
+    k.variants.push_back(std::move(v));
+  }
+}
+
+void get_launch_extension(ByteReader& r, KernelSpec& k) {
+  std::uint32_t args = get_kernel_args(r, k, &k.kernel_args);
   std::uint32_t clusters = r.u32();
   if (clusters > k.shapes.size()) r.fail_here("bad cluster count");
   // Variants follow the clusters; without them, an empty extension is one a writer leaves out.

@@ -366,6 +366,50 @@ TestSpec parse_test(TableReader& kt, const toml::node& n, std::size_t i, const K
   return test;
 }
 
+// The rules of kernel_args that need the whole kernel (its shapes, its backend), for the kernel's
+// own entries and for each variant's: a computed argument no call can bring into its type ("0 -
+// 1" for a u64) is a mistake in the manifest, not a launch-time surprise, refused when under
+// every shape (or over the parameters' types where there is none) its interval lies outside the
+// type or it always faults; tensor maps and scratch are CUDA's.
+void check_kernel_args(TableReader& t, const KernelSpec& k, const std::vector<KernelArg>& args) {
+  for (const KernelArg& a : args) {
+    if (a.kind != KernelArgKind::value) continue;
+    std::int64_t type_lo = 0, type_hi = 0;
+    computed_value_bounds(a.type, &type_lo, &type_hi);
+    std::vector<ShapeSpec> over = k.shapes;
+    if (over.empty()) over.emplace_back();
+    std::string why;
+    bool reachable = false;
+    for (const ShapeSpec& s : over) {
+      std::int64_t lo = 0, hi = 0;
+      if (!expr_bounds(a.value, k.params, s, &lo, &hi)) {
+        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
+               " faults for every call";
+      } else if (hi < type_lo || lo > type_hi) {
+        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
+               " is always in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+      } else {
+        reachable = true;
+      }
+    }
+    if (!reachable) {
+      t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' computes '" +
+                               expr_text(a.value, k.params) + "', which no call can bring into its type " +
+                               scalar_type_name(a.type) + " (" + std::to_string(type_lo) + ".." +
+                               std::to_string(type_hi) + "): " + why);
+    }
+  }
+  if (k.backend != "cuda") {
+    for (const KernelArg& a : args) {
+      if (a.kind == KernelArgKind::tensor_map || a.kind == KernelArgKind::scratch) {
+        t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' is a " +
+                                 (a.kind == KernelArgKind::scratch ? "scratch" : "tensor_map") +
+                                 " entry, which needs backend = \"cuda\" (the kernel's is \"" + k.backend + "\")");
+      }
+    }
+  }
+}
+
 KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_t i) {
   std::string where = "kernel[" + std::to_string(i) + "]";
   if (!n.is_table()) {
@@ -409,7 +453,6 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
     if (!arches.insert(c.arch).second) t.fail_at(ca[j], "arch '" + c.arch + "' appears twice in kernel '" + k.name + "'");
     k.code.push_back(c);
   }
-  if (const toml::node* vn = t.get("variant")) k.variants = parse_variants(named, *vn, k);
   if (const toml::node* sn = t.get("shape")) {
     const toml::array& sa = t.array(*sn, "shape", "shape tables");
     std::set<std::string> names;
@@ -419,45 +462,11 @@ KernelSpec parse_kernel(const std::string& file, const toml::node& n, std::size_
       k.shapes.push_back(s);
     }
   }
-  // A computed argument no call can bring into its type ("0 - 1" for a u64) is a mistake in the
-  // manifest, not a launch-time surprise: refused when, under every shape (or over the
-  // parameters' types where there is none), its interval lies outside the type or it always faults.
-  for (const KernelArg& a : k.kernel_args) {
-    if (a.kind != KernelArgKind::value) continue;
-    std::int64_t type_lo = 0, type_hi = 0;
-    computed_value_bounds(a.type, &type_lo, &type_hi);
-    std::vector<ShapeSpec> over = k.shapes;
-    if (over.empty()) over.emplace_back();
-    std::string why;
-    bool reachable = false;
-    for (const ShapeSpec& s : over) {
-      std::int64_t lo = 0, hi = 0;
-      if (!expr_bounds(a.value, k.params, s, &lo, &hi)) {
-        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
-               " faults for every call";
-      } else if (hi < type_lo || lo > type_hi) {
-        why += (why.empty() ? "" : "; ") + (s.name.empty() ? std::string("it") : "under shape '" + s.name + "' it") +
-               " is always in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-      } else {
-        reachable = true;
-      }
-    }
-    if (!reachable) {
-      t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' computes '" +
-                               expr_text(a.value, k.params) + "', which no call can bring into its type " +
-                               scalar_type_name(a.type) + " (" + std::to_string(type_lo) + ".." +
-                               std::to_string(type_hi) + "): " + why);
-    }
-  }
-  // Tensor maps, scratch and clusters are CUDA's (cuTensorMapEncodeTiled, cuLaunchKernelEx).
+  if (const toml::node* vn = t.get("variant")) k.variants = parse_variants(named, *vn, k);
+  check_kernel_args(t, k, k.kernel_args);
+  for (const VariantSpec& v : k.variants) check_kernel_args(t, k, v.kernel_args);
+  // Clusters are CUDA's (cuLaunchKernelEx).
   if (k.backend != "cuda") {
-    for (const KernelArg& a : k.kernel_args) {
-      if (a.kind == KernelArgKind::tensor_map || a.kind == KernelArgKind::scratch) {
-        t.fail_at_pos(a.pos, "kernel_args entry '" + a.name + "' of kernel '" + k.name + "' is a " +
-                                 (a.kind == KernelArgKind::scratch ? "scratch" : "tensor_map") +
-                                 " entry, which needs backend = \"cuda\" (the kernel's is \"" + k.backend + "\")");
-      }
-    }
     for (const ShapeSpec& s : k.shapes) {
       if (s.has_cluster) {
         t.fail_at_pos(s.pos, "shape '" + s.name + "' of kernel '" + k.name + "' gives a cluster, which needs backend = \"cuda\" (the kernel's is \"" + k.backend + "\")");

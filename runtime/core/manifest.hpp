@@ -153,6 +153,10 @@ struct VariantSpec {
   std::string name;
   std::vector<ExprCode> when;       // conditions over integer scalars, all must hold
   std::vector<CodeObjectRef> code;  // code[i] is for the arch of the kernel's code[i]
+  // The variant's own kernel parameters, when they differ from the kernel's (an argument a
+  // compiler folded into this build as a constant, such as Triton's value 1); else the kernel's.
+  bool has_kernel_args = false;
+  std::vector<KernelArg> kernel_args;
   SourcePos pos;
 };
 

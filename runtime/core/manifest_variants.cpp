@@ -65,8 +65,12 @@ VariantSpec parse_variant(TableReader& kt, const toml::node& n, std::size_t i, c
                             "for each arch of the kernel's code: " + archs + ")");
     }
   }
+  if (const toml::node* an = named.get("kernel_args")) {
+    v.has_kernel_args = true;
+    v.kernel_args = parse_kernel_args(named, *an, k);
+  }
   named.get("name");  // read above through `t`
-  named.no_unknown_keys("name, when, code");
+  named.no_unknown_keys("name, when, code, kernel_args");
   return v;
 }
 

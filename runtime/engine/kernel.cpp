@@ -35,7 +35,18 @@ Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool referen
       reference_allowed_(reference_allowed),
       shapes_(spec_),
       abi_(spec_),
-      variants_(spec_) {}
+      variants_(spec_) {
+  for (const kiln::VariantSpec& v : spec_.variants) {
+    if (!v.has_kernel_args) {
+      variant_abi_.emplace_back();
+      continue;
+    }
+    kiln::KernelSpec own = spec_;  // the variant's parameters with the kernel's call, for its KernelAbi
+    own.kernel_args = v.kernel_args;
+    own.variants.clear();
+    variant_abi_.push_back(std::make_unique<KernelAbi>(own));
+  }
+}
 
 const std::string& Kernel::code_path(int variant) const {
   static const std::string none;
@@ -104,13 +115,16 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
       const kiln::LaunchConfig* config = &launch_config;
       int variant = variant_code_.empty() ? -1 : variant_for(args);
       const Code& code = variant < 0 ? *code_ : *variant_code_[static_cast<std::size_t>(variant)];
+      const KernelAbi& abi = variant >= 0 && variant_abi_[static_cast<std::size_t>(variant)]
+                                 ? *variant_abi_[static_cast<std::size_t>(variant)]
+                                 : abi_;
       int r;
-      if (abi_.passes_call()) {
+      if (abi.passes_call()) {
         r = code.launch(*config, stream, const_cast<void**>(args));
       } else {
         // Tensor maps, computed scalars, scratch: built on this thread's stack for this call.
         KernelAbi::Frame frame;
-        if (unsigned encoded = abi_.build(args, *config, stream, code, backend_, &frame)) {
+        if (unsigned encoded = abi.build(args, *config, stream, code, backend_, &frame)) {
           kiln::engine::Stats::bump(rt.stats().tensor_map_encodes, encoded);
         }
         r = code.launch(*config, stream, frame.args);

@@ -88,6 +88,8 @@ class Kernel {
   kiln::engine::VariantChoice variants_;
   std::vector<std::unique_ptr<kiln::engine::Code>> variant_code_;
   std::vector<std::string> variant_paths_;  // per variant, where its code loaded
+  // Per variant, its own parameter list when it has one (null: the kernel's, abi_).
+  std::vector<std::unique_ptr<kiln::engine::KernelAbi>> variant_abi_;
 };
 
 }  // namespace kiln::engine

@@ -212,6 +212,14 @@ std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, co
   std::string loaded, failed;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
     const kiln::CodeObjectRef& ref = spec.variants[v].code[at];
+    if (spec.variants[v].has_kernel_args) {  // its own parameters may need what the kernel's do not
+      kiln::KernelSpec own = spec;
+      own.kernel_args = spec.variants[v].kernel_args;
+      if (std::string missing = backend.unmet_feature(device, own); !missing.empty()) {
+        failed += (failed.empty() ? "" : "; ") + ("variant '" + spec.variants[v].name + "': " + missing);
+        continue;
+      }
+    }
     std::size_t member = static_cast<std::size_t>(reader_->find(ref.file.path));  // checked by check_code_references
     std::vector<std::uint8_t> image = reader_->read_member(member);
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + ref.file.path + "'");

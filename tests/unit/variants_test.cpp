@@ -170,6 +170,40 @@ TEST(Variants, TheRecordRoundTripsCanonicallyAndHostileOnesAreRefused) {
   }
 }
 
+// A variant built with an argument folded in as a constant (Triton compiles a value of 1 that
+// way) takes fewer parameters: it gives its own kernel_args, stored after its code and checked as
+// the kernel's are.
+TEST(Variants, AVariantMayTakeItsOwnParameters) {
+  std::string text = with(kGemm, "[[kernel.variant]]\nname = \"mk16\"", R"([[kernel.variant]]
+name = "m1"
+when = ["m == 1"]
+code = [{ arch = "compute_80", file = "g.80.m1.ptx" }, { arch = "compute_90", file = "g.90.m1.ptx" }]
+kernel_args = ["a", "k"]
+
+[[kernel.variant]]
+name = "mk16")");
+  Manifest m = parse(text);
+  const VariantSpec& v = m.kernels[0].variants.at(0);
+  ASSERT_TRUE(v.has_kernel_args);
+  ASSERT_EQ(v.kernel_args.size(), 2u);
+  EXPECT_EQ(v.kernel_args[1].param, 2);  // k
+  EXPECT_FALSE(m.kernels[0].variants.at(1).has_kernel_args);
+  std::vector<std::uint8_t> bytes = encode_kernel_table(m)[1].content;
+  KernelSpec back = decode_kernel_record(ByteView(bytes), "gemm", "record");
+  ASSERT_TRUE(back.variants.at(0).has_kernel_args);
+  EXPECT_EQ(back.variants[0].kernel_args.size(), 2u);
+  EXPECT_FALSE(back.variants[1].has_kernel_args);
+  Manifest again = m;
+  again.kernels[0].variants = back.variants;
+  for (std::size_t i = 0; i < 2; ++i) again.kernels[0].variants[0].kernel_args[i].pos = m.kernels[0].variants[0].kernel_args[i].pos;
+  EXPECT_EQ(encode_kernel_table(again)[1].content, bytes);
+  EXPECT_NE(refusal(with(text, "kernel_args = [\"a\", \"k\"]", "kernel_args = [\"a\", \"q\"]")).find("kiln.toml:22:"),
+            std::string::npos);
+  EXPECT_NE(refusal(with(text, "kernel_args = [\"a\", \"k\"]", "kernel_args = [\"a\", { name = \"x\", type = \"u64\", value = \"0 - 1\" }]"))
+                .find("which no call can bring into its type u64"),
+            std::string::npos);
+}
+
 TEST(Variants, ACallTakesTheFirstVariantWhoseConditionsAllHold) {
   Manifest m = parse(kGemm);
   engine::VariantChoice choice(m.kernels[0]);
