@@ -50,15 +50,24 @@ def test_range_shapes_get_the_variants_whose_code_differs_most_specialised_first
     done = kx.triton(gemm, tmp_path / "g", **SPEC)
     k = _kernel(done)
     # m's divisibility changes no code (it only masks rows); n (N, stride_bk, stride_cm) and k
-    # (K, stride_am) do, alone and together.
+    # (K, stride_am) do, alone and together. A value of 1 is Triton's constant: first, each with
+    # the other expressions divisible and alone.
     assert [(v["name"], v["when"]) for v in k["variant"]] == [
+        ("one.m.d16.n.k", ["m == 1", "n % 16 == 0", "k % 16 == 0"]), ("one.m", ["m == 1"]),
+        ("one.n.d16.k", ["n == 1", "k % 16 == 0"]), ("one.n", ["n == 1"]),
+        ("one.k.d16.n", ["k == 1", "n % 16 == 0"]), ("one.k", ["k == 1"]),
         ("d16.n.k", ["n % 16 == 0", "k % 16 == 0"]), ("d16.n", ["n % 16 == 0"]), ("d16.k", ["k % 16 == 0"])]
     for v in k["variant"]:
         assert v["code"] == [{"arch": "sm_90a", "file": f"gemm.sm_90a.{v['name']}.cubin"}]
         assert (tmp_path / "g" / v["code"][0]["file"]).read_bytes()[:4] == b"\x7fELF"
     files = [(tmp_path / "g" / f).read_bytes() for f in ["gemm.sm_90a.cubin"] +
              [v["code"][0]["file"] for v in k["variant"]]]
-    assert len(set(files)) == 4  # four different code objects
+    assert len(set(files)) == 10  # ten different code objects
+    # A constant-1 build takes no parameter for what it folded: one.m's kernel no longer takes M;
+    # the divisible ones take the kernel's own parameters.
+    names = [e["name"] if isinstance(e, dict) else e for e in k["variant"][0]["kernel_args"]]
+    assert "m" not in names and "n" in names and "k" in names
+    assert "kernel_args" not in k["variant"][6]
     assert "where" not in k["shape"][0]  # the kernel's own code still takes every call
 
 
@@ -70,23 +79,24 @@ def test_the_archive_carries_them_and_inspect_and_preflight_show_them(tmp_path):
                     str(tmp_path / "g.kiln"), "-q"], check=True)
     shown = json.loads(subprocess.run([cli, "inspect", str(tmp_path / "g.kiln"), "--json"], check=True,
                                       capture_output=True, text=True).stdout)
-    assert [v["when"] for v in shown["kernels"][0]["variants"]] == [["n % 16 == 0", "k % 16 == 0"], ["n % 16 == 0"],
-                                                                    ["k % 16 == 0"]]
+    assert [v["when"] for v in shown["kernels"][0]["variants"]][-3:] == [["n % 16 == 0", "k % 16 == 0"], ["n % 16 == 0"],
+                                                                         ["k % 16 == 0"]]
     verified = subprocess.run([cli, "verify", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub")],
                               capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     pre = subprocess.run([cli, "preflight", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub"), "--target",
                           "sm_90"], capture_output=True, text=True)
-    assert "and its 3 variant(s) for the same target" in pre.stdout, pre.stdout
+    assert "and its 9 variant(s) for the same target" in pre.stdout, pre.stdout
 
 
 def test_the_user_bounds_and_chooses_them(tmp_path):
     assert "variant" not in _kernel(kx.triton(gemm, tmp_path / "off", max_variants=0, **SPEC))
     k = _kernel(kx.triton(gemm, tmp_path / "k", specialize=["K", "stride_am"], **SPEC))
-    assert [v["when"] for v in k["variant"]] == [["k % 16 == 0"]]
+    assert [v["when"] for v in k["variant"]] == [["k == 1"], ["k % 16 == 0"]]
     capped = tomllib.loads(kx.triton(gemm, tmp_path / "cap", max_variants=1, **SPEC).manifest)
     assert [v["name"] for v in capped["kernel"][0]["variant"]] == ["d16.n"]
     assert capped["toolchain"]["variants_dropped"].startswith("k: ")
+    assert "m == 1, n == 1, k == 1: no room left under max_variants=1" in capped["toolchain"]["variants_dropped"]
     with pytest.raises(kx.ExportError, match=r"specialize names \['q'\]"):
         kx.triton(gemm, tmp_path / "bad", specialize=["q"], **SPEC)
     # A given sample is the user's own specialisation: no variants beside it.
@@ -105,7 +115,7 @@ def test_the_plan_drops_what_changes_no_code_and_combinations_equal_to_smaller_o
         return [_B(b"x" + (b"A" if "a" in exprs else b"") + (b"B" if {"a", "b"} <= exprs else b""))]
     p = triton_variants.plan([_B(b"x")], ["a", "b", "c"], compile_with, 15)
     assert p.relevant == ["a", "b"] and p.dropped == []
-    assert [s for s, _ in p.variants] == [("a", "b"), ("a",)]  # ("b",) is the general code again
+    assert [v.divisible for v in p.variants] == [("a", "b"), ("a",)]  # ("b",) is the general code again
     assert triton_variants.plan([_B(b"x")], ["c"], lambda e: [_B(b"x")], 15).variants == []
 
 
@@ -127,7 +137,7 @@ def test_an_argument_given_as_the_constant_1_is_folded_as_triton_folds_it(tmp_pa
     names = [e["name"] if isinstance(e, dict) else e for e in k.get("kernel_args", [{"name": "x"}, {"name": "y"},
                                                                                  {"name": "n"}])]
     assert "stride" not in names
-    assert [v["when"] for v in k["variant"]] == [["n % 16 == 0"]]
+    assert [v["when"] for v in k["variant"]] == [["n == 1"], ["n % 16 == 0"]]
     with pytest.raises(kx.ExportError, match="constant for the sample call"):
         kx.triton(strided_copy, tmp_path / "d", params=[kx.tensor("x", "f32", ["n"], "read"),
                                                        kx.tensor("y", "f32", ["n"], "write"), kx.scalar("n"),

@@ -173,11 +173,12 @@ def unwrap(fn, config):
     return fn, {}, {}
 
 
-def compile_for(fn, params, args, constexprs, options, sample, target, divisible=None):
+def compile_for(fn, params, args, constexprs, options, sample, target, divisible=None, ones=None):
     """Compiles `fn` for the call `sample` with Triton's own binder (so its specialisation is the
     one `fn[grid](...)` would pick) and returns (compiled, signature {name: type},
     specialisation attrs by parameter name). `divisible`: integer parameters to compile as
-    multiples of 16 (Triton's "D" key) whatever the sample's values (a variant)."""
+    multiples of 16 (Triton's "D" key) whatever the sample's values; `ones`: integer parameters
+    to compile as the constant 1, as Triton's JIT does for a call passing 1 (variants)."""
     triton = _triton()
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
@@ -209,9 +210,13 @@ def compile_for(fn, params, args, constexprs, options, sample, target, divisible
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     try:
         bound_args, specialization, opts = binder(**call, **kwargs)
-        if divisible:
-            specialization = [(ty, "D") if kp.name in divisible else spec
-                              for kp, spec, (ty, _) in zip(fn.params, specialization, specialization)]
+        if divisible or ones:
+            specialization = [("constexpr", 1) if kp.name in (ones or ()) else (ty, "D") if kp.name in (divisible or ())
+                              else spec for kp, spec, (ty, _) in zip(fn.params, specialization, specialization)]
+            if ones:
+                bound_args = dict(bound_args)  # the constant's value, as Triton's binder would bind it
+                for name in ones:
+                    bound_args[name] = 1
         opts, signature, consts, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, opts)
         compiled = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
     except ExportError:
@@ -253,9 +258,10 @@ def _device_to_host_dtype(t):
     return {8: 10, 9: 8, 10: 9}.get(t, t)  # triton/backends/nvidia/driver.py TMA_DTYPE_DEVICE_TO_HOST
 
 
-def kernel_abi(compiled, fn, params, args, signature, attrs):
+def kernel_abi(compiled, fn, params, args, signature, attrs, ones=()):
     """The kernel_args entries (dicts, in order) and the `where` conditions the compiled
-    specialisation needs, checked against the PTX entry."""
+    specialisation needs, checked against the PTX entry. `ones`: parameters compiled as the
+    constant 1 (a variant's), which the kernel no longer takes."""
     md = compiled.metadata
     by_name = {p.name: p for p in params}
     metas = list(getattr(md, "tensordesc_meta", None) or [])
@@ -281,7 +287,7 @@ def kernel_abi(compiled, fn, params, args, signature, attrs):
     for kp in fn.params:
         ty = signature[kp.name]
         if ty == "constexpr":
-            if not kp.is_constexpr and names_in(str(args[kp.name])):
+            if not kp.is_constexpr and names_in(str(args[kp.name])) and kp.name not in ones:
                 raise ExportError(f"Triton specialised {kp.name!r} to a constant for the sample call (it equals 1): "
                                   f"give a sample value other than 1, or declare it do_not_specialize")
             continue  # a constexpr, or an argument given as the constant 1 (a unit stride): folded into the code
@@ -521,11 +527,12 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
 
     wanted = [parse_target(t) for t in (targets or [None])]
 
-    def compile_all(divisible=None):
+    def compile_all(divisible=None, ones=None):
         out = []
         for target in wanted:
-            compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target, divisible)
-            entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs)
+            compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target, divisible,
+                                                     ones)
+            entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs, ones or ())
             out.append(_Build(compiled, signature, attrs, entries, conditions, launch_config(compiled)))
         return out
 
@@ -543,18 +550,29 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
             groups.setdefault(str(args[d]), []).append(d)
         variant_plan = triton_variants.plan(
             builds, list(groups), lambda exprs: compile_all({d for e in exprs for d in groups[e]}), max_variants)
-    for subset, vbuilds in variant_plan.variants:
-        v_entries, v_conditions, v_block, v_shared, v_cluster, _ = merge(vbuilds)
-        strip = [{k: v for k, v in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in entries]
-        if [{k: v for k, v in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in v_entries] != strip \
-                or v_block != block or v_cluster != cluster:
-            raise ExportError(f"the specialisation {sorted(subset)} divisible by 16 compiles to other kernel parameters or another "
-                              f"launch than the general build: export with max_variants=0")
+        # A call passing 1 gets Triton's constant-1 build: for each expression a call can make 1,
+        # with the others divisible (the common case: m = 1 on aligned n and k) and alone.
+        ones = [e for e in groups if _can_be_one(e, shapes)] if max_variants else []
+        variant_plan.variants = triton_variants.plan_ones(
+            builds, ones, variant_plan,
+            lambda one, exprs: compile_all({d for e in exprs for d in groups[e]}, set(groups[one])), max_variants)
+    variant_args = {}
+    for v in variant_plan.variants:
+        v_entries, v_conditions, v_block, v_shared, v_cluster, _ = merge(v.builds)
+        strip = [{k: x for k, x in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in entries]
+        v_strip = [{k: x for k, x in e.items() if k != "scratch"} if isinstance(e, dict) else e for e in v_entries]
+        if (v.one is None and v_strip != strip) or v_block != block or v_cluster != cluster:
+            raise ExportError(f"the specialisation {v.describe()} compiles to other kernel parameters or another launch "
+                              f"than the general build: export with max_variants=0")
         shared = max(shared, v_shared)
-        for e, ve in zip(entries, v_entries):
-            if isinstance(e, dict) and "scratch" in e:
-                e["scratch"] = {"bytes": max(e["scratch"]["bytes"], ve["scratch"]["bytes"]),
-                                "align": max(e["scratch"]["align"], ve["scratch"]["align"])}
+        scratch = {e["name"]: e["scratch"] for e in v_entries if isinstance(e, dict) and "scratch" in e}
+        for e in entries:
+            if isinstance(e, dict) and "scratch" in e and e["name"] in scratch:
+                mine = scratch[e["name"]]
+                e["scratch"] = {"bytes": max(e["scratch"]["bytes"], mine["bytes"]),
+                                "align": max(e["scratch"]["align"], mine["align"])}
+        if v_strip != strip:
+            variant_args[id(v)] = v_entries
     if num_ctas > 1:
         grid[0] = f"{paren(grid[0])} * {num_ctas}"  # kiln's grid counts blocks, Triton's programs
 
@@ -577,13 +595,17 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
         meta["specialisation"] = b.attrs
         files[f"triton-metadata.{arch}.json"] = json.dumps(meta, indent=1, default=str) + "\n"
     variant_tables = []
-    for subset, vbuilds in variant_plan.variants:
-        vname = _variant_name(subset, [t["name"] for t in variant_tables])
+    for v in variant_plan.variants:
+        vname = _variant_name(v.one, v.divisible, [t["name"] for t in variant_tables])
         vcode = []
-        for b in vbuilds:
+        for b in v.builds:
             files[f"{stem}.{b.arch}.{vname}.cubin"] = b.compiled.asm["cubin"]
             vcode.append({"arch": b.arch, "file": f"{stem}.{b.arch}.{vname}.cubin"})
-        variant_tables.append({"name": vname, "when": [f"{paren(e)} % 16 == 0" for e in subset], "code": vcode})
+        table = {"name": vname, "when": ([f"{paren(v.one)} == 1"] if v.one is not None else []) +
+                 [f"{paren(e)} % 16 == 0" for e in v.divisible], "code": vcode}
+        if id(v) in variant_args:
+            table["kernel_args"] = variant_args[id(v)]
+        variant_tables.append(table)
     source_names = []
     for s in sources or [inspect.getsourcefile(fn.fn)]:
         p = pathlib.Path(s)
@@ -616,9 +638,15 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
                 "sample": ", ".join(f"{k}={v}" for k, v in sample.items()),
                 "specialisation": "; ".join(conditions) or "none",
                 "variants": ", ".join(t["name"] for t in variant_tables) or "none"})
+    dropped = []
     if variant_plan.dropped:
-        pin["variants_dropped"] = (f"{', '.join(variant_plan.dropped)}: their divisibility changes the code too, but "
-                                   f"max_variants={max_variants} allows variants over {len(variant_plan.relevant)} parameters")
+        dropped.append(f"{', '.join(variant_plan.dropped)}: their divisibility changes the code too, but "
+                       f"max_variants={max_variants} allows variants over {len(variant_plan.relevant)} expressions")
+    if variant_plan.dropped_ones:
+        dropped.append(f"{', '.join(e + ' == 1' for e in variant_plan.dropped_ones)}: no room left under "
+                       f"max_variants={max_variants}")
+    if dropped:
+        pin["variants_dropped"] = "; ".join(dropped)
     for b in builds:
         pin[f"triton_hash_{b.arch}"] = b.compiled.metadata.hash
         pin[f"shared_mem_{b.arch}"] = str(b.shared)
@@ -635,13 +663,34 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
     return Export(out, text, {b.arch: b.compiled for b in builds})
 
 
-def _variant_name(exprs, taken):
-    """"d16.k.n": the expressions a variant assumes divisible by 16, in kiln's name characters."""
-    name = "d16." + ".".join(re.sub(r"[^A-Za-z0-9_]", "", e) or "x" for e in exprs)
+def _variant_name(one, exprs, taken):
+    """"d16.k.n", "one.m.d16.n.k": what a variant assumes (an expression equal to 1, expressions
+    divisible by 16), in kiln's name characters."""
+    def word(e):
+        return re.sub(r"[^A-Za-z0-9_]", "", e) or "x"
+    parts = ([f"one.{word(one)}"] if one is not None else []) + (["d16." + ".".join(word(e) for e in exprs)] if exprs else [])
+    name = ".".join(parts)
     unique, n = name, 2
     while unique in taken:
         unique, n = f"{name}.{n}", n + 1
     return unique
+
+
+def _can_be_one(expr, shapes):
+    """True when `expr` is a call scalar some shape lets a call set to 1 (Triton then compiles it
+    as a constant)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", expr):
+        return False
+    for s in shapes:
+        if expr in s.values:
+            if s.values[expr] == 1:
+                return True
+        elif expr in s.ranges:
+            if s.ranges[expr][0] <= 1 <= s.ranges[expr][1]:
+                return True
+        else:
+            return True
+    return False
 
 
 def _divisibility_candidates(fn, args, general, specialize):

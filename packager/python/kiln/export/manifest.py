@@ -67,6 +67,10 @@ def render(*, package, revision, sequence, description, toolchain, extra_files, 
         lines += ["", "[[kernel.variant]]", f"name = {toml_value(v['name'])}", f"when = {toml_value(v['when'])}", "code = ["]
         lines += [f"  {toml_value(c)}," for c in v["code"]]
         lines.append("]")
+        if v.get("kernel_args") is not None:
+            lines.append("kernel_args = [")
+            lines += [f"  {toml_value(a)}," for a in v["kernel_args"]]
+            lines.append("]")
     for s in k.get("shapes", []):
         lines += ["", "[[kernel.shape]]"]
         lines += [f"{key} = {toml_value(s[key])}" for key in _SHAPE_KEYS if s.get(key) not in (None, {}, [])]

@@ -15,8 +15,14 @@ hold. Compiling every combination is 2^n compiles, most of them identical code, 
      whose code equals that of a combination it contains is left out (the smaller one serves
      its calls with the same code).
 
+Triton also compiles a call passing 1 for an integer argument with that argument as the
+constant 1 (it leaves the kernel's parameter list). For each expression some shape lets a call
+set to 1, `plan_ones` adds that build with the other relevant expressions divisible (m = 1 on an
+aligned n and k: a decode step) and alone, before the divisible ones (a call with m = 1 holds
+their conditions too), within the same cap.
+
 Only the logic lives here; `compile_with(subset)` compiles (for every target) with exactly the
-parameters of `subset` divisible and returns one build per target, each with `.compiled.asm`.
+expressions of `subset` divisible and returns one build per target, each with `.compiled.asm`.
 """
 import itertools
 
@@ -25,12 +31,26 @@ def _same_code(a, b):
     return all(x.compiled.asm["cubin"] == y.compiled.asm["cubin"] for x, y in zip(a, b))
 
 
+class Variant:
+    """One build: `one` (an expression compiled as the constant 1, or None), `divisible` (the
+    expressions compiled as multiples of 16) and `builds` (one per target)."""
+
+    def __init__(self, one, divisible, builds):
+        self.one, self.divisible, self.builds = one, tuple(divisible), builds
+
+    def describe(self):
+        return " and ".join(([f"{self.one} == 1"] if self.one is not None else []) +
+                            [f"{e} % 16 == 0" for e in self.divisible])
+
+
 class Plan:
-    """`variants`: [(subset, builds)], the most specialised first; `relevant`: the parameters
-    whose divisibility changes the code; `dropped`: relevant ones the cap left out."""
+    """`variants`: [Variant], in the order calls try them; `relevant`: the expressions whose
+    divisibility changes the code; `dropped`: relevant ones the cap left out; `dropped_ones`:
+    expressions whose constant-1 builds the cap left out."""
 
     def __init__(self, variants, relevant, dropped):
         self.variants, self.relevant, self.dropped = variants, relevant, dropped
+        self.dropped_ones = []
 
 
 def plan(general, dims, compile_with, max_variants):
@@ -60,5 +80,28 @@ def plan(general, dims, compile_with, max_variants):
             code = build(subset)
             if not any(set(t) <= set(subset) and _same_code(code, build(t)) for t in kept):
                 kept.append(subset)
-    variants = [(s, build(s)) for s in sorted(kept[1:], key=len, reverse=True)]
+    variants = [Variant(None, s, build(s)) for s in sorted(kept[1:], key=len, reverse=True)]
     return Plan(variants, relevant, dropped)
+
+
+def plan_ones(general, ones, divisible_plan, compile_with, max_variants):
+    """The constant-1 variants, then `divisible_plan`'s; `compile_with(one, exprs)` compiles with
+    `one` as 1 and `exprs` divisible. A constant-1 build equal to its neighbour with fewer
+    divisible expressions is left out (that one serves its calls with the same code)."""
+    room = max_variants - len(divisible_plan.variants)
+    out = []
+    for e in ones:
+        others = tuple(d for d in divisible_plan.relevant if d != e)
+        alone = compile_with(e, ())
+        candidates = []
+        if others:
+            full = compile_with(e, others)
+            if not _same_code(full, alone):
+                candidates.append(Variant(e, others, full))
+        candidates.append(Variant(e, (), alone))
+        if len(candidates) > room:
+            divisible_plan.dropped_ones.append(e)
+            continue
+        out += candidates
+        room -= len(candidates)
+    return out + divisible_plan.variants
