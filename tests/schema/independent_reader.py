@@ -982,6 +982,47 @@ SCRATCH_PER = ["program", "launch"]
 
 def decode_launch(r, k):
     params, what = k["params"], f"{r.what} launch extension"
+    args = decode_args(r, params, what)
+    cluster_count = r.u32()
+    need(cluster_count <= len(k["shapes"]), f"{what}: cluster_count {cluster_count} over shape_count {len(k['shapes'])}")
+    clusters = []
+    for _ in range(cluster_count):
+        c = (r.u32(), r.u32(), r.u32(), r.u32())
+        need(c[0] < len(k["shapes"]) and (not clusters or clusters[-1][0] < c[0]),
+             f"{what}: cluster shape indices not strictly ascending below shape_count")
+        need(min(c[1:]) >= 1 and c[1] * c[2] * c[3] <= 8, f"{what}: cluster {c[1:]} of shape {c[0]}")
+        clusters.append(c)
+    # The variant extension follows when bytes remain (FORMAT.md §4.1).
+    variants = decode_variants(r, k, what) if r.remaining() else []
+    need(args or clusters or variants, f"{what}: arg_count and cluster_count both 0")
+    return {"args": args, "clusters": clusters, "variants": variants}
+
+
+def decode_variants(r, k, what):
+    n = r.u32()
+    need(1 <= n <= 64, f"{what}: variant_count {n} out of 1..64")
+    variants, names = [], set()
+    for _ in range(n):
+        v = {"name": r.str16()}
+        need(v["name"] and v["name"] not in names, f"{what}: variant name {v['name']!r} empty or repeated")
+        names.add(v["name"])
+        w = f"{what} variant {v['name'].decode()}"
+        when_count = r.u32()
+        need(1 <= when_count <= 16, f"{w}: when_count {when_count} out of 1..16")
+        v["when"] = [decode_expr(r, k["params"], True, w + " when") for _ in range(when_count)]
+        code_count = r.u32()
+        need(code_count == len(k["code"]), f"{w}: code_count {code_count}, the record has {len(k['code'])}")
+        v["code"] = [(r.str16(), r.str16()) for _ in range(code_count)]
+        need(all(v["code"][i][0] == k["code"][i][0] for i in range(code_count)), f"{w}: code archs not the record's, in order")
+        own = r.u8()
+        need(own in (0, 1), f"{w}: own_args {own}")
+        v["args"] = decode_args(r, k["params"], w) if own else None
+        need(v["args"] is None or len(v["args"]) > 0, f"{w}: own kernel_args with arg_count 0")
+        variants.append(v)
+    return variants
+
+
+def decode_args(r, params, what):
     arg_count = r.u32()
     need(arg_count <= 256, f"{what}: arg_count {arg_count} over 256")
     args = []
@@ -1022,22 +1063,34 @@ def decode_launch(r, k):
         args.append(a)
     need(sum(a["kind"] == 2 for a in args) <= 16, f"{what}: more than 16 tensor maps")
     need(sum(a["kind"] == 3 for a in args) <= 4, f"{what}: more than 4 scratch entries")
-    cluster_count = r.u32()
-    need(cluster_count <= len(k["shapes"]), f"{what}: cluster_count {cluster_count} over shape_count {len(k['shapes'])}")
-    clusters = []
-    for _ in range(cluster_count):
-        c = (r.u32(), r.u32(), r.u32(), r.u32())
-        need(c[0] < len(k["shapes"]) and (not clusters or clusters[-1][0] < c[0]),
-             f"{what}: cluster shape indices not strictly ascending below shape_count")
-        need(min(c[1:]) >= 1 and c[1] * c[2] * c[3] <= 8, f"{what}: cluster {c[1:]} of shape {c[0]}")
-        clusters.append(c)
-    need(arg_count or cluster_count, f"{what}: arg_count and cluster_count both 0")
-    return {"args": args, "clusters": clusters}
+    return args
 
 
 def encode_launch(w, launch):
-    w.u32(len(launch["args"]))
-    for a in launch["args"]:
+    encode_args(w, launch["args"])
+    w.u32(len(launch["clusters"]))
+    for c in launch["clusters"]:
+        for v in c:
+            w.u32(v)
+    if launch.get("variants"):
+        w.u32(len(launch["variants"]))
+        for v in launch["variants"]:
+            w.str16(v["name"])
+            w.u32(len(v["when"]))
+            for ops in v["when"]:
+                encode_expr(w, ops)
+            w.u32(len(v["code"]))
+            for arch, file in v["code"]:
+                w.str16(arch)
+                w.str16(file)
+            w.u8(0 if v["args"] is None else 1)
+            if v["args"] is not None:
+                encode_args(w, v["args"])
+
+
+def encode_args(w, args):
+    w.u32(len(args))
+    for a in args:
         w.u8(a["kind"])
         w.str16(a["name"])
         if a["kind"] == 0:
@@ -1059,19 +1112,30 @@ def encode_launch(w, launch):
             encode_expr(w, a["bytes"])
             w.u32(a["align"])
             w.u8(a["per"])
-    w.u32(len(launch["clusters"]))
-    for c in launch["clusters"]:
-        for v in c:
-            w.u32(v)
 
 
 def launch_from_manifest(k, params):
-    """The launch extension kiln.toml's `kernel_args` and shape `cluster` keys derive (MANIFEST.md)."""
+    """The launch extension kiln.toml's `kernel_args`, shape `cluster` and `variant` keys derive
+    (MANIFEST.md)."""
+    clusters = [(i, *(list(s["cluster"]) + [1] * (3 - len(s["cluster"]))))
+                for i, s in enumerate(k.get("shape", [])) if "cluster" in s]
+    variants = []
+    for v in k.get("variant", []):
+        by_arch = {c["arch"]: c["file"] for c in v["code"]}
+        need(sorted(by_arch) == sorted(c["arch"] for c in k["code"]), f"variant {v['name']}: archs not the kernel's")
+        variants.append({"name": v["name"].encode(), "when": [compile_expr(c, params, True) for c in v["when"]],
+                         "code": [(c["arch"].encode(), by_arch[c["arch"]].encode()) for c in k["code"]],
+                         "args": args_from_manifest(v["kernel_args"], params) if "kernel_args" in v else None})
+    return {"args": args_from_manifest(k.get("kernel_args", []), params), "clusters": clusters, "variants": variants}
+
+
+def args_from_manifest(entries, params):
+    """kernel_args entries as kiln.toml writes them, in the record's form."""
     names = [p[0] for p in params]
     index = lambda name, what: (need(name.encode() in names, f"kernel_args: {what} {name!r} is not a parameter"),
                                 names.index(name.encode()))[1]
     args = []
-    for e in k.get("kernel_args", []):
+    for e in entries:
         if isinstance(e, str):
             e = {"name": e}
         a = {"name": e["name"].encode()}
@@ -1102,9 +1166,7 @@ def launch_from_manifest(k, params):
         else:
             a["kind"], a["param"] = 0, index(e["name"], "name")
         args.append(a)
-    clusters = [(i, *(list(s["cluster"]) + [1] * (3 - len(s["cluster"]))))
-                for i, s in enumerate(k.get("shape", [])) if "cluster" in s]
-    return {"args": args, "clusters": clusters}
+    return args
 
 
 def double_bits(x):
@@ -1143,7 +1205,7 @@ def table_from_manifest(m):
                            "shared_mem": launch_ops(s.get("shared_mem", 0), params)})
         tol = k.get("tolerance", {})
         launch = None
-        if "kernel_args" in k or any("cluster" in s for s in k.get("shape", [])):
+        if "kernel_args" in k or "variant" in k or any("cluster" in s for s in k.get("shape", [])):
             launch = launch_from_manifest(k, params)
         records[enc(k["name"])] = {
             "entry": enc(k["entry"]), "backend": enc(k["backend"]),
@@ -1497,6 +1559,9 @@ def compare_launch_with_kiln(same, jk, rec):
     same(f"{what} clusters", [clusters.get(i) for i in range(len(rec["shapes"]))],
          [s.get("cluster") for s in jk["shape_specs"]])
     same(f"{what} kernel_args count", len(launch["args"]), len(jk.get("kernel_args", [])))
+    same(f"{what} variants (name, files)",
+         [(v["name"].decode(), [f.decode() for _, f in v["code"]]) for v in launch.get("variants", [])],
+         [(v["name"], [c["file"] for c in v["code"]]) for v in jk.get("variants", [])])
     params = rec["params"]
     scalars = [i for i, p in enumerate(params) if integer_scalar(p)]
     calls = [{i: [3, 64, 1000, -9, 0][(n + j) % 5] for j, i in enumerate(scalars)} for n in range(5)]
@@ -2197,7 +2262,7 @@ def pack_launch_edges_archive(kiln, ptx, key, folder):
 
 
 # Archives whose kernels must have a launch extension (kernel_args, clusters), when present.
-LAUNCH_ARCHIVES = ("tma-pair-sum.kiln", "scale-kernel-args.kiln", "launch-edges.kiln")
+LAUNCH_ARCHIVES = ("tma-pair-sum.kiln", "scale-kernel-args.kiln", "launch-edges.kiln", "scale-variants.kiln")
 
 
 def main():
