@@ -159,7 +159,13 @@ void print_json(const Archive& a, bool checked) {
         for (const ExprCode& c : v.when) w.value(expr_text(c, k.params));
         w.end_array().key("code").begin_array();
         for (const auto& c : v.code) w.begin_object().field("arch", c.arch).field("file", c.file.path).end_object();
-        w.end_array().end_object();
+        w.end_array();
+        if (v.has_kernel_args) {  // absent: the kernel's own
+          w.key("kernel_args").begin_array();
+          for (const KernelArg& arg : v.kernel_args) kernel_arg_json(w, arg, k);
+          w.end_array();
+        }
+        w.end_object();
       }
       w.end_array();
     }
@@ -216,6 +222,10 @@ void print_human(const Archive& a, bool checked) {
         for (const ExprCode& c : v.when) when += (when.empty() ? "" : " && ") + expr_text(c, k.params);
         std::cout << "        " << v.name << "  when " << when << "\n";
         for (const CodeObjectRef& c : v.code) std::cout << "          code " << std::left << std::setw(22) << c.arch << " " << c.file.path << "\n";
+        if (v.has_kernel_args) {
+          std::cout << "          takes its own parameters:\n";
+          for (const KernelArg& arg : v.kernel_args) std::cout << "            " << kernel_arg_text(arg, k) << "\n";
+        }
       }
     }
     if (!k.kernel_args.empty()) {

@@ -144,3 +144,16 @@ TEST(PreflightTarget, ABadTargetIsAUsageErrorCaughtBeforeAnythingIsPrinted) {
 }
 
 }  // namespace
+
+// A kernel with variants: the target is chosen from the kernel's own code, and its variants
+// (one with its own kernel_args) are judged for the same target; inspect lists them.
+TEST(PreflightTarget, VariantsAreJudgedWithTheKernelsTargetAndListed) {
+  NEED("scale-variants.kiln");
+  Result r = run_kiln("preflight " + archive("scale-variants.kiln") + " --trust " + kTrust + " --target sm_90 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(routes(r.out)["sm_90/scale"], "ptx-jit match compute_80");
+  EXPECT_NE(r.out.find("and its 2 variant(s) for the same target"), std::string::npos) << r.out;
+  Result shown = run_kiln("inspect " + archive("scale-variants.kiln"));
+  EXPECT_NE(shown.out.find("one.n  when n == 1"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("d16.n  when n % 16 == 0 && n >= 16"), std::string::npos) << shown.out;
+}
