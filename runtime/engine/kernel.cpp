@@ -172,7 +172,8 @@ std::string Kernel::explain_call(void* const* args, std::size_t arg_count) const
   if (!runs_on_device()) return out + "; " + kiln_route_string(route_) + ": " + reason_text_;
   std::string skipped;
   for (std::size_t i = 0; i < variants_.size(); ++i) {
-    std::string why = variant_code_[i] ? variants_.mismatch(i, args) : std::string("its code did not load");
+    bool loaded = i < variant_code_.size() && variant_code_[i];
+    std::string why = loaded ? variants_.mismatch(i, args) : std::string("its code did not load");
     if (why.empty()) {
       return out + "; " + kiln_route_string(route_) + " " + target_ + ", variant " + variants_.describe(i) +
              (skipped.empty() ? "" : " [" + skipped + "]");
