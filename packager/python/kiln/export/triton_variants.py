@@ -4,22 +4,25 @@ Triton's JIT specialises each call on every integer argument that is a multiple 
 (`tt.divisibility`), so one kernel runs as several code objects, each chosen by the call's values.
 kiln.export compiles the same specialisations before any call and stores them as variants of one
 kernel (MANIFEST.md, variant entries); libkiln picks the most specialised one whose conditions
-hold. Compiling every combination is 2^n compiles, most of them identical code, so:
+hold. The candidates are call expressions (kernel parameters the call computes alike, such as N
+and stride_bk both `n`, are divisible together). Compiling every combination is 2^n compiles,
+most of them identical code, so:
 
-  1. the build with every candidate parameter divisible is compared with the general build: if
-     the code is the same, no parameter's divisibility matters and there are no variants;
-  2. each parameter whose divisibility changes nothing once the others are divisible (the code
+  1. the build with every candidate expression divisible is compared with the general build: if
+     the code is the same, no expression's divisibility matters and there are no variants;
+  2. each expression whose divisibility changes nothing once the others are divisible (the code
      is byte-identical without it) is left out;
   3. every combination of the rest is compiled (at most `max_variants` of them, the largest
-     first; a parameter beyond what the cap allows is named in `dropped`), and a combination
+     first; an expression beyond what the cap allows is named in `dropped`), and a combination
      whose code equals that of a combination it contains is left out (the smaller one serves
      its calls with the same code).
 
 Triton also compiles a call passing 1 for an integer argument with that argument as the
 constant 1 (it leaves the kernel's parameter list). For each expression some shape lets a call
 set to 1, `plan_ones` adds that build with the other relevant expressions divisible (m = 1 on an
-aligned n and k: a decode step) and alone, before the divisible ones (a call with m = 1 holds
-their conditions too), within the same cap.
+aligned n and k: a decode step) and alone, before the divisible ones (a call with m = 1 may hold
+a divisible variant's conditions too, d16.n.k here, and must take the constant-1 build first),
+within the same cap.
 
 Only the logic lives here; `compile_with(subset)` compiles (for every target) with exactly the
 expressions of `subset` divisible and returns one build per target, each with `.compiled.asm`.
