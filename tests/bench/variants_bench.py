@@ -23,6 +23,10 @@ from triton.testing import do_bench
 import kiln
 import kiln.export as kx
 
+# The fp8 GEMM and bf16 RMSNorm are the ones ci/gpu-dtypes.sh checks with `kiln verify --run`.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "dtypes"))
+from kernels import gemm_fp8, rmsnorm_bf16  # noqa: E402
+
 
 @triton.jit
 def splitk_gemm(a_ptr, b_ptr, ws_ptr, M, N, K, stride_am, stride_bk, stride_wm,
@@ -40,33 +44,6 @@ def splitk_gemm(a_ptr, b_ptr, ws_ptr, M, N, K, stride_am, stride_bk, stride_wm,
         acc = tl.dot(a, b, acc)
     ws = ws_ptr + pid_k * M * stride_wm
     tl.store(ws + rm[:, None] * stride_wm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def gemm_fp8(a_ptr, b_ptr, c_ptr, m, n, k, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, k, BK):
-        a = tl.load(a_ptr + rm[:, None] * k + (k0 + rk)[None, :], mask=(rm[:, None] < m) & ((k0 + rk)[None, :] < k),
-                    other=0.0)
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * n + rn[None, :], mask=((k0 + rk)[:, None] < k) & (rn[None, :] < n),
-                    other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * n + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < m) & (rn[None, :] < n))
-
-
-@triton.jit
-def rmsnorm_bf16(x_ptr, w_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + row * n + offs, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
-    tl.store(y_ptr + row * n + offs, (x * rstd * w).to(tl.bfloat16), mask=mask)
 
 
 SPLIT_K = 4

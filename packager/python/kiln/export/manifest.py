@@ -55,22 +55,15 @@ def render(*, package, revision, sequence, description, toolchain, extra_files, 
     lines += [f"  {toml_value(p)}," for p in k["params"]]
     lines.append("]")
     if k.get("kernel_args") is not None:
-        lines.append("kernel_args = [")
-        lines += [f"  {toml_value(a)}," for a in k["kernel_args"]]
-        lines.append("]")
-    lines.append("code = [")
-    lines += [f"  {toml_value(c)}," for c in k["code"]]
-    lines.append("]")
+        lines += _array("kernel_args", k["kernel_args"])
+    lines += _array("code", k["code"])
     if k.get("tolerance"):
         lines.append(f"tolerance = {toml_value(k['tolerance'])}")
     for v in k.get("variants", []):
-        lines += ["", "[[kernel.variant]]", f"name = {toml_value(v['name'])}", f"when = {toml_value(v['when'])}", "code = ["]
-        lines += [f"  {toml_value(c)}," for c in v["code"]]
-        lines.append("]")
+        lines += ["", "[[kernel.variant]]", f"name = {toml_value(v['name'])}", f"when = {toml_value(v['when'])}"]
+        lines += _array("code", v["code"])
         if v.get("kernel_args") is not None:
-            lines.append("kernel_args = [")
-            lines += [f"  {toml_value(a)}," for a in v["kernel_args"]]
-            lines.append("]")
+            lines += _array("kernel_args", v["kernel_args"])
     for s in k.get("shapes", []):
         lines += ["", "[[kernel.shape]]"]
         lines += [f"{key} = {toml_value(s[key])}" for key in _SHAPE_KEYS if s.get(key) not in (None, {}, [])]
@@ -78,6 +71,11 @@ def render(*, package, revision, sequence, description, toolchain, extra_files, 
         lines += ["", "[[kernel.test]]"]
         lines += [f"{key} = {toml_value(t[key])}" for key in _TEST_KEYS if t.get(key) not in (None, {})]
     return "\n".join(lines) + "\n"
+
+
+def _array(key, items):
+    """`key = [` with one inline table or value per line, `]`."""
+    return [f"{key} = ["] + [f"  {toml_value(x)}," for x in items] + ["]"]
 
 
 def write_files(out, files):
