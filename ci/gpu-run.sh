@@ -66,11 +66,15 @@ run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mix
 # `--target sm_90 --driver 13.0` (no GPU consulted) must agree with this H200's own preflight.
 run preflight_target_agrees python3 ci/gpu_preflight_agree.py "$stage/bin/kiln" "$stage/keys/test.pub" sm_90 13.0 "$stage"/archives/*.kiln
 run diag_show sh -c "bundle=\$(ls -d /tmp/kiln-diag-gpu-*/kiln-diag-* | head -1) && \"$stage/bin/kiln\" diag show \"\$bundle\""
+# KILN_GPU_QUICK=1 stops here: the driver-level suite and release checks above, without the
+# Python tests, the compilers' exports and the benchmark harness (a run in about a minute, for a
+# change that touches only libkiln or the kiln command when the session's device time is short).
+steps_triton=""
+if [ -z "${KILN_GPU_QUICK:-}" ]; then
 # The Python bindings on the real driver (their native-route test runs only here), on both call
 # paths: kiln._fastlaunch, which ci/gpu-build.sh staged beside libkiln (required here), and ctypes.
 export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
 run python_tests env KILN_TEST_EXPECT_EXTENSION=1 python3 -m pytest -q -p no:cacheprovider packager/python/tests
-steps_triton=""
 # The Triton GEMM archive: the one ci/gpu-build.sh staged (KILN_TRITON_ARCHIVE), else exported
 # here by this machine's Triton and packed with the staged kiln and test key (kiln.export --pack).
 triton_archive="$stage/archives/matmul-relu-triton.kiln"
@@ -106,12 +110,15 @@ if [ -n "${OUT:-}" ]; then
   cp /tmp/kiln-bench/*.json /tmp/kiln-bench/scaling.csv "$OUT/" 2>/dev/null || true
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
+steps_triton="bench python_tests $steps_triton"
+fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host bench verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run preflight preflight_mixed preflight_target_agrees diag_show python_tests $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run preflight preflight_mixed preflight_target_agrees diag_show $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
 for step in $steps; do printf '%-20s %s\n' "$step" "${result[$step]:-not run}"; done
+[ -n "${KILN_GPU_QUICK:-}" ] && echo "KILN_GPU_QUICK: python_tests, the compilers' exports and the benchmark harness not run"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[.,]' "$log" | sed 's/^/  /'
 sed -n '/^kiln against its baselines/,$p' "$log" | grep -v '^=====' | sed '/^$/q'
 sed -n '/^Python launch overhead per call/,/^kiln (ctypes) \/ Triton/p' "$log"
