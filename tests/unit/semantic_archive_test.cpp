@@ -24,30 +24,13 @@ class Semantic : public ::testing::Test {
   PrivateKey key = PrivateKey::generate();
   TrustSet trust = test::trust_of({&key});
 
-  // The small archive with `manifest` as its kiln.toml (and the kernel table derived from it).
-  test::RawArchive with_manifest(const std::string& manifest, bool keep_code = true) {
+  // The small archive with `manifest` as its kiln.toml (and the kernel table derived from it),
+  // without its code object where `keep_code` is false, with `extra` members beside.
+  test::RawArchive with_manifest(const std::string& manifest, bool keep_code = true, std::vector<MemberInput> extra = {}) {
     std::vector<MemberInput> members;
     for (MemberInput& m : test::small_members(id)) {
       if (m.path == "kiln.toml" || m.path.rfind("kiln/", 0) == 0) continue;
       if (m.path == "k.ptx" && !keep_code) continue;
-      members.push_back(std::move(m));
-    }
-    MemberInput toml;
-    toml.path = "kiln.toml";
-    toml.role = format::Role::manifest;
-    toml.content = test::bytes_of(manifest);
-    members.push_back(toml);
-    for (MemberInput& table : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(table));
-    test::RawArchive raw = test::raw_from_members(id, std::move(members));
-    raw.signers = {Signer{&key, "hostile", 0}};
-    return raw;
-  }
-  test::RawArchive base() { return with_manifest(test::small_manifest(id)); }
-  // with_manifest plus `extra` members (code objects kiln.toml names beyond k.ptx).
-  test::RawArchive with_manifest_and(const std::string& manifest, std::vector<MemberInput> extra) {
-    std::vector<MemberInput> members;
-    for (MemberInput& m : test::small_members(id)) {
-      if (m.path == "kiln.toml" || m.path.rfind("kiln/", 0) == 0) continue;
       members.push_back(std::move(m));
     }
     for (MemberInput& m : extra) members.push_back(std::move(m));
@@ -61,7 +44,7 @@ class Semantic : public ::testing::Test {
     raw.signers = {Signer{&key, "hostile", 0}};
     return raw;
   }
-
+  test::RawArchive base() { return with_manifest(test::small_manifest(id)); }
   std::size_t position(const test::RawArchive& raw, const std::string& path) {
     for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
       if (raw.index.entries[i].path == path) return i;
@@ -107,6 +90,28 @@ class Semantic : public ::testing::Test {
       }
     }
   }
+  // Refused by the runtime judging `bytes` for a described sm_90 (resolution runs every check a
+  // real load does before it, the load itself simulated), with `code` and `reason`.
+  void expect_runtime_refuses(const std::vector<std::uint8_t>& bytes, Errc code, const std::string& reason) {
+    std::string pub = test::make_temp_dir("kiln-semantic-runtime") + "/hostile.pub";
+    std::string pem = key.public_key().to_pem();
+    test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
+    kiln_runtime_options options{};  // kiln_runtime_options_init's defaults (that function is libkiln's)
+    options.size = sizeof options;
+    options.signature_threshold = 1;
+    options.log_level = KILN_LOG_WARN;
+    options.max_member_size = 4ull << 30;
+    options.trust_path = pub.c_str();
+    engine::Runtime runtime(options);
+    engine::Archive archive(runtime, bytes);
+    try {
+      archive.preflight_target_json("sm_90", "13.0");
+      ADD_FAILURE() << "judged loadable; expected: " << reason;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
   std::string manifest_with(const std::string& kernel_lines, const std::string& files = "[files]\nextra = [\"tests/vector.bin\"]\n") {
     return "[package]\nname = \"" + id.package + "\"\nkernel_revision = \"" + id.kernel_revision + "\"\nsequence = " +
            std::to_string(id.sequence) + "\n\n[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n" +
@@ -140,27 +145,8 @@ TEST_F(Semantic, AnArchTagTheBytesContradictIsRefusedWhenTheRuntimeLoadsIt) {
   manifest.replace(manifest.find(claim), claim.size(), "arch = \"compute_80\"");
   test::RawArchive raw = with_manifest(manifest);
   raw.index.entries[position(raw, "k.ptx")].arch = "compute_80";
-  std::vector<std::uint8_t> bytes = test::assemble(raw);
-  std::string dir = test::make_temp_dir("kiln-semantic-load");
-  std::string pub = dir + "/hostile.pub";
-  std::string pem = key.public_key().to_pem();
-  test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
-  kiln_runtime_options options{};  // kiln_runtime_options_init's defaults (that function is libkiln's)
-  options.size = sizeof options;
-  options.signature_threshold = 1;
-  options.log_level = KILN_LOG_WARN;
-  options.max_member_size = 4ull << 30;
-  options.trust_path = pub.c_str();
-  engine::Runtime runtime(options);
-  engine::Archive archive(runtime, bytes);
-  try {
-    archive.preflight_target_json("sm_90", "13.0");
-    FAIL() << "a code object whose bytes contradict its index was judged loadable";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::code_object) << e.what();
-    EXPECT_NE(std::string(e.what()).find("member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90"),
-              std::string::npos) << e.what();
-  }
+  expect_runtime_refuses(test::assemble(raw), Errc::code_object,
+                         "member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90");
 }
 
 // A variant is loaded for the target the runtime chose from the kernel's own code, so its file
@@ -180,28 +166,10 @@ TEST_F(Semantic, AVariantBuiltForAnotherTargetIsRefusedByVerifyAndByTheRuntime) 
   v.kind = format::CodeKind::ptx;
   v.arch = "compute_80";  // the truth: the bytes say .target sm_80
   v.content = test::bytes_of(test::small_ptx("sm_80"));
-  test::RawArchive raw = with_manifest_and(manifest, {v});
+  test::RawArchive raw = with_manifest(manifest, true, {v});
   expect_refused(raw, Errc::integrity, "kernel 'add' names 'v.ptx' as code for arch 'compute_90', but the member is indexed for compute_80");
-  std::vector<std::uint8_t> bytes = test::assemble(raw);
-  std::string dir = test::make_temp_dir("kiln-semantic-variant");
-  std::string pem = key.public_key().to_pem();
-  test::write_file(dir + "/hostile.pub", std::vector<std::uint8_t>(pem.begin(), pem.end()));
-  std::string pub = dir + "/hostile.pub";
-  kiln_runtime_options options{};
-  options.size = sizeof options;
-  options.signature_threshold = 1;
-  options.max_member_size = 4ull << 30;
-  options.trust_path = pub.c_str();
-  engine::Runtime runtime(options);
-  engine::Archive archive(runtime, bytes);
-  try {
-    archive.preflight_target_json("sm_90", "13.0");
-    FAIL() << "a variant for another target was judged loadable";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::integrity) << e.what();
-    EXPECT_NE(std::string(e.what()).find("names 'v.ptx' as code for arch 'compute_90', but the member is indexed for compute_80"),
-              std::string::npos) << e.what();
-  }
+  expect_runtime_refuses(test::assemble(raw), Errc::integrity,
+                         "names 'v.ptx' as code for arch 'compute_90', but the member is indexed for compute_80");
 }
 
 TEST_F(Semantic, PtxIndexedAsACubinIsRefused) {
