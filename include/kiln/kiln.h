@@ -43,7 +43,7 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 5
+#define KILN_VERSION_MINOR 6
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
@@ -336,7 +336,9 @@ KILN_API kiln_status kiln_param_info_init(kiln_param_info* info, size_t size);
  * shape whose values equal the scalar arguments; with no such shape, or on a reference route,
  * the reference runs with the same `args` and `stream` (or, with none registered or under the
  * strict policy, KILN_ERR_REFUSED). `route_taken` (may be NULL) receives the route this call
- * took. Asynchronous like cuLaunchKernel: errors of the kernel itself surface on the stream. */
+ * took. Asynchronous like cuLaunchKernel: errors of the kernel itself surface on the stream.
+ * A shape's or variant's conditions may read a pointer argument's address (`addr(p)`, 0.6): a
+ * variant compiled for aligned tensors takes only calls whose tensors are aligned. */
 KILN_API kiln_status kiln_kernel_launch(kiln_kernel* kernel, void* const* args, size_t arg_count, void* stream,
                                         kiln_route* route_taken);
 

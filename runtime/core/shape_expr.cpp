@@ -31,7 +31,7 @@ struct OpInfo {
 };
 OpInfo op_info(std::uint8_t o) {
   switch (o) {
-    case op::konst: case op::param: return {0, false, false, "", 8};
+    case op::konst: case op::param: case op::addr: return {0, false, false, "", 8};
     case op::add: return {2, false, false, "+", 5};
     case op::sub: return {2, false, false, "-", 5};
     case op::mul: return {2, false, false, "*", 6};
@@ -259,11 +259,12 @@ class Compiler {
     fail("unexpected '" + std::string(1, c) + "' (expected a number, a parameter, a function or '(')", at);
   }
   int call(const std::string& name, std::size_t at) {
+    if (name == "addr") return address(at);
     std::uint8_t o;
     if (name == "cdiv") o = op::cdiv;
     else if (name == "min") o = op::min;
     else if (name == "max") o = op::max;
-    else fail("unknown function '" + name + "' (the functions are cdiv, min and max)", at);
+    else fail("unknown function '" + name + "' (the functions are cdiv, min, max and, in conditions, addr)", at);
     std::size_t a_at = pos_;
     int a = parse_or();
     want_integer(cond_, a_at, name.c_str());
@@ -275,6 +276,39 @@ class Compiler {
     out_->push_back(o);
     cond_ = false;
     return checked(std::max(a, b) + 1, at);
+  }
+  // addr(p): the device address a call passes for pointer parameter p, so that a condition can
+  // ask for alignment (`addr(a) % 16 == 0`). Conditions only: a launch computed from an address
+  // would change with every allocation.
+  int address(std::size_t at) {
+    if (kind_ != ExprKind::condition) {
+      fail("addr() is allowed only in conditions (`where`, a variant's `when`); grid, block and shared_mem are "
+           "integers of the scalar parameters", at);
+    }
+    std::size_t name_at = pos_;
+    std::size_t end = pos_;
+    while (end < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_')) ++end;
+    std::string name(text_.substr(pos_, end - pos_));
+    pos_ = end;
+    skip();
+    if (name.empty()) fail("addr takes the name of a pointer parameter", name_at);
+    if (!eat(")")) fail("addr takes one pointer parameter: expected ')'", pos_);
+    std::size_t i = 0;
+    while (i < params_.size() && params_[i].name != name) ++i;
+    if (i == params_.size() || !params_[i].is_pointer) {
+      std::string known;
+      for (const KernelParam& p : params_) {
+        if (p.is_pointer) known += (known.empty() ? "" : ", ") + p.name;
+      }
+      fail("addr(" + name + "): '" + name + "' is not a pointer parameter (the pointer parameters are: " +
+               (known.empty() ? "none" : known) + ")", name_at);
+    }
+    if (i > 0xffff) fail("'" + name + "' is parameter " + std::to_string(i) + "; expressions reach the first 65536", name_at);
+    out_->push_back(op::addr);
+    out_->push_back(static_cast<std::uint8_t>(i & 0xff));
+    out_->push_back(static_cast<std::uint8_t>(i >> 8));
+    cond_ = false;
+    return 2;  // the call and its argument
   }
   int parameter(const std::string& name, std::size_t at) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -391,7 +425,7 @@ std::string expr_code_problem(const ExprCode& code, const std::vector<KernelPara
     OpInfo info = op_info(o);
     std::string at = " at byte " + std::to_string(i) + " of an expression";
     if (info.arity < 0) return "unknown opcode " + std::to_string(o) + at;
-    if (o == op::konst || o == op::param) {
+    if (o == op::konst || o == op::param || o == op::addr) {
       std::size_t need = o == op::konst ? 8 : 2;
       if (code.size() - i - 1 < need) return "truncated operand" + at;
       if (o == op::param) {
@@ -399,6 +433,13 @@ std::string expr_code_problem(const ExprCode& code, const std::vector<KernelPara
         if (index >= params.size() || params[index].is_pointer || !integer_type(params[index].type)) {
           return "parameter " + std::to_string(index) + " is not an integer scalar" + at;
         }
+      }
+      if (o == op::addr) {
+        std::size_t index = get_u16(&code[i + 1]);
+        if (index >= params.size() || !params[index].is_pointer) {
+          return "addr of parameter " + std::to_string(index) + ", which is not a pointer" + at;
+        }
+        if (kind != ExprKind::condition) return "addr in an integer expression" + at;
       }
       if (depth == kMaxExprStack) return "stack deeper than " + std::to_string(kMaxExprStack) + at;
       cond[depth++] = false;
@@ -455,6 +496,9 @@ std::vector<ExprInstr> decode_expr(const ExprCode& code, const std::vector<Kerne
       in.param = get_u16(&code[i + 1]);
       in.type = params[in.param].type;
       i += 3;
+    } else if (in.op == op::addr) {
+      in.param = get_u16(&code[i + 1]);
+      i += 3;
     } else {
       ++i;
     }
@@ -473,6 +517,8 @@ ExprFault eval_instrs(const ExprInstr* code, std::size_t size, void* const* args
       stack[depth++] = in.imm;
     } else if (in.op == op::param) {
       stack[depth++] = read_scalar_integer(args[in.param], in.type);
+    } else if (in.op == op::addr) {
+      stack[depth++] = read_scalar_integer(args[in.param], ScalarType::u64);  // a 64-bit device address
     } else if (in.op == op::neg) {
       ExprFault f = apply(in.op, stack[depth - 1], 0, &stack[depth - 1]);
       if (fault == ExprFault::none) fault = f;
@@ -503,6 +549,9 @@ ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& 
       in.param = get_u16(code + i + 1);
       in.type = args.types[in.param];
       i += 3;
+    } else if (in.op == op::addr) {
+      in.param = get_u16(code + i + 1);
+      i += 3;
     } else {
       ++i;
     }
@@ -526,8 +575,9 @@ std::string expr_text(const ExprCode& code, const std::vector<KernelParam>& para
       i += 9;
       continue;
     }
-    if (o == op::param) {
-      stack.push_back({params[get_u16(&code[i + 1])].name, 8});
+    if (o == op::param || o == op::addr) {
+      const std::string& name = params[get_u16(&code[i + 1])].name;
+      stack.push_back({o == op::addr ? "addr(" + name + ")" : name, 8});
       i += 3;
       continue;
     }
@@ -669,6 +719,9 @@ bool expr_bounds(const ExprCode& code, const std::vector<KernelParam>& params, c
         if (r.name == p.name) v = clamp(std::max<__int128>(v.lo, r.min), std::min<__int128>(v.hi, r.max));
       }
       stack.push_back(v);
+      i += 3;
+    } else if (o == op::addr) {
+      stack.push_back(type_interval(ScalarType::u64));  // any address (conditions only)
       i += 3;
     } else if (o == op::neg) {
       stack.back() = interval_op(o, stack.back(), stack.back());

@@ -19,6 +19,7 @@ namespace kiln {
 namespace op {
 constexpr std::uint8_t konst = 0x01;  // then i64 little-endian
 constexpr std::uint8_t param = 0x02;  // then u16 little-endian: index into the kernel's params
+constexpr std::uint8_t addr = 0x03;   // then u16 little-endian: a pointer parameter, read as its address
 constexpr std::uint8_t add = 0x10, sub = 0x11, mul = 0x12, div = 0x13, mod = 0x14, neg = 0x15, cdiv = 0x16,
                        min = 0x17, max = 0x18;
 constexpr std::uint8_t eq = 0x20, ne = 0x21, lt = 0x22, le = 0x23, gt = 0x24, ge = 0x25, land = 0x26, lor = 0x27;
@@ -38,22 +39,25 @@ struct ExprProblem {
 };
 
 // Compiles `text` against the kernel's parameters. Returns false and fills `problem` when the
-// text is not a valid expression of `kind` (conditions allow comparisons, && and ||; integer
-// expressions do not).
+// text is not a valid expression of `kind` (conditions allow comparisons, && and ||, and
+// `addr(p)`, the address of pointer parameter p, so that a condition can ask for alignment;
+// integer expressions allow none of these: a launch computed from an address would differ per
+// allocation).
 bool compile_expr(std::string_view text, const std::vector<KernelParam>& params, ExprKind kind, ExprCode* out,
                   ExprProblem* problem);
 // The bytecode of an integer literal (how an integer grid/block/shared_mem element is stored).
 ExprCode constant_expr(std::int64_t v);
 
 // Checks decoded bytecode: known opcodes, complete operands, parameter indices naming integer
-// scalars, operand types, stack depth within kMaxExprStack, one result of `kind`. Returns an
-// empty string when valid, else the problem.
+// scalars (`addr`: pointers, and only in conditions), operand types, stack depth within
+// kMaxExprStack, one result of `kind`. Returns an empty string when valid, else the problem.
 std::string expr_code_problem(const ExprCode& code, const std::vector<KernelParam>& params, ExprKind kind);
 
 enum class ExprFault : std::uint8_t { none, overflow, division_by_zero };
 const char* expr_fault_text(ExprFault f);
 
-// Reads integer scalar argument `index` of a call (as the runtime's args array gives it).
+// Reads integer scalar argument `index` of a call (as the runtime's args array gives it; a
+// pointer argument is the 64-bit address it points at).
 struct ExprArgs {
   void* const* args = nullptr;
   const ScalarType* types = nullptr;  // one per kernel parameter
@@ -74,7 +78,7 @@ void computed_value_bounds(ScalarType type, std::int64_t* lo, std::int64_t* hi);
 // reads no variable-length operands and looks up no parameter types.
 struct ExprInstr {
   std::int64_t imm = 0;      // op::konst: the value
-  std::uint16_t param = 0;   // op::param: the parameter's index
+  std::uint16_t param = 0;   // op::param, op::addr: the parameter's index
   std::uint8_t op = 0;
   ScalarType type = ScalarType::i64;  // op::param: the parameter's type
 };

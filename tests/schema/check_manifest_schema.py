@@ -14,7 +14,8 @@ jsonschema.Draft7Validator.check_schema(schema)
 validator = jsonschema.Draft7Validator(schema)
 
 failures = []
-examples = sorted(root.glob("examples/**/kiln.toml"))
+# The examples, and the test manifests that use what the examples do not (variants, addr()).
+examples = sorted(root.glob("examples/**/kiln.toml")) + sorted(root.glob("tests/data/scale/kiln*.toml"))
 if not examples:
     failures.append("no example manifests found")
 for path in examples:

@@ -698,12 +698,14 @@ def decode_expr(r, params, condition, what):
     ops, i, kinds = [], 0, []  # kinds: the stack, True for a condition
     while i < size:
         op = code[i]
-        if op in (0x01, 0x02):
+        if op in (0x01, 0x02, 0x03):
             n = 8 if op == 0x01 else 2
             need(size - i - 1 >= n, f"{what}: truncated operand")
             arg = int.from_bytes(code[i + 1:i + 1 + n], "little", signed=(op == 0x01))
             if op == 0x02:
                 need(arg < len(params) and integer_scalar(params[arg]), f"{what}: parameter {arg} is not an integer scalar")
+            if op == 0x03:  # addr: a pointer parameter's address, in conditions only
+                need(condition and arg < len(params) and params[arg][1] == 1, f"{what}: bad addr of parameter {arg}")
             kinds.append(False)
             need(len(kinds) <= 64, f"{what}: stack deeper than 64")
             ops.append((op, arg))
@@ -730,7 +732,7 @@ def encode_expr(w, ops):
         code.append(op)
         if op == 0x01:
             code += struct.pack("<q", arg)
-        elif op == 0x02:
+        elif op in (0x02, 0x03):
             code += struct.pack("<H", arg)
     w.u16(len(code))
     w.raw(bytes(code))
@@ -787,6 +789,13 @@ def compile_expr(text, params, condition):
         pos[0] += 1
         if kind == "num":
             out.append((0x01, v))
+        elif kind == "name" and v == "addr" and peek() == ("op", "("):
+            pos[0] += 1
+            name = peek()[1]
+            pos[0] += 1
+            need(peek() == ("op", ")"), f"expression {text!r}: addr takes one name")
+            pos[0] += 1
+            out.append((0x03, [p[0] for p in params].index(name.encode())))
         elif kind == "name" and peek() == ("op", "("):
             pos[0] += 1
             top()
@@ -828,7 +837,7 @@ def eval_ops(ops, args):
         if op == 0x01:
             stack.append(arg)
             continue
-        if op == 0x02:
+        if op in (0x02, 0x03):  # a pointer's value in `args` is its address
             stack.append(args[arg])
             continue
         if op == 0x15:
@@ -1565,6 +1574,8 @@ def compare_launch_with_kiln(same, jk, rec):
     params = rec["params"]
     scalars = [i for i, p in enumerate(params) if integer_scalar(p)]
     calls = [{i: [3, 64, 1000, -9, 0][(n + j) % 5] for j, i in enumerate(scalars)} for n in range(5)]
+    for n, c in enumerate(calls):  # pointers at aligned and misaligned addresses, for addr()
+        c.update({i: [1 << 40, (1 << 40) + 4, (1 << 40) + 16][(n + i) % 3] for i, p in enumerate(params) if p[1] == 1})
 
     def same_expr(field, ops, text):
         theirs = launch_ops(text, params) if isinstance(text, str) else [(0x01, text)]

@@ -63,7 +63,7 @@ std::vector<KernelParam> params() { return parse_manifest(kRanges, "kiln.toml").
 
 // A call's arguments: one slot per parameter of kRanges' kernel.
 struct Call {
-  float a_value = 0;
+  std::uint64_t a_address = 0;  // what a launch's args hold for a pointer: its device address
   std::int32_t m = 0, n = 0;
   std::int64_t k = 0;
   float alpha = 1;
@@ -71,7 +71,7 @@ struct Call {
   void* args[6];
   ScalarType types[6] = {ScalarType::f32, ScalarType::i32, ScalarType::i32, ScalarType::i64, ScalarType::f32, ScalarType::u8};
   Call(std::int32_t m_, std::int32_t n_, std::int64_t k_, std::uint8_t s = 0) : m(m_), n(n_), k(k_), small(s) {
-    args[0] = &a_value;
+    args[0] = &a_address;
     args[1] = &m;
     args[2] = &n;
     args[3] = &k;
@@ -215,6 +215,42 @@ TEST(ShapeExpr, BytecodeIsExactlySpecified) {
   EXPECT_EQ(compile(expr_text(cond, params()), ExprKind::condition), cond) << expr_text(cond, params());
 }
 
+TEST(ShapeExpr, AddrReadsAPointersAddressInConditionsOnly) {
+  // FORMAT.md §4.1: 0x03 + u16 LE index pushes the address the call passes for that pointer.
+  ExprCode code = compile("addr(a) % 16 == 0", ExprKind::condition);
+  const ExprCode want = {0x03, 0, 0, 0x01, 16, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x20};
+  EXPECT_EQ(code, want);
+  EXPECT_EQ(expr_text(code, params()), "addr(a) % 16 == 0");
+  EXPECT_EQ(compile(expr_text(code, params()), ExprKind::condition), code);
+  Call call(1, 2, 3);
+  std::int64_t v = -1;
+  call.a_address = 0x7f0000001000;
+  ASSERT_EQ(eval_expr(code.data(), code.size(), call.expr_args(), &v), ExprFault::none);
+  EXPECT_EQ(v, 1);
+  call.a_address = 0x7f0000001004;  // an offset view: 4 bytes in
+  ASSERT_EQ(eval_expr(code.data(), code.size(), call.expr_args(), &v), ExprFault::none);
+  EXPECT_EQ(v, 0);
+  call.a_address = 0xffffffffffffff00;  // read as u64 scalars are: reinterpreted, so % still works
+  ASSERT_EQ(eval(" addr( a ) % 256 == 0 && m == 1", call, &v, ExprKind::condition), ExprFault::none);
+  EXPECT_EQ(v, 1);
+
+  ExprCode out;
+  ExprProblem problem;
+  EXPECT_FALSE(compile_expr("cdiv(addr(a), 16)", params(), ExprKind::integer, &out, &problem));
+  EXPECT_NE(problem.message.find("addr() is allowed only in conditions"), std::string::npos) << problem.message;
+  EXPECT_EQ(problem.offset, 5u);
+  EXPECT_FALSE(compile_expr("addr(m) % 16 == 0", params(), ExprKind::condition, &out, &problem));
+  EXPECT_NE(problem.message.find("addr(m): 'm' is not a pointer parameter (the pointer parameters are: a)"),
+            std::string::npos) << problem.message;
+  EXPECT_EQ(problem.offset, 5u);
+  EXPECT_FALSE(compile_expr("addr(a, 1) == 0", params(), ExprKind::condition, &out, &problem));
+  EXPECT_NE(problem.message.find("addr takes one pointer parameter: expected ')'"), std::string::npos) << problem.message;
+  EXPECT_FALSE(compile_expr("addr() == 0", params(), ExprKind::condition, &out, &problem));
+  EXPECT_NE(problem.message.find("addr takes the name of a pointer parameter"), std::string::npos) << problem.message;
+  EXPECT_FALSE(compile_expr("a % 16 == 0", params(), ExprKind::condition, &out, &problem));  // the name alone
+  EXPECT_NE(problem.message.find("'a' is a pointer parameter"), std::string::npos) << problem.message;
+}
+
 TEST(ShapeExpr, DecoderRefusesMalformedBytecode) {
   auto problem = [](const ExprCode& c, ExprKind kind = ExprKind::integer) { return expr_code_problem(c, params(), kind); };
   EXPECT_NE(problem({}), "");
@@ -227,6 +263,12 @@ TEST(ShapeExpr, DecoderRefusesMalformedBytecode) {
   EXPECT_NE(problem({0x02, 1, 0, 0x02, 2, 0}).find("leaves 2 values"), std::string::npos);
   EXPECT_NE(problem({0x02, 1, 0, 0x02, 2, 0, 0x20}).find("integer expression gives a condition"), std::string::npos);
   EXPECT_NE(problem({0x02, 1, 0, 0x02, 2, 0, 0x26}, ExprKind::condition).find("operand of the wrong kind"), std::string::npos);
+  const ExprCode addr_m = {0x03, 1, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x20};  // addr of a scalar
+  EXPECT_NE(problem(addr_m, ExprKind::condition).find("addr of parameter 1, which is not a pointer"), std::string::npos);
+  EXPECT_NE(problem({0x03, 0, 0}).find("addr in an integer expression"), std::string::npos);
+  EXPECT_NE(problem({0x03, 0}).find("truncated operand"), std::string::npos);
+  const ExprCode addr_a = {0x03, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x20};
+  EXPECT_EQ(problem(addr_a, ExprKind::condition), "");
   ExprCode deep;
   for (int i = 0; i < kMaxExprStack + 1; ++i) deep.insert(deep.end(), {0x02, 1, 0});
   EXPECT_NE(problem(deep).find("stack deeper than 64"), std::string::npos);

@@ -229,6 +229,25 @@ TEST(Variants, ACallTakesTheFirstVariantWhoseConditionsAllHold) {
   EXPECT_EQ(choice.describe(0), "mk16 (m % 16 == 0 && k % 16 == 0)");
 }
 
+TEST(Variants, AConditionMayAskForAPointersAlignment) {
+  // A build that assumes an aligned tensor (Triton's `tt.divisibility` on a pointer) takes only
+  // the calls whose address is a multiple of 16; an offset view runs the general code.
+  Manifest m = parse(with(kGemm, "when = [\"k % 16 == 0\"]", "when = [\"k % 16 == 0\", \"addr(a) % 16 == 0\"]"));
+  engine::VariantChoice choice(m.kernels[0]);
+  std::uint64_t a = 0x7f0000000100;
+  std::int32_t mv = 3, kv = 32;
+  void* args[] = {&a, &mv, &kv};
+  EXPECT_TRUE(choice.holds(1, args));
+  a += 2;  // a view starting one f16 in
+  EXPECT_FALSE(choice.holds(1, args));
+  EXPECT_EQ(choice.mismatch(1, args), "'addr(a) % 16 == 0' does not hold");
+  EXPECT_EQ(choice.describe(1), "k16 (k % 16 == 0 && addr(a) % 16 == 0)");
+  // In a launch expression an address is refused at its place.
+  EXPECT_NE(refusal(with(kGemm, "grid = [\"cdiv(m, 64)\"]", "grid = [\"addr(a) % 64 + 1\"]"))
+                .find("addr() is allowed only in conditions"),
+            std::string::npos);
+}
+
 TEST(Variants, APackRefusesAVariantThatIsNotTheKernelsKindOfCodeForItsTargets) {
   std::string dir = test::make_temp_dir();
   auto write = [&](const std::string& name, const std::string& content) {

@@ -107,7 +107,8 @@ def test_the_default_sample_assumes_nothing_and_a_given_one_becomes_conditions(t
     assert "where" not in k["shape"][0]
     spec["sample"] = {"m": 64, "n": 64, "k": 64}
     k = _kernel(kx.triton(relu.matmul_relu_kernel, tmp_path / "b", targets=["sm_90a"], **spec).manifest)
-    assert k["shape"][0]["where"] == ["m % 16 == 0", "n % 16 == 0", "k % 16 == 0"]
+    assert k["shape"][0]["where"] == ["m % 16 == 0", "n % 16 == 0", "k % 16 == 0", "addr(a) % 16 == 0",
+                                      "addr(b) % 16 == 0", "addr(c) % 16 == 0"]
 
 
 def test_a_test_breaking_a_condition_its_own_sample_added_is_refused_by_export(tmp_path):

@@ -46,23 +46,31 @@ def _kernel(done):
     return tomllib.loads(done.manifest)["kernel"][0]
 
 
+ALIGNED = ["addr(a) % 16 == 0", "addr(b) % 16 == 0", "addr(c) % 16 == 0"]
+
+
 def test_range_shapes_get_the_variants_whose_code_differs_most_specialised_first(tmp_path):
     done = kx.triton(gemm, tmp_path / "g", **SPEC)
     k = _kernel(done)
     # m's divisibility changes no code (it only masks rows); n (N, stride_bk, stride_cm) and k
     # (K, stride_am) do, alone and together. A value of 1 is Triton's constant: first, each with
-    # the other expressions divisible and alone.
+    # the other expressions divisible and alone. Each was compiled for aligned tensors, as Triton
+    # compiles a call whose addresses are multiples of 16, and says so; the build for aligned
+    # tensors alone comes last, and the kernel's own code assumes no alignment at all.
     assert [(v["name"], v["when"]) for v in k["variant"]] == [
-        ("one.m.d16.n.k", ["m == 1", "n % 16 == 0", "k % 16 == 0"]), ("one.m", ["m == 1"]),
-        ("one.n.d16.k", ["n == 1", "k % 16 == 0"]), ("one.n", ["n == 1"]),
-        ("one.k.d16.n", ["k == 1", "n % 16 == 0"]), ("one.k", ["k == 1"]),
-        ("d16.n.k", ["n % 16 == 0", "k % 16 == 0"]), ("d16.n", ["n % 16 == 0"]), ("d16.k", ["k % 16 == 0"])]
+        ("one.m.d16.n.k", ["m == 1", "n % 16 == 0", "k % 16 == 0"] + ALIGNED), ("one.m", ["m == 1"] + ALIGNED),
+        ("one.n.d16.k", ["n == 1", "k % 16 == 0"] + ALIGNED), ("one.n", ["n == 1"] + ALIGNED),
+        ("one.k.d16.n", ["k == 1", "n % 16 == 0"] + ALIGNED), ("one.k", ["k == 1"] + ALIGNED),
+        ("d16.n.k", ["n % 16 == 0", "k % 16 == 0"] + ALIGNED), ("d16.n", ["n % 16 == 0"] + ALIGNED),
+        ("d16.k", ["k % 16 == 0"] + ALIGNED), ("a16", ALIGNED)]
     for v in k["variant"]:
         assert v["code"] == [{"arch": "sm_90a", "file": f"gemm.sm_90a.{v['name']}.cubin"}]
         assert (tmp_path / "g" / v["code"][0]["file"]).read_bytes()[:4] == b"\x7fELF"
     files = [(tmp_path / "g" / f).read_bytes() for f in ["gemm.sm_90a.cubin"] +
              [v["code"][0]["file"] for v in k["variant"]]]
-    assert len(set(files)) == 10  # ten different code objects
+    assert len(set(files)) == 11  # eleven different code objects
+    general = json.loads((tmp_path / "g" / "triton-metadata.sm_90a.json").read_text())["specialisation"]
+    assert [general[p] for p in ("a_ptr", "b_ptr", "c_ptr")] == [[], [], []], general  # none assumed aligned
     # A constant-1 build takes no parameter for what it folded: one.m's kernel no longer takes M;
     # the divisible ones take the kernel's own parameters.
     names = [e["name"] if isinstance(e, dict) else e for e in k["variant"][0]["kernel_args"]]
@@ -79,28 +87,44 @@ def test_the_archive_carries_them_and_inspect_and_preflight_show_them(tmp_path):
                     str(tmp_path / "g.kiln"), "-q"], check=True)
     shown = json.loads(subprocess.run([cli, "inspect", str(tmp_path / "g.kiln"), "--json"], check=True,
                                       capture_output=True, text=True).stdout)
-    assert [v["when"] for v in shown["kernels"][0]["variants"]][-3:] == [["n % 16 == 0", "k % 16 == 0"], ["n % 16 == 0"],
-                                                                         ["k % 16 == 0"]]
+    assert [v["when"] for v in shown["kernels"][0]["variants"]][-4:] == [
+        ["n % 16 == 0", "k % 16 == 0"] + ALIGNED, ["n % 16 == 0"] + ALIGNED, ["k % 16 == 0"] + ALIGNED, ALIGNED]
     verified = subprocess.run([cli, "verify", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub")],
                               capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     pre = subprocess.run([cli, "preflight", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub"), "--target",
                           "sm_90"], capture_output=True, text=True)
-    assert "and its 9 variant(s) for the same target" in pre.stdout, pre.stdout
+    assert "and its 10 variant(s) for the same target" in pre.stdout, pre.stdout
 
 
 def test_the_user_bounds_and_chooses_them(tmp_path):
-    assert "variant" not in _kernel(kx.triton(gemm, tmp_path / "off", max_variants=0, **SPEC))
+    # One code object, compiled for aligned tensors as Triton's common call: a call with an offset
+    # view does not belong to the shape (it goes to the reference, with the reason).
+    off = _kernel(kx.triton(gemm, tmp_path / "off", max_variants=0, **SPEC))
+    assert "variant" not in off and off["shape"][0]["where"] == ALIGNED
     k = _kernel(kx.triton(gemm, tmp_path / "k", specialize=["K", "stride_am"], **SPEC))
-    assert [v["when"] for v in k["variant"]] == [["k == 1"], ["k % 16 == 0"]]
-    capped = tomllib.loads(kx.triton(gemm, tmp_path / "cap", max_variants=1, **SPEC).manifest)
-    assert [v["name"] for v in capped["kernel"][0]["variant"]] == ["d16.n"]
+    assert [v["when"] for v in k["variant"]] == [["k == 1"] + ALIGNED, ["k % 16 == 0"] + ALIGNED, ALIGNED]
+    capped = tomllib.loads(kx.triton(gemm, tmp_path / "cap", max_variants=2, **SPEC).manifest)
+    assert [v["name"] for v in capped["kernel"][0]["variant"]] == ["d16.n", "a16"]
     assert capped["toolchain"]["variants_dropped"].startswith("k: ")
-    assert "m == 1, n == 1, k == 1: no room left under max_variants=1" in capped["toolchain"]["variants_dropped"]
+    assert ("m == 1, n == 1, k == 1: no room left under max_variants=2 (one of them the aligned-tensors build)"
+            in capped["toolchain"]["variants_dropped"])
     with pytest.raises(kx.ExportError, match=r"specialize names \['q'\]"):
         kx.triton(gemm, tmp_path / "bad", specialize=["q"], **SPEC)
-    # A given sample is the user's own specialisation: no variants beside it.
-    assert "variant" not in _kernel(kx.triton(gemm, tmp_path / "s", sample={"m": 64, "n": 64, "k": 64}, **SPEC))
+    # A given sample is the user's own specialisation: no variants beside it, and what it assumes
+    # (tensors aligned too) is a condition of the shape.
+    sampled = _kernel(kx.triton(gemm, tmp_path / "s", sample={"m": 64, "n": 64, "k": 64}, **SPEC))
+    assert "variant" not in sampled
+    assert sampled["shape"][0]["where"][-3:] == ALIGNED and "n % 16 == 0" in sampled["shape"][0]["where"]
+
+
+def test_alignment_conditions_share_entries_when_a_variant_has_no_room_left():
+    from kiln.export.from_triton import _joined_within
+    checks = [f"addr(t{i}) % 16 == 0" for i in range(5)]
+    assert _joined_within(checks, 5, "v") == checks
+    assert _joined_within(checks, 2, "v") == [" && ".join(checks[:3]), " && ".join(checks[3:])]
+    with pytest.raises(kx.ExportError, match="export with max_variants=0"):
+        _joined_within(checks, 0, "v")
 
 
 class _B:
@@ -137,7 +161,8 @@ def test_an_argument_given_as_the_constant_1_is_folded_as_triton_folds_it(tmp_pa
     names = [e["name"] if isinstance(e, dict) else e for e in k.get("kernel_args", [{"name": "x"}, {"name": "y"},
                                                                                  {"name": "n"}])]
     assert "stride" not in names
-    assert [v["when"] for v in k["variant"]] == [["n == 1"], ["n % 16 == 0"]]
+    aligned = ["addr(x) % 16 == 0", "addr(y) % 16 == 0"]
+    assert [v["when"] for v in k["variant"]] == [["n == 1"] + aligned, ["n % 16 == 0"] + aligned, aligned]
     with pytest.raises(kx.ExportError, match="constant for the sample call"):
         kx.triton(strided_copy, tmp_path / "d", params=[kx.tensor("x", "f32", ["n"], "read"),
                                                        kx.tensor("y", "f32", ["n"], "write"), kx.scalar("n"),

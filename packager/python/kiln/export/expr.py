@@ -1,12 +1,16 @@
 """kiln's expression language (schema/MANIFEST.md, "Expressions"), evaluated in Python the way
 libkiln evaluates it: 64-bit integers, C's truncating division, cdiv/min/max, comparisons and
-&& / || in conditions. The exporters use it to check fixed shapes and to size test vectors."""
+&& / || in conditions, and addr(p) there. The exporters use it to check fixed shapes and tests and
+to size test vectors."""
 import ast
 import re
 
 from .errors import ExportError
 
 _FUNCTIONS = ("cdiv", "min", "max")
+# What addr(p) reads when a test or a fixed shape is judged: kiln pack judges a test's tensors at
+# address 256, where `kiln verify --run` gives each its own allocation (aligned to 256 at least).
+TEST_TENSOR_ADDRESS = 256
 
 
 def paren(expr):
@@ -16,8 +20,8 @@ def paren(expr):
 
 
 def names_in(expr):
-    """The scalar names an expression uses."""
-    return set(re.findall(r"[A-Za-z_]\w*", str(expr))) - set(_FUNCTIONS)
+    """The names an expression uses: scalars, and the pointers addr() reads."""
+    return set(re.findall(r"[A-Za-z_]\w*", str(expr))) - set(_FUNCTIONS) - {"addr"}
 
 
 def _tdiv(a, b):
@@ -60,6 +64,9 @@ def evaluate(expr, env):
             if op is ast.Div:
                 return _tdiv(a, b)
             return a - _tdiv(a, b) * b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "addr" \
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and not node.keywords:
+            return TEST_TENSOR_ADDRESS
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS \
                 and len(node.args) == 2 and not node.keywords:
             a, b = ev(node.args[0]), ev(node.args[1])

@@ -173,12 +173,14 @@ def unwrap(fn, config):
     return fn, {}, {}
 
 
-def compile_for(fn, params, args, constexprs, options, sample, target, divisible=None, ones=None):
+def compile_for(fn, params, args, constexprs, options, sample, target, divisible=None, ones=None, unaligned=None):
     """Compiles `fn` for the call `sample` with Triton's own binder (so its specialisation is the
     one `fn[grid](...)` would pick) and returns (compiled, signature {name: type},
     specialisation attrs by parameter name). `divisible`: integer parameters to compile as
     multiples of 16 (Triton's "D" key) whatever the sample's values; `ones`: integer parameters
-    to compile as the constant 1, as Triton's JIT does for a call passing 1 (variants)."""
+    to compile as the constant 1, as Triton's JIT does for a call passing 1 (variants);
+    `unaligned`: pointer parameters to compile without Triton's 16-byte alignment assumption (its
+    key for a tensor whose address is not a multiple of 16)."""
     triton = _triton()
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
@@ -210,8 +212,9 @@ def compile_for(fn, params, args, constexprs, options, sample, target, divisible
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     try:
         bound_args, specialization, opts = binder(**call, **kwargs)
-        if divisible or ones:
+        if divisible or ones or unaligned:
             specialization = [("constexpr", 1) if kp.name in (ones or ()) else (ty, "D") if kp.name in (divisible or ())
+                              else (ty, "") if kp.name in (unaligned or ())
                               else spec for kp, spec, (ty, _) in zip(fn.params, specialization, specialization)]
             if ones:
                 bound_args = dict(bound_args)  # the constant's value, as Triton's binder would bind it
@@ -527,11 +530,11 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
 
     wanted = [parse_target(t) for t in (targets or [None])]
 
-    def compile_all(divisible=None, ones=None):
+    def compile_all(divisible=None, ones=None, unaligned=None):
         out = []
         for target in wanted:
             compiled, signature, attrs = compile_for(fn, params, args, constexprs, options, sample, target, divisible,
-                                                     ones)
+                                                     ones, unaligned)
             entries, conditions = kernel_abi(compiled, fn, params, args, signature, attrs, ones or ())
             out.append(_Build(compiled, signature, attrs, entries, conditions, launch_config(compiled)))
         return out
@@ -542,20 +545,45 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
         raise ExportError(f"targets {targets} compile to the same code targets {archs}")
     entries, conditions, block, shared, cluster, num_ctas = merge(builds)
     variant_plan = triton_variants.Plan([], [], [])
+    # Triton compiles every tensor whose address is a multiple of 16 as aligned (its key's "D"),
+    # and so does the build above: by call tensor, the kernel parameters it assumes aligned.
+    aligned = {}
+    for kp in _aligned_pointers(fn, builds[0]):
+        aligned.setdefault(str(args[kp]), []).append(kp)
+    pointer_checks = [f"addr({t}) % 16 == 0" for t in aligned]
+    aligned_build, room = None, max_variants
     if max_variants and not given_sample and not all(s.fixed for s in shapes):
+        if aligned:
+            # The kernel's own code must serve any call, an offset view too: it is compiled as
+            # Triton compiles a call with misaligned tensors, and every specialised build, which
+            # assumes aligned tensors, becomes a variant whose conditions say so.
+            loose = compile_all(unaligned={kp for kps in aligned.values() for kp in kps})
+            if not triton_variants.same_code(loose, builds):
+                aligned_build = builds
+                room -= 1  # the aligned build itself is a variant, tried last
+            builds = loose
+            entries, conditions, block, shared, cluster, num_ctas = merge(builds)
         # Kernel parameters computed from the same call expression (N and stride_bk both `n`)
         # are divisible together: the choice is over distinct expressions.
         groups = {}
         for d in _divisibility_candidates(fn, args, builds[0], specialize):
             groups.setdefault(str(args[d]), []).append(d)
+        # Divisibility is judged among builds that assume aligned tensors, as every variant does.
+        baseline = aligned_build or builds
         variant_plan = triton_variants.plan(
-            builds, list(groups), lambda exprs: compile_all({d for e in exprs for d in groups[e]}), max_variants)
+            baseline, list(groups), lambda exprs: compile_all({d for e in exprs for d in groups[e]}), room)
         # A call passing 1 gets Triton's constant-1 build: for each expression a call can make 1,
         # with the others divisible (the common case: m = 1 on aligned n and k) and alone.
-        ones = [e for e in groups if _can_be_one(e, shapes)] if max_variants else []
+        ones = [e for e in groups if _can_be_one(e, shapes)]
         variant_plan.variants = triton_variants.plan_ones(
-            builds, ones, variant_plan,
-            lambda one, exprs: compile_all({d for e in exprs for d in groups[e]}, set(groups[one])), max_variants)
+            baseline, ones, variant_plan,
+            lambda one, exprs: compile_all({d for e in exprs for d in groups[e]}, set(groups[one])), room)
+        if aligned_build is not None:
+            variant_plan.variants.append(triton_variants.Variant(None, (), aligned_build))
+    elif aligned:
+        # One code object, compiled for aligned tensors: a call with a misaligned one does not
+        # belong to the kernel's range shapes (it goes to the reference, with the reason).
+        conditions = conditions + pointer_checks
     variant_args = {}
     for v in variant_plan.variants:
         v_entries, v_conditions, v_block, v_shared, v_cluster, _ = merge(v.builds)
@@ -597,12 +625,14 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
     variant_tables = []
     for v in variant_plan.variants:
         vname = _variant_name(v.one, v.divisible, [t["name"] for t in variant_tables])
+        when = ([f"{paren(v.one)} == 1"] if v.one is not None else []) + [f"{paren(e)} % 16 == 0" for e in v.divisible]
+        # Every variant was compiled for aligned tensors (Triton's key for the common call).
+        when += _joined_within(pointer_checks, 16 - len(when), vname)
         vcode = []
         for b in v.builds:
             files[f"{stem}.{b.arch}.{vname}.cubin"] = b.compiled.asm["cubin"]
             vcode.append({"arch": b.arch, "file": f"{stem}.{b.arch}.{vname}.cubin"})
-        table = {"name": vname, "when": ([f"{paren(v.one)} == 1"] if v.one is not None else []) +
-                 [f"{paren(e)} % 16 == 0" for e in v.divisible], "code": vcode}
+        table = {"name": vname, "when": when, "code": vcode}
         if id(v) in variant_args:
             table["kernel_args"] = variant_args[id(v)]
         variant_tables.append(table)
@@ -639,12 +669,12 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
                 "specialisation": "; ".join(conditions) or "none",
                 "variants": ", ".join(t["name"] for t in variant_tables) or "none"})
     dropped = []
+    cap = f"max_variants={max_variants}" + (" (one of them the aligned-tensors build)" if aligned_build else "")
     if variant_plan.dropped:
         dropped.append(f"{', '.join(variant_plan.dropped)}: their divisibility changes the code too, but "
-                       f"max_variants={max_variants} allows variants over {len(variant_plan.relevant)} expressions")
+                       f"{cap} allows variants over {len(variant_plan.relevant)} expressions")
     if variant_plan.dropped_ones:
-        dropped.append(f"{', '.join(e + ' == 1' for e in variant_plan.dropped_ones)}: no room left under "
-                       f"max_variants={max_variants}")
+        dropped.append(f"{', '.join(e + ' == 1' for e in variant_plan.dropped_ones)}: no room left under {cap}")
     if dropped:
         pin["variants_dropped"] = "; ".join(dropped)
     for b in builds:
@@ -663,13 +693,35 @@ def export(fn, out, *, params, grid, shapes, args=None, constexprs=None, options
     return Export(out, text, {b.arch: b.compiled for b in builds})
 
 
+def _joined_within(conditions, room, what):
+    """`conditions` as at most `room` entries of a variant's `when` (16 in all): one each when they
+    fit, else joined with && into as few entries as the room needs, each within 256 characters."""
+    if len(conditions) <= room:
+        return list(conditions)
+    per = -(-len(conditions) // max(room, 1))
+    joined = [" && ".join(conditions[i:i + per]) for i in range(0, len(conditions), per)]
+    if room < 1 or any(len(j) > 256 for j in joined):
+        raise ExportError(f"variant {what}: its {len(conditions)} tensor alignment conditions do not fit a variant's 16 "
+                          f"conditions of 256 characters: export with max_variants=0")
+    return joined
+
+
+def _aligned_pointers(fn, build):
+    """The pointer parameters (plain tensors, not descriptors) `build` compiled as 16-byte aligned:
+    Triton's "D" on a pointer, which it gives a tensor whose address is a multiple of 16 unless
+    the parameter is do_not_specialize_on_alignment."""
+    return [kp.name for kp in fn.params
+            if not kp.is_constexpr and str(build.signature.get(kp.name, "")).startswith("*")
+            and any(a[0] == "tt.divisibility" for a in build.attrs.get(kp.name, []))]
+
+
 def _variant_name(one, exprs, taken):
     """"d16.k.n", "one.m.d16.n.k": what a variant assumes (an expression equal to 1, expressions
-    divisible by 16), in kiln's name characters."""
+    divisible by 16; "a16" alone: only its tensors aligned), in kiln's name characters."""
     def word(e):
         return re.sub(r"[^A-Za-z0-9_]", "", e) or "x"
     parts = ([f"one.{word(one)}"] if one is not None else []) + (["d16." + ".".join(word(e) for e in exprs)] if exprs else [])
-    name = ".".join(parts)
+    name = ".".join(parts) or "a16"
     unique, n = name, 2
     while unique in taken:
         unique, n = f"{name}.{n}", n + 1

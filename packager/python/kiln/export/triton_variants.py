@@ -30,7 +30,8 @@ expressions of `subset` divisible and returns one build per target, each with `.
 import itertools
 
 
-def _same_code(a, b):
+def same_code(a, b):
+    """True when two builds (one per target each) are byte for byte the same code."""
     return all(x.compiled.asm["cubin"] == y.compiled.asm["cubin"] for x, y in zip(a, b))
 
 
@@ -43,7 +44,7 @@ class Variant:
 
     def describe(self):
         return " and ".join(([f"{self.one} == 1"] if self.one is not None else []) +
-                            [f"{e} % 16 == 0" for e in self.divisible])
+                            [f"{e} % 16 == 0" for e in self.divisible]) or "aligned tensors alone"
 
 
 class Plan:
@@ -68,9 +69,9 @@ def plan(general, dims, compile_with, max_variants):
         return cache[subset]
 
     full = tuple(dims)
-    if _same_code(build(full), general):
+    if same_code(build(full), general):
         return Plan([], [], [])
-    relevant = [d for d in dims if not _same_code(build(tuple(x for x in dims if x != d)), build(full))]
+    relevant = [d for d in dims if not same_code(build(tuple(x for x in dims if x != d)), build(full))]
     if not relevant:  # the code needs any one of several: each counts
         relevant = dims
     keep = len(relevant)
@@ -81,7 +82,7 @@ def plan(general, dims, compile_with, max_variants):
     for size in range(1, len(relevant) + 1):
         for subset in itertools.combinations(relevant, size):
             code = build(subset)
-            if not any(set(t) <= set(subset) and _same_code(code, build(t)) for t in kept):
+            if not any(set(t) <= set(subset) and same_code(code, build(t)) for t in kept):
                 kept.append(subset)
     variants = [Variant(None, s, build(s)) for s in sorted(kept[1:], key=len, reverse=True)]
     return Plan(variants, relevant, dropped)
@@ -99,7 +100,7 @@ def plan_ones(general, ones, divisible_plan, compile_with, max_variants):
         candidates = []
         if others:
             full = compile_with(e, others)
-            if not _same_code(full, alone):
+            if not same_code(full, alone):
                 candidates.append(Variant(e, others, full))
         candidates.append(Variant(e, (), alone))
         if len(candidates) > room:
