@@ -560,6 +560,17 @@ ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& 
   return eval_instrs(instrs.data(), instrs.size(), args.args, result);
 }
 
+void expr_addresses(const ExprCode& code, std::vector<std::size_t>* out) {
+  for (std::size_t i = 0; i < code.size();) {
+    std::uint8_t o = code[i];
+    if (o == op::addr) {
+      std::size_t index = get_u16(&code[i + 1]);
+      if (std::find(out->begin(), out->end(), index) == out->end()) out->push_back(index);
+    }
+    i += o == op::konst ? 9 : (o == op::param || o == op::addr) ? 3 : 1;
+  }
+}
+
 std::string expr_text(const ExprCode& code, const std::vector<KernelParam>& params) {
   if (!expr_code_problem(code, params, ExprKind::integer).empty() &&
       !expr_code_problem(code, params, ExprKind::condition).empty()) {

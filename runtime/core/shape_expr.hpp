@@ -92,6 +92,9 @@ ExprFault eval_instrs(const ExprInstr* code, std::size_t size, void* const* args
 // The same on valid bytecode, decoding it first (allocates: for kiln pack and tests).
 ExprFault eval_expr(const std::uint8_t* code, std::size_t size, const ExprArgs& args, std::int64_t* result);
 
+// The pointer parameters whose address valid bytecode reads (`addr`), added to `out` once each.
+void expr_addresses(const ExprCode& code, std::vector<std::size_t>* out);
+
 // The expression as readable text for `kiln inspect`, with the parentheses precedence needs.
 std::string expr_text(const ExprCode& code, const std::vector<KernelParam>& params);
 

@@ -32,6 +32,13 @@ ShapeTable::ShapeTable(const KernelSpec& kernel) : id_(g_next_table_id.fetch_add
     if (!p.is_pointer) scalars_.push_back({i, {p.name, p.type}});
     if (!p.is_pointer && integer_type(p.type)) memo_scalars_.push_back({i, p.type});
   }
+  // A `where` that reads a tensor's address makes the match depend on it: the memo compares the
+  // address too (read as the 64-bit value the condition reads).
+  std::vector<std::size_t> addressed;
+  for (const ShapeSpec& s : kernel.shapes) {
+    for (const ExprCode& c : s.where) expr_addresses(c, &addressed);
+  }
+  for (std::size_t i : addressed) memo_scalars_.push_back({i, ScalarType::u64});
   // Worth it where matching costs more than remembering: a range shape, or many fixed shapes to
   // scan. One or a few fixed shapes match in a few comparisons, less than the memo's own upkeep.
   bool any_range = false;

@@ -41,7 +41,8 @@ class ShapeTable {
   static constexpr std::size_t kMemoScalars = 8;
   static constexpr std::size_t kMemoMinFixedShapes = 4;
   std::uint64_t id_ = 0;
-  std::vector<std::pair<std::size_t, ScalarType>> memo_scalars_;  // empty: more than kMemoScalars
+  // What a match depends on: the integer scalars, and the pointers a `where` reads with addr().
+  std::vector<std::pair<std::size_t, ScalarType>> memo_scalars_;
   bool memo_ = false;
   const ShapeProgram* scan(void* const* args, LaunchConfig* out) const;
 

@@ -102,3 +102,26 @@ TEST_F(RangeShapes, ExplainSaysWhatACallWouldDoWithoutLaunchingIt) {
   EXPECT_EQ(kiln_kernel_explain(kernel, args, 3, buf, sizeof buf, nullptr), KILN_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(kiln_kernel_explain(nullptr, args, 4, buf, sizeof buf, nullptr), KILN_ERR_INVALID_ARGUMENT);
 }
+
+// A `where` may read a tensor's address (addr(x)): scale-variants' any_n takes only calls whose x
+// is on an f32 boundary, and a call 2 bytes in is sent to the reference saying which condition.
+TEST(RangeShapesAddresses, ACallWhoseTensorBreaksAnAddressConditionGoesToTheReference) {
+  kiln_test::DriverlessKernel k;
+  ASSERT_EQ(k.open("scale-variants.kiln", "scale"), KILN_OK) << thread_last_error();
+  Seen seen;
+  ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+  alignas(16) float buffer[8] = {};
+  float a = 1;
+  unsigned n = 1000;
+  float* y = buffer;
+  auto* x = reinterpret_cast<float*>(reinterpret_cast<char*>(buffer) + 2);  // never dereferenced: no driver
+  void* args[] = {&y, &x, &a, &n};
+  ASSERT_EQ(kiln_kernel_launch(k.kernel, args, 4, nullptr, nullptr), KILN_OK) << thread_last_error();
+  ASSERT_EQ(seen.reasons.size(), 1u);
+  EXPECT_EQ(seen.reasons[0], static_cast<unsigned>(KILN_REASON_UNDECLARED_SHAPE));
+  EXPECT_NE(seen.texts[0].find("any_n: where[0] 'addr(x) % 4 == 0' does not hold"), std::string::npos) << seen.texts[0];
+  x = buffer + 1;  // 4 bytes in: an f32 boundary, so the shape takes it (here: no driver)
+  ASSERT_EQ(kiln_kernel_launch(k.kernel, args, 4, nullptr, nullptr), KILN_OK) << thread_last_error();
+  ASSERT_EQ(seen.reasons.size(), 2u);
+  EXPECT_EQ(seen.reasons[1], static_cast<unsigned>(KILN_REASON_NO_DRIVER)) << seen.texts[1];
+}

@@ -213,6 +213,62 @@ TEST(Gpu, OneRangeShapeServesEveryM) {
   EXPECT_NE(calls[0].find("any_m: m=8193 is outside its range [1, 8192]"), std::string::npos) << calls[0];
 }
 
+// scale-variants: a variant whose `when` asks for aligned tensors takes a call on aligned
+// buffers; the same call on buffers 4 bytes in runs the kernel's own code, on the device, and
+// computes the same y = a * x; an address the shape's own `where` refuses goes to the reference.
+TEST(Gpu, AVariantForAlignedTensorsTakesOnlyAlignedCalls) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("scale-variants.kiln", 0, "scale");
+  ASSERT_NE(k, nullptr) << r.error();
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_PTX_JIT) << kiln_kernel_reason_text(k);
+  const unsigned n = 4096;
+  DeviceBuffer dx{&cu}, dy{&cu};
+  CU_OK(cu.cuMemAlloc(&dx.ptr, (n + 4) * 4));
+  CU_OK(cu.cuMemAlloc(&dy.ptr, (n + 4) * 4));
+  std::vector<float> x(n + 4);
+  for (unsigned i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 7.5f;
+  CU_OK(cu.cuMemcpyHtoD(dx.ptr, x.data(), x.size() * 4));
+  float a = 3.0f;
+  unsigned count = n;
+  for (unsigned offset : {0u, 1u}) {  // in floats: 0 bytes, then 4 bytes into each buffer
+    CUdeviceptr y = dy.ptr + offset * 4, xp = dx.ptr + offset * 4;
+    void* args[] = {&y, &xp, &a, &count};
+    char text[2048];
+    ASSERT_EQ(kiln_kernel_explain(k, args, 4, text, sizeof text, nullptr), KILN_OK) << r.error();
+    std::printf("offset %u bytes: %s\n", offset * 4, text);
+    if (offset == 0) {
+      EXPECT_NE(std::string(text).find("variant d16.n"), std::string::npos) << text;
+    } else {
+      EXPECT_NE(std::string(text).find("the kernel's own code"), std::string::npos) << text;
+      EXPECT_NE(std::string(text).find("'addr(y) % 16 == 0 && addr(x) % 16 == 0' does not hold"), std::string::npos)
+          << text;
+    }
+    CU_OK(cu.cuMemsetD8(dy.ptr, 0xff, (n + 4) * 4));
+    kiln_route route = KILN_ROUTE_REFUSED;
+    ASSERT_EQ(kiln_kernel_launch(k, args, 4, nullptr, &route), KILN_OK) << r.error();
+    EXPECT_EQ(route, KILN_ROUTE_PTX_JIT);
+    CU_OK(cu.cuCtxSynchronize());
+    std::vector<float> got(n);
+    CU_OK(cu.cuMemcpyDtoH(got.data(), y, n * 4));
+    for (unsigned i = 0; i < n; ++i) ASSERT_EQ(got[i], a * x[i + offset]) << "offset " << offset << " i " << i;
+  }
+  // 2 bytes in: not even an f32 boundary, which the shape's `where` refuses.
+  std::vector<std::string> calls;
+  ASSERT_EQ(kiln_runtime_register_reference(r.rt, "scale", [](const kiln_call_info* info, void* const*, size_t, void*,
+                                                              void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back(info->reason_text);
+    return 0;
+  }, &calls), KILN_OK);
+  CUdeviceptr y = dy.ptr, xp = dx.ptr + 2;
+  void* args[] = {&y, &xp, &a, &count};
+  kiln_route route = KILN_ROUTE_NATIVE;
+  ASSERT_EQ(kiln_kernel_launch(k, args, 4, nullptr, &route), KILN_OK) << r.error();
+  EXPECT_EQ(route, KILN_ROUTE_REFERENCE);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0].find("any_n: where[0] 'addr(x) % 4 == 0' does not hold"), std::string::npos) << calls[0];
+}
+
 TEST(Gpu, PtxOnlyArchiveTakesTheJitRouteAndComputesCorrectly) {
   REQUIRE_GPU();
   Runtime r;
