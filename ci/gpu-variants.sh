@@ -3,11 +3,12 @@
 # GEMM and a bf16 RMSNorm with kiln.export's defaults (and with max_variants=0), packs them and
 # times kiln's launch against Triton's own on aligned and unaligned calls, checking that the
 # outputs are bit-identical. Uses what ci/gpu-app-boot-stage.sh staged (libkiln, the kiln command,
-# kiln._fastlaunch). Prints a table last; the whole output goes to $OUT/gpu-variants.log.
+# kiln._fastlaunch; ci/gpu-build.sh's .gpu-stage holds them too: KILN_GPU_STAGE=.gpu-stage). Prints a
+# table last; the whole output goes to $OUT/gpu-variants.log.
 #   ci/gpu-app-boot-stage.sh && <device run, carry .gpu-stage-app>: ci/gpu-variants.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage=$(pwd)/.gpu-stage-app
+stage=$(pwd)/${KILN_GPU_STAGE:-.gpu-stage-app}
 out=${OUT:-/tmp}
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONPATH="$(pwd)/packager/python" KILN_LIBRARY="$stage/lib/libkiln.so.0" PYTHONUNBUFFERED=1
