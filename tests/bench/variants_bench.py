@@ -49,6 +49,8 @@ def splitk_gemm(a_ptr, b_ptr, ws_ptr, M, N, K, stride_am, stride_bk, stride_wm,
 
 
 SPLIT_K = 4
+# Tolerances by output type for offset calls (a few units in the last place of bf16; f32 sums).
+TOLERANCE = {torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2), torch.float32: dict(rtol=1e-4, atol=1e-4)}
 ROUNDS = 5
 KERNELS = {
     "splitk_gemm": dict(
@@ -170,7 +172,14 @@ def main():
                     continue
                 runnable[label] = k
                 torch.cuda.synchronize()
-                same = torch.equal(tensors[out_index], want)
+                got = tensors[out_index]
+                # "same": bit-identical. An offset call runs other code than Triton's build for it
+                # (kiln's own code assumes no tensor aligned, Triton's only the misaligned one
+                # not), whose reductions may round in another order: "close" there is within the
+                # output type's tolerance, and anything else fails.
+                same = "same" if torch.equal(got, want) else \
+                    "close" if call.endswith(" offset") and torch.allclose(got.float(), want.float(), **TOLERANCE[got.dtype]) \
+                    else "DIFF"
                 explained = k.explain(*tensors, *scalars)
                 variant = explained.split("variant ")[-1].split(" (")[0] if "variant " in explained else "own code"
                 folder = os.path.join(args.work, f"{name}-{label.split()[0]}")
@@ -179,7 +188,7 @@ def main():
                 with open(cubin, "rb") as f:
                     same_code = f.read() == compiled.asm["cubin"]
                 checks[label] = (variant, same_code, same)
-                failed |= not same
+                failed |= same == "DIFF"
                 print(f"  {name} {call} {label}: {explained}; kiln's cubin {'is' if same_code else 'is NOT'} the one "
                       f"Triton's JIT launched", flush=True)
             # The launchers take turns, ROUNDS times, and each keeps its median: the GPU's clock
@@ -199,9 +208,10 @@ def main():
           f"{'triton us':>10} {'kiln us':>9} {'ratio':>6}")
     for r in rows:
         print(f"{r[0]:13} {r[1]:10} {r[2]:16} {r[3]:13} {r[4]:12} {'same' if r[5] else 'diff':5} "
-              f"{'same' if r[6] else 'DIFF':5} {r[7]:10.1f} {r[8]:9.1f} {r[9]:6.3f}")
+              f"{r[6]:5} {r[7]:10.1f} {r[8]:9.1f} {r[9]:6.3f}")
     print("code: kiln's cubin for the call is byte-identical to the one Triton's JIT launched (same) or not (diff); "
-          "bits: the outputs are bit-identical")
+          "bits: the outputs are bit-identical (same), within the output type's tolerance (close: offset calls only), "
+          "or neither (DIFF: a failure)")
     return 1 if failed else 0
 
 
