@@ -51,18 +51,11 @@ std::string gpu_run_statement(const Archive& archive, const RunDevice& device, c
   return w.str();
 }
 
-AttestationFacts verify_attestation(const std::string& envelope_json, const TrustSet& trust, unsigned threshold,
-                                    const std::string& what) {
-  DsseEnvelope envelope = dsse_parse(envelope_json, what);
-  std::vector<std::string> rejected;
+namespace {
+
+// What the envelope's Statement says (its signatures are the caller's to judge).
+AttestationFacts facts_of(const DsseEnvelope& envelope, const std::string& what) {
   AttestationFacts f;
-  f.signed_by = dsse_verified_keys(envelope, trust, &rejected);
-  if (f.signed_by.size() < threshold) {
-    std::string why;
-    for (const std::string& r : rejected) why += (why.empty() ? "" : "; ") + r;
-    fail(Errc::refused, what + ": " + std::to_string(f.signed_by.size()) + " distinct trusted signer(s), " +
-                            std::to_string(threshold) + " required" + (why.empty() ? "" : " (" + why + ")"));
-  }
   auto bad = [&](const std::string& why) { fail(Errc::malformed, what + ": " + why); };
   if (envelope.payload_type != kInTotoPayloadType) {
     bad("payloadType is '" + envelope.payload_type + "', not '" + kInTotoPayloadType + "'");
@@ -115,6 +108,32 @@ AttestationFacts verify_attestation(const std::string& envelope_json, const Trus
   const json::Value* passed = p->get("passed");
   if (passed == nullptr || passed->type != json::Value::Type::boolean) bad("the predicate has no boolean 'passed'");
   f.passed = passed->boolean && f.tests_run > 0 && f.tests_passed == f.tests_run;
+  return f;
+}
+
+}  // namespace
+
+AttestationFacts read_attestation(const std::string& envelope_json, const std::string& what) {
+  DsseEnvelope envelope = dsse_parse(envelope_json, what);
+  AttestationFacts f = facts_of(envelope, what);
+  for (const DsseSignature& s : envelope.signatures) f.claimed_keys.push_back(s.key_id);
+  return f;
+}
+
+AttestationFacts verify_attestation(const std::string& envelope_json, const TrustSet& trust, unsigned threshold,
+                                    const std::string& what) {
+  DsseEnvelope envelope = dsse_parse(envelope_json, what);
+  std::vector<std::string> rejected;
+  std::vector<std::string> signed_by = dsse_verified_keys(envelope, trust, &rejected);
+  if (signed_by.size() < threshold) {
+    std::string why;
+    for (const std::string& r : rejected) why += (why.empty() ? "" : "; ") + r;
+    fail(Errc::refused, what + ": " + std::to_string(signed_by.size()) + " distinct trusted signer(s), " +
+                            std::to_string(threshold) + " required" + (why.empty() ? "" : " (" + why + ")"));
+  }
+  AttestationFacts f = facts_of(envelope, what);
+  f.signed_by = std::move(signed_by);
+  for (const DsseSignature& s : envelope.signatures) f.claimed_keys.push_back(s.key_id);
   return f;
 }
 

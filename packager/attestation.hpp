@@ -33,8 +33,14 @@ struct AttestationFacts {
   std::uint64_t ran_at = 0;
   std::size_t tests_passed = 0, tests_run = 0;
   bool passed = false;
-  std::vector<std::string> signed_by;  // verified key ids
+  std::vector<std::string> signed_by;     // verified key ids (verify_attestation)
+  std::vector<std::string> claimed_keys;  // the key ids the signatures name, verified or not
 };
+
+// What an envelope attests, its signatures not checked (their key ids listed as claimed): for a
+// store that keeps attestations as data and judges their keys when a policy asks. Throws
+// Errc::malformed naming `what` for anything but kiln's gpu-run Statement in a DSSE envelope.
+AttestationFacts read_attestation(const std::string& envelope_json, const std::string& what);
 
 // Checks an envelope: at least `threshold` distinct keys of `trust` signed it, it holds an
 // in-toto Statement v1 with exactly one subject and kiln's gpu-run predicate. Throws Errc::refused

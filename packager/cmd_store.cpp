@@ -6,9 +6,11 @@
 #include <iostream>
 #include <memory>
 
+#include "attestation_policy.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "oci.hpp"
 #include "store.hpp"
 
@@ -16,8 +18,9 @@ namespace kiln::cli {
 namespace {
 
 struct StoreOptions {
-  std::string dir, trust, file, digest, package, to, who, reason, head;
-  unsigned keep = 2;
+  std::string dir, trust, file, digest, package, to, who, reason, head, require_keys;
+  std::vector<std::string> attestation_files, targets;
+  unsigned keep = 2, threshold = 1;
   bool json = false;
   std::string resolve() const { return store_dir(dir); }
   std::string actor() const { return actor_name(who); }
@@ -28,6 +31,16 @@ std::string when(std::uint64_t t) {
   std::time_t tt = static_cast<std::time_t>(t);
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&tt));
   return buf;
+}
+
+// Reads an attestation file and keeps it beside `digest`: its subject must be that archive (its
+// signatures are judged by the policy that requires it, with the keys that policy names).
+store::HistoryEntry keep_attestation(store::Store& s, const std::string& digest, const std::string& file,
+                                     const std::string& who) {
+  std::string envelope = read_small_file(file, store::kMaxAttestationBytes);
+  AttestationFacts f = read_attestation(envelope, file);
+  if (f.subject_digest != digest) fail(Errc::refused, file + " attests " + f.subject_digest + ", not " + digest);
+  return s.attest(digest, envelope, attestation_summary(f), who);
 }
 
 CLI::App* sub(CLI::App* store, const char* name, const char* what, const std::shared_ptr<StoreOptions>& o) {
@@ -53,17 +66,62 @@ void add_store_command(CLI::App& app) {
 
   CLI::App* add = sub(store, "add", "Verify an archive against the store's keys and keep it by digest", o);
   add->add_option("file", o->file, "The archive")->required();
+  add->add_option("--attestation", o->attestation_files,
+                  "Attestations of it (kiln verify --run --attest) to keep beside it");
+  add->add_option("--who", o->who, "Recorded with each attestation in the history (default: $USER)");
   add->callback([o] {
-    store::ArchiveInfo a = store::Store(o->resolve()).add(o->file);
+    store::Store s(o->resolve());
+    store::ArchiveInfo a = s.add(o->file);
     std::cout << "added " << a.digest << "  " << a.package << " " << a.kernel_revision << " (sequence " << a.sequence << ")\n";
+    for (const std::string& f : o->attestation_files) {
+      store::HistoryEntry h = keep_attestation(s, a.digest, f, o->actor());
+      std::cout << "kept attestation " << f << ", history #" << h.number << "\n";
+    }
+  });
+
+  CLI::App* attest = sub(store, "attest", "Keep an attestation (kiln verify --run --attest) beside an archive", o);
+  attest->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
+  attest->add_option("file", o->file, "The attestation: a DSSE envelope whose subject is that archive")->required();
+  attest->add_option("--who", o->who, "Recorded in the history (default: $USER)");
+  attest->callback([o] {
+    store::Store s(o->resolve());
+    store::HistoryEntry h = keep_attestation(s, o->digest, o->file, o->actor());
+    std::cout << "kept attestation " << h.reason.substr(0, 71) << " of " << h.digest << ", history #" << h.number << "\n";
+  });
+
+  CLI::App* attestations = sub(store, "attestations", "The attestations kept beside an archive, and what each attests", o);
+  attestations->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
+  attestations->callback([o] {
+    store::Store s(o->resolve());
+    for (const store::StoredAttestation& a : s.attestations(o->digest)) {
+      std::printf("#%-4llu %s  %s\n", static_cast<unsigned long long>(a.record.number), when(a.record.time).c_str(),
+                  a.record.reason.c_str());
+    }
   });
 
   CLI::App* activate = sub(store, "activate", "Make an archive its package's active one (never an older sequence)", o);
   activate->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
   activate->add_option("--who", o->who, "Recorded in the history (default: $USER)");
   activate->add_option("--reason", o->reason, "Recorded in the history");
+  CLI::Option* require = activate->add_option(
+      "--require-attestation", o->require_keys,
+      "PEM key or folder of keys: activate only if, for every --target, an attestation kept beside the archive and "
+      "signed by them reports a passing run on that kind of GPU");
+  activate->add_option("--threshold", o->threshold, "With --require-attestation: distinct keys each attestation needs")
+      ->check(CLI::Range(1u, 64u));
+  activate->add_option("--target", o->targets, "With --require-attestation: the fleet's GPUs (sm_90, gfx942), comma-separated")
+      ->delimiter(',')
+      ->needs(require);
+  require->needs("--target");
   activate->callback([o] {
-    store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason);
+    store::AttestationPolicy policy;
+    if (!o->require_keys.empty()) {
+      auto keys = std::make_shared<TrustSet>(TrustSet::load(o->require_keys));
+      policy = [keys, o](const std::vector<store::StoredAttestation>& stored) {
+        return attestation_refusal(stored, o->digest, *keys, o->threshold, o->targets);
+      };
+    }
+    store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason, policy);
     std::cout << "activated " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
   });
 

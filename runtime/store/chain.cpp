@@ -58,6 +58,9 @@ std::vector<std::string> split_tabs(const std::string& line) {
 }
 
 std::string dash(const std::string& s) { return s.empty() ? "-" : s; }
+
+// A record that changed the active archive (an attest or a refusal does not).
+bool decides(const HistoryEntry& e) { return e.action == "activate" || e.action == "rollback"; }
 std::string undash(const std::string& s) { return s == "-" ? "" : s; }
 
 // The rules as a replay: what `h` leaves after `s`, or the reason it cannot follow `s`. The
@@ -69,15 +72,24 @@ std::string replay(const PackageState& s, const HistoryEntry& h, std::string* ac
   if (!h.digest.empty() && !is_digest(h.digest)) return "its digest '" + h.digest + "' is not sha256:<64 lowercase hex>";
   if (h.action == "refused") return "";
   if (h.digest.empty()) return "an " + h.action + " names no digest";
-  if (h.digest == s.active) return h.digest + " was already active";
-  const HistoryEntry* earlier = nullptr;
+  const HistoryEntry* named = nullptr;  // the last record that gave this digest a sequence
+  const HistoryEntry* earlier = nullptr;  // the last that made it active
   for (const HistoryEntry& e : s.history) {
-    if (e.action != "refused" && e.digest == h.digest) earlier = &e;
+    if (e.action != "refused" && e.digest == h.digest) named = &e;
+    if (decides(e) && e.digest == h.digest) earlier = &e;
   }
-  if (earlier != nullptr && earlier->sequence != h.sequence) {
+  if (named != nullptr && named->sequence != h.sequence) {
     return "it gives " + h.digest + " sequence " + std::to_string(h.sequence) + ", record " +
-           std::to_string(earlier->number) + " gave it " + std::to_string(earlier->sequence);
+           std::to_string(named->number) + " gave it " + std::to_string(named->sequence);
   }
+  if (h.action == "attest") {
+    // An attestation kept beside the archive (STORE.md): it changes what is known, not what runs.
+    if (h.reason.compare(0, 7, "sha256:") != 0 || !is_digest(h.reason.substr(0, 71))) {
+      return "an attest record's reason must begin with the attestation's sha256:<64 lowercase hex>";
+    }
+    return "";
+  }
+  if (h.digest == s.active) return h.digest + " was already active";
   if (h.action == "activate") {
     bool first = s.highest_sequence == 0;
     if (!(h.sequence > s.highest_sequence || (first && h.sequence == 0))) {
@@ -121,7 +133,7 @@ HistoryEntry decision(std::uint64_t time, const std::string& action, const std::
 
 std::uint64_t PackageState::active_sequence() const {
   for (auto it = history.rbegin(); it != history.rend(); ++it) {
-    if (it->action != "refused") return it->sequence;
+    if (it->action == "activate" || it->action == "rollback") return it->sequence;
   }
   return 0;
 }

@@ -16,7 +16,7 @@ namespace kiln::store {
 struct HistoryEntry {
   std::uint64_t number = 0;    // 1, 2, 3... per package
   std::uint64_t time = 0;      // seconds since the epoch
-  std::string action;          // "activate", "rollback", "refused"
+  std::string action;          // "activate", "rollback", "attest", "refused"
   std::string digest;          // "sha256:...", or "" (a rollback refused for want of a target)
   std::uint64_t sequence = 0;  // the archive's sequence
   std::string who;

@@ -101,7 +101,7 @@ void Store::init(const std::string& dir, const std::string& trust_path) {
     }
   } partial{building};
   crash_point("store folder made");
-  for (const char* sub : {"/trust", "/archives", "/packages"}) {
+  for (const char* sub : {"/trust", "/archives", "/packages", "/attestations"}) {
     if (::mkdir((building + sub).c_str(), 0755) != 0) fail(Errc::io, building + sub + ": " + errno_text(errno));
   }
   std::vector<std::string> sources;
@@ -119,7 +119,7 @@ void Store::init(const std::string& dir, const std::string& trust_path) {
     durable_write(building + "/trust/" + key.key_id() + ".pub", key.to_pem());
   }
   durable_write(building + "/" + kStoreFile, kStoreHeader);
-  for (const char* sub : {"/archives", "/packages"}) sync_directory(building + sub);
+  for (const char* sub : {"/archives", "/packages", "/attestations"}) sync_directory(building + sub);
   crash_point("store built, not renamed");
   if (::rename(building.c_str(), target.c_str()) != 0) {
     fail(Errc::io, target + ": cannot move the new store into place: " + errno_text(errno));
@@ -211,6 +211,64 @@ ArchiveInfo Store::add(const std::string& file) {
   return info;
 }
 
+std::string Store::attestation_path(const std::string& digest, const std::string& envelope_digest) const {
+  return dir_ + "/attestations/" + hex_of(digest) + "." + hex_of(envelope_digest) + ".json";
+}
+
+HistoryEntry Store::attest(const std::string& digest, const std::string& envelope, const std::string& summary,
+                           const std::string& who) {
+  if (envelope.size() > kMaxAttestationBytes) {
+    fail(Errc::invalid_argument, "an attestation of " + std::to_string(envelope.size()) + " bytes; a store takes at most " +
+                                     std::to_string(kMaxAttestationBytes));
+  }
+  Lock lock(dir_);
+  ArchiveInfo info = this->info(digest);
+  PackageState s = state(info.package);
+  std::string envelope_digest = digest_string(sha256(envelope.data(), envelope.size()));
+  for (const HistoryEntry& h : s.history) {
+    if (h.action == "attest" && h.digest == digest && h.reason.compare(0, envelope_digest.size(), envelope_digest) == 0) {
+      return h;  // already kept (a crash after the record was written, or the same file twice)
+    }
+  }
+  // A store made before attestations has no folder for them.
+  std::string folder = dir_ + "/attestations";
+  if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) fail(Errc::io, folder + ": " + errno_text(errno));
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(Errc::io, folder + ": not a folder");
+  // The file first, then the record that names it: a crash between leaves a file no record
+  // names, which nothing reads and gc removes.
+  durable_write(attestation_path(digest, envelope_digest), envelope);
+  crash_point("attestation written, not recorded");
+  HistoryEntry h = decision(static_cast<std::uint64_t>(std::time(nullptr)), "attest", digest, info.sequence, who,
+                            envelope_digest + " " + summary);
+  append_record(s, h);
+  write_state(s);
+  return s.history.back();
+}
+
+std::vector<StoredAttestation> Store::attestations(const std::string& digest) const {
+  ArchiveInfo info = this->info(digest);
+  return attestations_in(state(info.package), digest);
+}
+
+std::vector<StoredAttestation> Store::attestations_in(const PackageState& s, const std::string& digest) const {
+  std::vector<StoredAttestation> out;
+  for (const HistoryEntry& h : s.history) {
+    if (h.action != "attest" || h.digest != digest) continue;
+    StoredAttestation a;
+    a.record = h;
+    a.envelope_digest = h.reason.substr(0, 71);  // the chain's rules: it begins with sha256:<hex>
+    a.path = attestation_path(digest, a.envelope_digest);
+    a.envelope = read_regular_file_text_nofollow(a.path, kMaxAttestationBytes);
+    if (digest_string(sha256(a.envelope.data(), a.envelope.size())) != a.envelope_digest) {
+      fail(Errc::integrity, a.path + ": its bytes are not the attestation history record " + std::to_string(h.number) +
+                                " of package " + s.package + " took in (" + a.envelope_digest + ")");
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 PackageState Store::state(const std::string& package) const {
   if (auto p = format::package_name_problem(package); !p.empty()) fail(Errc::invalid_argument, p);
   std::string path = dir_ + "/packages/" + package + ".state";
@@ -273,7 +331,8 @@ void Store::refuse(PackageState& s, HistoryEntry h, const std::string& refusal) 
   fail(Errc::refused, refusal);
 }
 
-HistoryEntry Store::activate(const std::string& digest, const std::string& who, const std::string& reason) {
+HistoryEntry Store::activate(const std::string& digest, const std::string& who, const std::string& reason,
+                             const AttestationPolicy& policy) {
   Lock lock(dir_);
   ArchiveInfo info = this->info(digest);
   PackageState s = state(info.package);
@@ -298,6 +357,7 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
                          : "sequence " + std::to_string(info.sequence) + " was already activated for " + info.package +
                                " as another archive; a new release needs a higher sequence";
   }
+  if (refusal.empty() && policy) refusal = policy(attestations_in(s, digest));
   if (!refusal.empty()) refuse(s, h, refusal);
   append_record(s, h);  // checks the rules once more: a decision they forbid is never recorded
   write_state(s);
@@ -390,6 +450,11 @@ std::vector<std::string> Store::verify() const {
         seen.push_back(h.digest);
         struct stat st {};
         if (::lstat(archive_path(h.digest).c_str(), &st) != 0) continue;  // removed by gc
+        try {
+          attestations_in(s, h.digest);  // each kept attestation's bytes against its record
+        } catch (const Error& e) {
+          problems.push_back(e.what());
+        }
         ArchiveInfo a = info(h.digest);
         if (a.package != p || a.sequence != h.sequence) {
           problems.push_back("package " + p + ": history record " + std::to_string(h.number) + " gives " + h.digest +
@@ -431,8 +496,21 @@ std::vector<std::string> Store::gc(unsigned keep) {
     if (::unlink(archive_path(a.digest).c_str()) != 0) fail(Errc::io, archive_path(a.digest) + ": " + errno_text(errno));
     removed.push_back(a.digest);
   }
+  // Attestations of archives no longer here, and files no record names (a crash between an
+  // attestation's file and its record).
+  std::vector<std::string> named;
+  for (const std::string& p : packages()) {
+    for (const HistoryEntry& h : state(p).history) {
+      if (h.action == "attest") named.push_back(hex_of(h.digest) + "." + h.reason.substr(7, 64) + ".json");
+    }
+  }
+  for (const std::string& n : list_dir(dir_ + "/attestations")) {
+    bool archive_kept = n.size() > 64 && ::access(archive_path("sha256:" + n.substr(0, 64)).c_str(), F_OK) == 0;
+    if (archive_kept && std::find(named.begin(), named.end(), n) != named.end()) continue;
+    ::unlink((dir_ + "/attestations/" + n).c_str());
+  }
   // Temporary files left by a writer that was killed mid-change: no writer is running now.
-  for (const char* sub : {"/archives/", "/packages/", "/trust/", "/"}) {
+  for (const char* sub : {"/archives/", "/packages/", "/trust/", "/attestations/", "/"}) {
     for (const std::string& n : list_dir(dir_ + sub)) {
       if (n.find(".tmp-") != std::string::npos) ::unlink((dir_ + sub + n).c_str());
     }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,22 @@ struct ArchiveInfo {
   std::uint64_t sequence = 0;
   std::uint64_t size = 0;
 };
+
+// An attestation kept beside an archive: the history record that took it in (its reason begins
+// with the envelope's digest) and the envelope's bytes, checked against that digest.
+struct StoredAttestation {
+  HistoryEntry record;
+  std::string envelope_digest;  // "sha256:<hex>"
+  std::string envelope;
+  std::string path;
+};
+
+// Judges an archive's attestations before it is activated: "" lets the activation go on, any
+// other text refuses it (recorded in the history like every refusal).
+using AttestationPolicy = std::function<std::string(const std::vector<StoredAttestation>&)>;
+
+// The largest attestation a store takes: an envelope of a run's results is a few KiB.
+constexpr std::uint64_t kMaxAttestationBytes = 1u << 20;
 
 class Store {
  public:
@@ -40,8 +57,19 @@ class Store {
 
   // Verifies (signatures against the store's keys, every member) and copies in; returns it.
   ArchiveInfo add(const std::string& file);
-  // Makes `digest` the package's active archive, refusing rollbacks the rules forbid.
-  HistoryEntry activate(const std::string& digest, const std::string& who, const std::string& reason);
+  // Makes `digest` the package's active archive, refusing rollbacks the rules forbid and, with a
+  // policy, an archive whose attestations it does not accept.
+  HistoryEntry activate(const std::string& digest, const std::string& who, const std::string& reason,
+                        const AttestationPolicy& policy = {});
+  // Keeps `envelope` (an attestation the caller has read: its subject is `digest`) beside the
+  // archive, as attestations/<archive hex>.<envelope hex>.json, and records it in the package's
+  // history, its digest first in the record's reason, `summary` after it. The same envelope
+  // again records nothing and returns the record that took it in.
+  HistoryEntry attest(const std::string& digest, const std::string& envelope, const std::string& summary,
+                      const std::string& who);
+  // The attestations the history records for `digest`, oldest first, each file checked against
+  // the digest its record gives (Errc::integrity naming the file and record otherwise).
+  std::vector<StoredAttestation> attestations(const std::string& digest) const;
   // Goes back to the previously active archive of `package`, or to `to` (which must be in
   // the package's history of activations).
   HistoryEntry rollback(const std::string& package, const std::string& to, const std::string& who,
@@ -72,6 +100,8 @@ class Store {
   // recording fails, the refusal is still what is thrown, with the recording's failure added.
   [[noreturn]] void refuse(PackageState& s, HistoryEntry h, const std::string& refusal);
   void require_present(const std::string& digest) const;
+  std::string attestation_path(const std::string& digest, const std::string& envelope_digest) const;
+  std::vector<StoredAttestation> attestations_in(const PackageState& s, const std::string& digest) const;
   std::string dir_;
   TrustSet trust_;
 };

@@ -1,0 +1,29 @@
+// Policy over the attestations a store keeps beside an archive: `kiln store activate
+// --require-attestation KEYS --target T` activates only an archive that, for every target, has
+// an attestation verified by those keys of a passing run on that kind of GPU (schema/STORE.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attestation.hpp"
+#include "store.hpp"
+#include "trust.hpp"
+
+namespace kiln::cli {
+
+// True when a run on the GPU `facts` describes counts for `target`: for CUDA ("sm_90",
+// "sm_90a") the same compute capability, for AMD the same target ID ("gfx942:xnack-").
+bool attested_for(const AttestationFacts& facts, const std::string& target);
+
+// "" when every target has an attestation of `digest` verified by at least `threshold` keys of
+// `trust`, whose subject is `digest` and whose run passed on that target's kind of GPU; else
+// why not, naming the first target that lacks one and what each stored attestation is.
+std::string attestation_refusal(const std::vector<store::StoredAttestation>& stored, const std::string& digest,
+                                const TrustSet& trust, unsigned threshold, const std::vector<std::string>& targets);
+
+// One line about an attestation as a store's history records it: "gpu-run on NVIDIA H200
+// (sm_90, cc 9.0, driver 13.0), 3/3 tests passed, signed by <key ids>".
+std::string attestation_summary(const AttestationFacts& facts);
+
+}  // namespace kiln::cli
