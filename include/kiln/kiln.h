@@ -96,8 +96,10 @@ typedef enum kiln_reason {
   KILN_REASON_LOAD_FAILED = 5,        /* every fitting code object failed to load (JIT log kept) */
   KILN_REASON_UNDECLARED_SHAPE = 6,   /* the arguments match no shape the manifest declares */
   KILN_REASON_BACKEND_UNAVAILABLE = 7, /* the kernel's backend (e.g. hip) is not built or present */
-  KILN_REASON_DEVICE_FEATURE = 8       /* the device or driver lacks what the launch needs: tensor
+  KILN_REASON_DEVICE_FEATURE = 8,      /* the device or driver lacks what the launch needs: tensor
                                           maps, clusters (compute capability 9.0), scratch memory */
+  KILN_REASON_UNATTESTED = 9           /* the runtime requires attestations (0.6) and none given for
+                                          the archive reports a passing run on this kind of device */
 } kiln_reason;
 
 KILN_API const char* kiln_route_string(kiln_route route);
@@ -140,6 +142,12 @@ typedef struct kiln_runtime_options {
   const char* diag_dir;          /* where to write a diagnostic bundle when a load or launch fails;
                                     NULL: the KILN_DIAG_DIR environment variable, else none */
   const char* hip_runtime_path;  /* library to dlopen for HIP; default "libamdhip64.so.5", then ".so" */
+  const char* attestation_trust_path; /* (0.6) PEM key or folder of keys: when set, a kernel runs on a
+                                    device only if an attestation of its archive signed by them reports
+                                    a passing run on that kind of device (kiln_archive_add_attestation);
+                                    else it routes as KILN_REASON_UNATTESTED. NULL: not required */
+  uint32_t attestation_threshold; /* (0.6) distinct attestation keys each attestation needs, 1 to 64;
+                                    0 (a zeroed struct) means the default, 1; above 64 is refused */
 } kiln_runtime_options;
 
 /* Fills `options` with defaults. `size` is sizeof(kiln_runtime_options) as the caller knows
@@ -229,6 +237,16 @@ KILN_API kiln_status kiln_archive_open(kiln_runtime* runtime, const char* path, 
 KILN_API kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, size_t size, kiln_archive** out);
 
 KILN_API void kiln_archive_destroy(kiln_archive* archive);
+
+/* Gives the archive an attestation of a GPU run (0.6): `envelope` is what `kiln verify --run
+ * --attest` writes (schema/ATTESTATION.md), `size` its bytes (at most 1 MiB). It must be signed
+ * by at least attestation_threshold keys of the runtime's attestation_trust_path, have this
+ * archive's digest as its subject and report that every test passed; else KILN_ERR_REFUSED (a
+ * signature) or KILN_ERR_MALFORMED (content) saying why, and nothing changes. Without
+ * attestation_trust_path: KILN_ERR_INVALID_ARGUMENT. Kernels resolved from then on count it;
+ * a kernel already resolved keeps its route. kiln_package_open gives a package's archive the
+ * attestations its store keeps (kiln store attest) that pass these checks. */
+KILN_API kiln_status kiln_archive_add_attestation(kiln_archive* archive, const void* envelope, size_t size);
 
 /* Borrowed strings, valid while the archive lives. */
 KILN_API const char* kiln_archive_digest(const kiln_archive* archive);   /* "sha256:<hex>" */

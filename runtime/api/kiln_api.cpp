@@ -72,6 +72,7 @@ kiln_status kiln_runtime_options_init(kiln_runtime_options* options, size_t size
   defaults.policy = KILN_POLICY_FALLBACK;
   defaults.log_level = KILN_LOG_WARN;
   defaults.max_member_size = kiln::kDefaultMaxMemberSize;
+  defaults.attestation_threshold = 1;
   kiln::api::init_sized(options, defaults, size);
   options->size = static_cast<uint32_t>(size);
   kiln::api::clear_error();
@@ -186,6 +187,15 @@ kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void* data, si
 
 void kiln_archive_destroy(kiln_archive* archive) {
   if (archive != nullptr && kiln::api::untrack(HandleKind::archive, archive)) delete archive;
+}
+
+kiln_status kiln_archive_add_attestation(kiln_archive* archive, const void* envelope, size_t size) {
+  if (archive == nullptr || (envelope == nullptr && size > 0)) {
+    return invalid(nullptr, "kiln_archive_add_attestation: archive and envelope (or size 0) are required");
+  }
+  return guarded(&archive->impl.runtime(), [&] {
+    archive->impl.add_attestation(std::string(static_cast<const char*>(envelope), size), "the attestation given");
+  });
 }
 
 const char* kiln_archive_digest(const kiln_archive* a) { return a ? a->impl.digest().c_str() : ""; }

@@ -35,6 +35,35 @@ Archive::Archive(Runtime& runtime, std::vector<std::uint8_t> bytes)
 // The kernels' loaded code unloads itself as the slots go (engine::Code's destructor).
 Archive::~Archive() = default;
 
+void Archive::add_attestation(const std::string& envelope, const std::string& what) {
+  const kiln::TrustSet* keys = runtime_.attestation_trust();
+  if (keys == nullptr) {
+    throw Error(Errc::invalid_argument, "this runtime requires no attestations (kiln_runtime_options.attestation_trust_path "
+                                        "names the keys that sign them)");
+  }
+  if (envelope.size() > kMaxAttestationBytes) {
+    throw Error(Errc::invalid_argument, what + ": " + std::to_string(envelope.size()) + " bytes; an attestation is at most " +
+                                            std::to_string(kMaxAttestationBytes));
+  }
+  kiln::AttestationFacts f = kiln::verify_attestation(envelope, *keys, runtime_.attestation_threshold(), what);
+  if (f.subject_digest != digest_) throw Error(Errc::refused, what + " attests " + f.subject_digest + ", not " + digest_);
+  if (!f.passed) throw Error(Errc::refused, what + ": the attested run on " + f.arch + " did not pass every test");
+  std::lock_guard<std::mutex> lock(attestations_mutex_);
+  attestations_.push_back(std::move(f));
+}
+
+std::string Archive::attestation_gap(const DeviceInfo& device) const {
+  std::lock_guard<std::mutex> lock(attestations_mutex_);
+  std::string seen;
+  for (const kiln::AttestationFacts& f : attestations_) {
+    std::string why = kiln::attestation_mismatch(f, device.arch, device.cc_major, device.cc_minor, device.driver_version);
+    if (why.empty()) return "";
+    seen += (seen.empty() ? "" : "; ") + f.device_name + " " + why;
+  }
+  return "unattested: no attestation of " + digest_ + " signed by the runtime's attestation keys reports a passing run "
+         "on this kind of device (" + std::to_string(attestations_.size()) + " given" + (seen.empty() ? "" : ": " + seen) + ")";
+}
+
 Kernel* Archive::kernel(const std::string& name, int device) {
   if (!reader_->has_kernel(name)) {
     throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");

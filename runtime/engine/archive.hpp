@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "archive_reader.hpp"
+#include "attestation_facts.hpp"
 #include "kernel.hpp"
 #include "kiln/kiln.h"
 
@@ -44,6 +45,10 @@ class Archive {
   // "sm_80", "gfx90a:xnack-"; `driver` a CUDA version or ""), by the same resolver, as JSON.
   // Resolves nothing for the real devices and keeps nothing.
   std::string preflight_target_json(const std::string& target, const std::string& driver);
+  // Takes an attestation of this archive (kiln.h, kiln_archive_add_attestation): verified with
+  // the runtime's attestation keys, its subject this archive, every test passed; else throws
+  // naming `what`. Thread-safe; kernels resolved afterwards count it.
+  void add_attestation(const std::string& envelope, const std::string& what);
   // Writes a diagnostic bundle for a failed load or launch of `k`, if a directory is set.
   void diagnose(const Kernel& k, const std::string& event, const std::string& target, const std::string& member,
                 int cuda_error, const std::string& error, const std::string& call);
@@ -65,12 +70,16 @@ class Archive {
   std::string load_variants(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
                             const kiln::engine::Candidate& chosen);
   void settle_without_code(Kernel& k, kiln_reason reason, const std::string& text);
+  // Why no attestation this archive holds covers `device` ("" when one does).
+  std::string attestation_gap(const kiln::engine::DeviceInfo& device) const;
   kiln::ReadOptions read_options() const;
 
   Runtime& runtime_;
   std::vector<std::uint8_t> owned_bytes_;
   std::unique_ptr<kiln::Archive> reader_;
   std::string digest_;
+  mutable std::mutex attestations_mutex_;
+  std::vector<kiln::AttestationFacts> attestations_;
   std::mutex slots_mutex_;
   std::map<std::pair<std::string, int>, std::unique_ptr<Slot>> slots_;  // by kernel name and device
 };

@@ -56,6 +56,7 @@ const char* kiln_reason_string(kiln_reason reason) {
     case KILN_REASON_UNDECLARED_SHAPE: return "undeclared-shape";
     case KILN_REASON_BACKEND_UNAVAILABLE: return "backend-unavailable";
     case KILN_REASON_DEVICE_FEATURE: return "device-feature";
+    case KILN_REASON_UNATTESTED: return "unattested";
   }
   return "unknown";
 }

@@ -52,6 +52,19 @@ std::shared_ptr<const Package::Generation> Package::load(const Active& active) {
                                      "; the history of package '" + package_ + "' records sequence " +
                                      std::to_string(active.sequence) + " for it");
   }
+  // The attestations the store keeps for it, when the runtime requires them: each file checked
+  // against the history's record of it (a swapped file refuses the open), each kept only if it
+  // verifies with the runtime's attestation keys (others may be for other keys or other GPUs).
+  if (runtime_.attestation_trust() != nullptr) {
+    for (const kiln::store::StoredAttestation& a : store.attestations(digest)) {
+      try {
+        g->archive->add_attestation(a.envelope, a.path);
+      } catch (const Error& e) {
+        if (e.code() != Errc::refused && e.code() != Errc::malformed) throw;
+        runtime_.log(KILN_LOG_INFO, "package '" + package_ + "': " + e.what() + "; not counted");
+      }
+    }
+  }
   // Warm before the switch: no call on the new archive may pay for a load.
   g->archive->warm(device_);
   for (const std::string& name : g->archive->reader().kernel_names()) g->kernels[name] = g->archive->kernel(name, device_);

@@ -131,6 +131,12 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
   if (device == nullptr) return settle_without_code(k, unavailable, why);
   k.device_info_ = device;
   const std::string& where = device->describe;
+  // Required attestations come before any code is judged: unproven code is not loaded at all.
+  if (runtime_.attestation_trust() != nullptr) {
+    if (std::string gap = attestation_gap(*device); !gap.empty()) {
+      return settle_without_code(k, KILN_REASON_UNATTESTED, where + ": " + gap);
+    }
+  }
   std::string unmet = backend.unmet_requirement(*device, reader_->kernel_table());
   if (!unmet.empty()) return settle_without_code(k, KILN_REASON_DRIVER_TOO_OLD, where + ": " + unmet);
   // Tensor maps, clusters, scratch: decided here, never by a launch that fails later.

@@ -26,6 +26,18 @@ Runtime::Runtime(const kiln_runtime_options& o)
     throw kiln::Error(kiln::Errc::invalid_argument, "policy must be KILN_POLICY_FALLBACK or KILN_POLICY_STRICT");
   }
   if (max_member_size_ == 0) throw kiln::Error(kiln::Errc::invalid_argument, "max_member_size must be above zero");
+  // Fields of 0.6: zero in a shorter (older) options struct, which kiln_runtime_create copies
+  // over defaults.
+  if (o.attestation_trust_path != nullptr && o.attestation_trust_path[0] != '\0') {
+    attestation_trust_ = std::make_unique<kiln::TrustSet>(kiln::TrustSet::load(o.attestation_trust_path));
+  }
+  // 0 is the field of a caller that never set it (a zeroed struct): the default, 1. Never "no
+  // signature needed".
+  attestation_threshold_ = o.attestation_threshold == 0 ? 1 : o.attestation_threshold;
+  if (attestation_threshold_ > 64) {
+    throw kiln::Error(kiln::Errc::invalid_argument,
+                      "attestation_threshold must be 1 to 64, not " + std::to_string(attestation_threshold_));
+  }
   const char* env = std::getenv("KILN_DIAG_DIR");
   diag_dir_ = o.diag_dir != nullptr ? o.diag_dir : env != nullptr ? env : "";
 }

@@ -59,6 +59,10 @@ class Runtime {
   std::string last_error() const;
 
   const kiln::TrustSet& trust() const { return trust_; }
+  // The keys attestations must be signed by (kiln_runtime_options.attestation_trust_path), or
+  // null when the runtime requires none; and how many distinct ones each needs.
+  const kiln::TrustSet* attestation_trust() const { return attestation_trust_.get(); }
+  unsigned attestation_threshold() const { return attestation_threshold_; }
   unsigned threshold() const { return threshold_; }
   kiln_policy policy() const { return policy_; }
   std::uint64_t max_member_size() const { return max_member_size_; }
@@ -75,6 +79,8 @@ class Runtime {
  private:
   kiln::TrustSet trust_;
   unsigned threshold_;
+  std::unique_ptr<kiln::TrustSet> attestation_trust_;
+  unsigned attestation_threshold_ = 1;
   kiln_policy policy_;
   kiln_log_level log_level_;
   kiln_log_fn log_fn_;

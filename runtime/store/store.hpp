@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attestation_facts.hpp"
 #include "chain.hpp"
 #include "trust.hpp"
 
@@ -37,8 +38,7 @@ struct StoredAttestation {
 // other text refuses it (recorded in the history like every refusal).
 using AttestationPolicy = std::function<std::string(const std::vector<StoredAttestation>&)>;
 
-// The largest attestation a store takes: an envelope of a run's results is a few KiB.
-constexpr std::uint64_t kMaxAttestationBytes = 1u << 20;
+using kiln::kMaxAttestationBytes;
 
 class Store {
  public:

@@ -7,13 +7,19 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <string>
 #include <vector>
 
 #include "cuda_driver.hpp"
+#include "dsse.hpp"
+#include "ed25519.hpp"
 #include "kiln/kiln.h"
+#include "store.hpp"
+#include "../unit/attestation_text.hpp"
+#include "../unit/temp_dirs.hpp"
 
 namespace {
 
@@ -267,6 +273,83 @@ TEST(Gpu, AVariantForAlignedTensorsTakesOnlyAlignedCalls) {
   EXPECT_EQ(route, KILN_ROUTE_REFERENCE);
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_NE(calls[0].find("any_n: where[0] 'addr(x) % 4 == 0' does not hold"), std::string::npos) << calls[0];
+}
+
+// Attestations required at load, on the real device: an archive attested only for sm_80 routes
+// to the reference as unattested on this GPU, one attested for this GPU's compute capability
+// runs, and a package's store-kept attestation counts the same way through kiln_package_open.
+TEST(Gpu, ARuntimeRequiringAttestationsRunsOnlyWhatWasProvenOnThisKindOfGpu) {
+  REQUIRE_GPU();
+  CUdevice dev = 0;
+  int major = 0, minor = 0, version = 0;
+  CU_OK(cu.cuDeviceGet(&dev, 0));
+  CU_OK(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CU_OK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  CU_OK(cu.cuDriverGetVersion(&version));
+  std::string here_cc = std::to_string(major) + "." + std::to_string(minor);
+  std::string here_arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  std::string driver_text = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+  auto kiln_test_error = [] {
+    char buf[2048];
+    kiln_last_error(buf, sizeof buf, nullptr);
+    return std::string(buf);
+  };
+  kiln::PrivateKey verifier = kiln::PrivateKey::generate();
+  std::string dir = kiln::test::make_temp_dir("kiln-gpu-attest");
+  std::string keys = dir + "/verifier.pub";
+  std::ofstream(keys) << verifier.public_key().to_pem();
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  o.trust_path = kTrust.c_str();
+  o.attestation_trust_path = keys.c_str();
+  kiln_runtime* rt = nullptr;
+  ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK) << kiln_test_error();
+  auto envelope = [&](const std::string& digest, const std::string& arch, const std::string& cc) {
+    return kiln::dsse_envelope_json("application/vnd.in-toto+json",
+                                    kiln::test::gpu_run_statement_text(digest, arch, cc, true, driver_text), {&verifier});
+  };
+  for (bool proven_here : {false, true}) {
+    kiln_archive* a = nullptr;
+    ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << kiln_test_error();
+    std::string e = proven_here ? envelope(kiln_archive_digest(a), here_arch, here_cc) : envelope(kiln_archive_digest(a), "sm_80", "8.0");
+    ASSERT_EQ(kiln_archive_add_attestation(a, e.data(), e.size()), KILN_OK) << kiln_test_error();
+    kiln_kernel* k = nullptr;
+    ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK) << kiln_test_error();
+    std::printf("attested for %s: %s: %s\n", proven_here ? here_arch.c_str() : "sm_80", kiln_route_string(kiln_kernel_route(k)),
+                kiln_kernel_reason_text(k));
+    if (proven_here) {
+      EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_PTX_JIT) << kiln_kernel_reason_text(k);
+    } else {
+      EXPECT_EQ(kiln_kernel_route(k), KILN_ROUTE_REFERENCE);
+      EXPECT_EQ(kiln_kernel_reason(k), KILN_REASON_UNATTESTED);
+      EXPECT_NE(std::string(kiln_kernel_reason_text(k)).find("ran on sm_80 (cc 8.0), not cc " + here_cc), std::string::npos)
+          << kiln_kernel_reason_text(k);
+    }
+    kiln_archive_destroy(a);
+  }
+  // The same through a store: the attestation kept beside the active archive counts at open.
+  std::string store_dir = dir + "/store";
+  kiln::store::Store::init(store_dir, kTrust);
+  kiln::store::Store store(store_dir);
+  kiln::store::ArchiveInfo info = store.add(kArchives + "/scale.kiln");
+  store.attest(info.digest, envelope(info.digest, here_arch, here_cc), "gpu test", "gpu-test");
+  store.activate(info.digest, "gpu-test", "");
+  kiln_package* p = nullptr;
+  ASSERT_EQ(kiln_package_open(rt, store_dir.c_str(), info.package.c_str(), 0, &p), KILN_OK) << kiln_test_error();
+  DeviceBuffer dx{&cu}, dy{&cu};
+  CU_OK(cu.cuMemAlloc(&dx.ptr, 256 * 4));
+  CU_OK(cu.cuMemAlloc(&dy.ptr, 256 * 4));
+  float a = 2;
+  unsigned n = 256;
+  void* args[] = {&dy.ptr, &dx.ptr, &a, &n};
+  kiln_route route = KILN_ROUTE_REFUSED;
+  std::vector<std::string> calls;
+  kiln_runtime_register_reference(rt, "scale", host_reference, &calls);
+  EXPECT_EQ(kiln_package_launch(p, "scale", args, 4, nullptr, &route), KILN_OK) << kiln_test_error();
+  EXPECT_EQ(route, KILN_ROUTE_PTX_JIT) << (calls.empty() ? "" : calls[0]);
+  CU_OK(cu.cuCtxSynchronize());
+  kiln_package_destroy(p);
+  kiln_runtime_destroy(rt);
 }
 
 TEST(Gpu, PtxOnlyArchiveTakesTheJitRouteAndComputesCorrectly) {

@@ -13,18 +13,13 @@
 #include "error.hpp"
 #include "store.hpp"
 #include "store_fixture.hpp"
+#include "../unit/attestation_text.hpp"
 
 namespace kiln {
 namespace {
 
-// kiln's gpu-run Statement (schema/ATTESTATION.md) of one test on a GPU of `arch`.
 std::string statement(const std::string& digest, const std::string& arch, const std::string& cc, bool passed) {
-  return R"({"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"scale.kiln","digest":{"sha256":")" +
-         digest.substr(7) + R"("}}],"predicateType":"urn:kiln:attestation:gpu-run:v1","predicate":{"kiln":"0.6.0",)"
-         R"("ran_at":1796200000,"archive":{"package":"scale","kernel_revision":"v1","sequence":1},"device":{"vendor":"cuda",)"
-         R"("name":"GPU )" + arch + R"(","arch":")" + arch + R"(","compute_capability":")" + cc +
-         R"(","driver":"13.0","memory_bytes":1},"results":[{"kernel":"k","test":"t","passed":)" +
-         (passed ? "true" : "false") + R"(}],"passed":)" + (passed ? "true" : "false") + "}}";
+  return test::gpu_run_statement_text(digest, arch, cc, passed);
 }
 
 struct AttestFixture : Fixture {

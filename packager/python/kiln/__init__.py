@@ -107,7 +107,9 @@ class _Options(ctypes.Structure):
                 ("policy", ctypes.c_uint32), ("log_level", ctypes.c_uint32), ("log_fn", ctypes.c_void_p),
                 ("log_user", ctypes.c_void_p), ("max_member_size", ctypes.c_uint64),
                 ("cuda_driver_path", ctypes.c_char_p), ("error_buffer", ctypes.c_char_p),
-                ("error_buffer_size", ctypes.c_size_t)]
+                ("error_buffer_size", ctypes.c_size_t), ("diag_dir", ctypes.c_char_p),
+                ("hip_runtime_path", ctypes.c_char_p), ("attestation_trust_path", ctypes.c_char_p),
+                ("attestation_threshold", ctypes.c_uint32)]
 
 
 class _CallInfo(ctypes.Structure):
@@ -181,6 +183,7 @@ def _load():
         "kiln_archive_preflight": ([p, ctypes.c_int, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
         "kiln_archive_preflight_target": ([p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
         "kiln_archive_read_member": ([p, ctypes.c_char_p, p, sz, ctypes.POINTER(sz)], st),
+        "kiln_archive_add_attestation": ([p, ctypes.c_char_p, sz], st),
         "kiln_kernel_route": ([p], st), "kiln_kernel_reason": ([p], st), "kiln_kernel_reason_text": ([p], ctypes.c_char_p),
         "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_kernel_name": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
         "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
@@ -272,12 +275,18 @@ def library_version():
 class Runtime:
     """Trust keys, policy, registered references and statistics; thread-safe."""
 
-    def __init__(self, trust, *, threshold=1, strict=False, cuda_driver_path=None):
+    def __init__(self, trust, *, threshold=1, strict=False, cuda_driver_path=None, attestations=None,
+                 attestation_threshold=1):
+        """`attestations` (a PEM key or folder of keys): kernels run only on the kinds of GPU an
+        attestation signed by them covers (Archive.add_attestation; a store's for packages), and
+        route as "unattested" elsewhere."""
         o = _Options()
         _lib.kiln_runtime_options_init(ctypes.byref(o), ctypes.sizeof(o))
         self._trust = os.fsencode(trust)
         self._driver = os.fsencode(cuda_driver_path) if cuda_driver_path else None
+        self._attestations = os.fsencode(attestations) if attestations else None
         o.trust_path, o.signature_threshold, o.policy, o.cuda_driver_path = self._trust, threshold, int(strict), self._driver
+        o.attestation_trust_path, o.attestation_threshold = self._attestations, attestation_threshold
         error = ctypes.create_string_buffer(1024)
         o.error_buffer, o.error_buffer_size = ctypes.cast(error, ctypes.c_char_p), len(error)
         handle = ctypes.c_void_p()
@@ -384,6 +393,13 @@ class Archive:
 
     def warm(self, device=0):
         self._runtime._check(_lib.kiln_archive_warm(self._handle, device))
+
+    def add_attestation(self, envelope):
+        """Gives the archive an attestation (the bytes `kiln verify --run --attest` writes), checked
+        with the runtime's attestation keys; kernels resolved afterwards count it
+        (kiln_archive_add_attestation). Raises KilnError saying why one is not taken."""
+        data = bytes(envelope)
+        self._runtime._check(_lib.kiln_archive_add_attestation(self._handle, data, len(data)))
 
     def read(self, path):
         """The content of member `path` as bytes, its digests checked against the signed index

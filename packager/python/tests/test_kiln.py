@@ -31,6 +31,18 @@ def test_open_and_describe():
     assert NO_DRIVER in k.reason_text
 
 
+def test_attestations_are_taken_only_by_a_runtime_that_requires_them_and_only_when_they_verify():
+    plain = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER).open(os.path.join(ARCHIVES, "scale.kiln"))
+    with pytest.raises(kiln.KilnError, match="requires no attestations"):
+        plain.add_attestation(b"{}")
+    # The test key doubles as the attestation key here; these bytes are no envelope at all.
+    strict = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER, attestations=TRUST).open(os.path.join(ARCHIVES, "scale.kiln"))
+    with pytest.raises(kiln.KilnError, match="the attestation given"):
+        strict.add_attestation(b'{"payloadType": "x"}')
+    with pytest.raises(kiln.KilnError, match="attestation_threshold must be 1 to 64, not 65"):
+        kiln.Runtime(TRUST, attestations=TRUST, attestation_threshold=65)
+
+
 def test_reference_receives_the_python_objects_and_runs(launcher):
     rt = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER)
     seen = []
