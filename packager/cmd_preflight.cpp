@@ -12,6 +12,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "described_target.hpp"
+#include "file_io.hpp"
 #include "json.hpp"
 #include "kiln/kiln.h"
 #include "preflight_targets.hpp"
@@ -42,6 +43,7 @@ void add_preflight_command(CLI::App& app) {
   struct Options {
     std::string file, trust, driver, fleet;
     std::vector<std::string> targets;
+    AttestationsGiven attestations;
     int device = 0;
     bool json = false, strict = false, require_device = false;
   };
@@ -61,6 +63,15 @@ void add_preflight_command(CLI::App& app) {
       ->needs(target);
   cmd->add_flag("--require-device", o->require_device,
                 "With --target/--fleet: exit 1 when any kernel would not run on any target's GPU");
+  CLI::Option* require = cmd->add_option(
+      "--require-attestation", o->attestations.keys,
+      "Judge as a runtime that requires attestations signed by these keys (PEM or folder): a GPU no given "
+      "attestation covers is 'unattested'");
+  cmd->add_option("--attestation", o->attestations.files, "Attestations of the archive (kiln verify --run --attest)")
+      ->needs(require);
+  cmd->add_option("--attestation-threshold", o->attestations.threshold, "Distinct keys each attestation needs")
+      ->check(CLI::Range(1u, 64u))
+      ->needs(require);
   target->excludes(fleet);
   cmd->callback([o, cmd] {
     if (!o->targets.empty() || !o->fleet.empty()) {
@@ -77,7 +88,7 @@ void add_preflight_command(CLI::App& app) {
           throw Error(e.code(), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
         }
       }
-      int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, targets);
+      int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, o->attestations, targets);
       if (o->require_device && off_device > 0) {
         throw Error(Errc::refused, std::to_string(off_device) + " kernel(s) would not run on their target's GPU (--require-device)");
       }
@@ -87,12 +98,18 @@ void add_preflight_command(CLI::App& app) {
     check(kiln_runtime_options_init(&options, sizeof options));
     options.trust_path = o->trust.c_str();
     options.policy = o->strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
+    if (!o->attestations.keys.empty()) options.attestation_trust_path = o->attestations.keys.c_str();
+    options.attestation_threshold = o->attestations.threshold;
     kiln_runtime* raw_runtime = nullptr;
     check(kiln_runtime_create(&raw_runtime, &options));
     std::unique_ptr<kiln_runtime, RuntimeDeleter> runtime(raw_runtime);
     kiln_archive* raw_archive = nullptr;
     check(kiln_archive_open(runtime.get(), o->file.c_str(), &raw_archive));
     std::unique_ptr<kiln_archive, ArchiveDeleter> archive(raw_archive);
+    for (const std::string& f : o->attestations.files) {
+      std::string envelope = read_small_file(f, kMaxAttestationBytes);
+      check(kiln_archive_add_attestation(archive.get(), envelope.data(), envelope.size()));
+    }
 
     if (o->json) {
       // Resolving loads the chosen code objects (PTX is JIT-compiled) but launches nothing.

@@ -5,6 +5,7 @@
 
 #include "archive.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "json.hpp"
 #include "manifest_toml.hpp"
 #include "runtime.hpp"
@@ -62,13 +63,18 @@ std::vector<FleetTarget> targets_from_list(const std::vector<std::string>& lists
 }
 
 int preflight_targets(const std::string& file, const std::string& trust, bool strict, bool json,
-                      const std::vector<FleetTarget>& targets) {
+                      const AttestationsGiven& attestations, const std::vector<FleetTarget>& targets) {
   kiln_runtime_options options;
   kiln_runtime_options_init(&options, sizeof options);  // the C API's defaults, as `kiln preflight` has them
   options.trust_path = trust.c_str();
   options.policy = strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
+  if (!attestations.keys.empty()) options.attestation_trust_path = attestations.keys.c_str();
+  options.attestation_threshold = attestations.threshold;
   engine::Runtime runtime(options);
   engine::Archive archive(runtime, file);
+  for (const std::string& f : attestations.files) {
+    archive.add_attestation(read_small_file(f, kMaxAttestationBytes), f);
+  }
   int off_device = 0;
   kiln::json::Writer w;
   w.begin_object().field("file", file).field("digest", archive.digest()).key("targets").begin_array();

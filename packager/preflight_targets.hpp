@@ -29,7 +29,16 @@ std::vector<FleetTarget> targets_from_list(const std::vector<std::string>& lists
 // Judges the archive for every target and prints the table (or, with json, one document:
 // {"file", "digest", "targets": [{"name"?, report...}]}). Returns how many (target, kernel)
 // pairs would not run on the GPU (reference or refused).
+// Attestations to judge with (kiln preflight --require-attestation KEYS --attestation FILE...): the
+// archive is judged as a runtime that requires them judges it (kiln.h, attestation_trust_path).
+struct AttestationsGiven {
+  std::string keys;                // "" when none are required
+  unsigned threshold = 1;
+  std::vector<std::string> files;  // each is given to the archive; one that is not taken fails
+};
+
 int preflight_targets(const std::string& file, const std::string& trust, bool strict, bool json,
+                      const AttestationsGiven& attestations,
                       const std::vector<FleetTarget>& targets);
 
 }  // namespace kiln::cli

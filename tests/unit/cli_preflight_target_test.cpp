@@ -10,6 +10,9 @@
 #include <map>
 #include <string>
 
+#include "attestation_text.hpp"
+#include "dsse.hpp"
+#include "ed25519.hpp"
 #include "json.hpp"
 #include "run_command.hpp"
 #include "temp_dirs.hpp"
@@ -51,6 +54,31 @@ TEST(PreflightTarget, CudaTargetsGetTheRouteTheMatchingRulesGive) {
   EXPECT_EQ(got["sm_90/matmul_relu"], "native match sm_90a");
   EXPECT_EQ(got["sm_100/matmul_relu"], "ptx-jit match compute_90");
   EXPECT_EQ(got.size(), 5u);
+}
+
+// Which fleet targets are attested: judged as a runtime that requires attestations judges them.
+TEST(PreflightTarget, SaysWhichTargetsTheGivenAttestationsCover) {
+  std::string dir = kiln::test::make_temp_dir("kiln-preflight-attest");
+  kiln::PrivateKey verifier = kiln::PrivateKey::generate();
+  std::ofstream(dir + "/verifier.pub") << verifier.public_key().to_pem();
+  std::string digest = run_kiln("digest " + archive("scale.kiln")).out;
+  digest = digest.substr(0, digest.find_first_of(" \n"));
+  std::ofstream(dir + "/h100.json") << kiln::dsse_envelope_json(
+      "application/vnd.in-toto+json", kiln::test::gpu_run_statement_text(digest, "sm_90", "9.0", true), {&verifier});
+  std::string common = "preflight " + archive("scale.kiln") + " --trust " + kTrust + " --target sm_80,sm_90 --json" +
+                       " --require-attestation " + dir + "/verifier.pub";
+  Result r = run_kiln(common + " --attestation " + dir + "/h100.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto got = routes(r.out);
+  EXPECT_EQ(got["sm_80/scale"], "reference unattested ");
+  EXPECT_EQ(got["sm_90/scale"], "ptx-jit match compute_80");
+  // An attestation the keys did not sign is refused by name, not silently left out.
+  kiln::PrivateKey stranger = kiln::PrivateKey::generate();
+  std::ofstream(dir + "/other.json") << kiln::dsse_envelope_json(
+      "application/vnd.in-toto+json", kiln::test::gpu_run_statement_text(digest, "sm_90", "9.0", true), {&stranger});
+  Result bad = run_kiln(common + " --attestation " + dir + "/other.json");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find(dir + "/other.json: 0 distinct trusted signer(s), 1 required"), std::string::npos) << bad.out;
 }
 
 TEST(PreflightTarget, AnOldDriverAndAMissingFeatureAreNamed) {
