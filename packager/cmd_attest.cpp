@@ -14,10 +14,6 @@
 
 namespace kiln::cli {
 
-namespace {
-constexpr std::uint64_t kMaxAttestationBytes = 16u << 20;
-}  // namespace
-
 void add_attest_command(CLI::App& app) {
   struct Options {
     std::string file, trust, archive;
@@ -35,7 +31,7 @@ void add_attest_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print what it attests as JSON");
   cmd->callback([o] {
     std::string text = read_regular_file_text_nofollow(o->file, kMaxAttestationBytes);
-    AttestationFacts f = verify_attestation(text, TrustSet::load(o->trust), o->threshold, o->file);
+    AttestationFacts f = verify_attestation(text, TrustSet::load(o->trust, kAttestationRole), o->threshold, o->file);
     if (!o->archive.empty()) {
       std::unique_ptr<Archive> archive = Archive::open_file(o->archive, ReadOptions{});
       std::string digest = digest_string(archive->digest());

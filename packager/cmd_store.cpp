@@ -79,6 +79,14 @@ void add_store_command(CLI::App& app) {
     }
   });
 
+  CLI::App* trust = sub(store, "trust", "Move the store to a newer trust file its current root signed (rotation, revocation)", o);
+  trust->add_option("file", o->file, "The new trust file (kiln trust sign)")->required();
+  trust->callback([o] {
+    TrustDocument d = store::Store(o->resolve()).update_trust(o->file);
+    std::cout << "the store now trusts " << o->file << ": trust version " << d.version << ", expires " << utc_text(d.expires)
+              << "\n";
+  });
+
   CLI::App* attest = sub(store, "attest", "Keep an attestation (kiln verify --run --attest) beside an archive", o);
   attest->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
   attest->add_option("file", o->file, "The attestation: a DSSE envelope whose subject is that archive")->required();
@@ -116,7 +124,7 @@ void add_store_command(CLI::App& app) {
   activate->callback([o] {
     store::AttestationPolicy policy;
     if (!o->require_keys.empty()) {
-      auto keys = std::make_shared<TrustSet>(TrustSet::load(o->require_keys));
+      auto keys = std::make_shared<TrustSet>(TrustSet::load(o->require_keys, kAttestationRole));
       policy = [keys, o](const std::vector<store::StoredAttestation>& stored) {
         return attestation_refusal(stored, o->digest, *keys, o->threshold, o->targets);
       };

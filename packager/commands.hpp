@@ -13,6 +13,7 @@ void add_pack_command(CLI::App& app);
 void add_sign_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_attest_command(CLI::App& app);
+void add_trust_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_extract_command(CLI::App& app);
 void add_digest_command(CLI::App& app);

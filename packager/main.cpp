@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_sign_command(app);
   kiln::cli::add_verify_command(app);
   kiln::cli::add_attest_command(app);
+  kiln::cli::add_trust_command(app);
   kiln::cli::add_inspect_command(app);
   kiln::cli::add_extract_command(app);
   kiln::cli::add_digest_command(app);

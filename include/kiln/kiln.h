@@ -239,7 +239,7 @@ KILN_API kiln_status kiln_archive_open_memory(kiln_runtime* runtime, const void*
 KILN_API void kiln_archive_destroy(kiln_archive* archive);
 
 /* Gives the archive an attestation of a GPU run (0.6): `envelope` is what `kiln verify --run
- * --attest` writes (schema/ATTESTATION.md), `size` its bytes (at most 1 MiB). It must be signed
+ * --attest` writes (schema/ATTESTATION.md), `size` its bytes (at most 16 MiB). It must be signed
  * by at least attestation_threshold keys of the runtime's attestation_trust_path, have this
  * archive's digest as its subject and report that every test passed; else KILN_ERR_REFUSED (a
  * signature) or KILN_ERR_MALFORMED (content) saying why, and nothing changes. Without

@@ -17,8 +17,8 @@ constexpr const char* kInTotoPayloadType = "application/vnd.in-toto+json";
 constexpr const char* kInTotoStatementType = "https://in-toto.io/Statement/v1";
 // A URN: kiln owns no web domain to name its predicate with a URL.
 constexpr const char* kGpuRunPredicateType = "urn:kiln:attestation:gpu-run:v1";
-// The largest attestation a store or a runtime takes: an envelope of a run's results is a few KiB.
-constexpr std::uint64_t kMaxAttestationBytes = 1u << 20;
+// The largest attestation kiln reads: a run's envelope is about 400 bytes per test vector.
+constexpr std::uint64_t kMaxAttestationBytes = 16u << 20;
 
 // What an attestation says: its subject, the archive and device it names, the run's results.
 struct AttestationFacts {

@@ -75,7 +75,8 @@ std::vector<std::string> dsse_verified_keys(const DsseEnvelope& envelope, const 
   for (const DsseSignature& s : envelope.signatures) {
     const PublicKey* key = trust.find(s.key_id);
     if (key == nullptr) {
-      if (rejected) rejected->push_back("key " + s.key_id + " is not trusted");
+      const std::string* why = trust.unusable(s.key_id);
+      if (rejected) rejected->push_back("key " + s.key_id + (why != nullptr ? " " + *why : " is not trusted"));
       continue;
     }
     if (!key->verify(reinterpret_cast<const std::uint8_t*>(pae.data()), pae.size(), s.sig)) {

@@ -29,7 +29,7 @@ Runtime::Runtime(const kiln_runtime_options& o)
   // Fields of 0.6: zero in a shorter (older) options struct, which kiln_runtime_create copies
   // over defaults.
   if (o.attestation_trust_path != nullptr && o.attestation_trust_path[0] != '\0') {
-    attestation_trust_ = std::make_unique<kiln::TrustSet>(kiln::TrustSet::load(o.attestation_trust_path));
+    attestation_trust_ = std::make_unique<kiln::TrustSet>(kiln::TrustSet::load(o.attestation_trust_path, kiln::kAttestationRole));
   }
   // 0 is the field of a caller that never set it (a zeroed struct): the default, 1. Never "no
   // signature needed".

@@ -105,7 +105,15 @@ void Store::init(const std::string& dir, const std::string& trust_path) {
     if (::mkdir((building + sub).c_str(), 0755) != 0) fail(Errc::io, building + sub + ": " + errno_text(errno));
   }
   std::vector<std::string> sources;
-  if (::stat(trust_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (keys.version() != 0) {
+    // A trust file (checked by TrustSet::load above): kept whole, as trust/trust.json, so that
+    // its next version can be checked against its root (update_trust).
+    bool folder = ::stat(trust_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    std::string file = folder ? trust_path + "/trust.json" : trust_path;
+    std::string text = read_small_file(file, kMaxTrustFileBytes);
+    verify_trust_file(text, file, static_cast<std::uint64_t>(std::time(nullptr)));  // the bytes kept are the bytes checked
+    durable_write(building + "/trust/trust.json", text);
+  } else if (::stat(trust_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     for (const std::string& n : list_dir(trust_path)) {
       if (n.size() > 4 && (n.compare(n.size() - 4, 4, ".pub") == 0 || n.compare(n.size() - 4, 4, ".pem") == 0)) {
         sources.push_back(trust_path + "/" + n);
@@ -145,6 +153,31 @@ Store::Store(std::string dir) : dir_(std::move(dir)) {
   }
   if (header != kStoreHeader) fail(Errc::malformed, path + ": not a format-2 kiln store");
   trust_ = TrustSet::load(dir_ + "/trust");
+}
+
+TrustDocument Store::update_trust(const std::string& file) {
+  std::string text = read_small_file(file, kMaxTrustFileBytes);
+  Lock lock(dir_);
+  std::string held_path = dir_ + "/trust/trust.json";
+  std::string held;
+  try {
+    held = read_regular_file_text_nofollow(held_path, kMaxTrustFileBytes);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+    fail(Errc::invalid_argument, dir_ + ": this store trusts a folder of keys, not a trust file; make a store that "
+                                        "follows trust files with `kiln store init --trust trust.json`");
+  }
+  // The file held now was checked when it came in; its expiry is exactly what an update repairs.
+  TrustDocument current = verify_trust_file(held, held_path, 0);
+  if (text == held) fail(Errc::refused, file + " is the trust file this store already holds (version " +
+                                            std::to_string(current.version) + ")");
+  auto now = static_cast<std::uint64_t>(std::time(nullptr));
+  TrustDocument next = verify_trust_file(text, file, now, &current);
+  TrustSet::from_document(next, kReleaseRole, now, file);  // refused if it leaves no release key usable
+  crash_point("trust update checked");
+  durable_write(held_path, text);
+  trust_ = TrustSet::load(dir_ + "/trust");
+  return next;
 }
 
 std::string Store::archive_path(const std::string& digest) const { return dir_ + "/archives/" + hex_of(digest) + ".kiln"; }

@@ -55,6 +55,10 @@ class Store {
   const TrustSet& trust() const { return trust_; }
   std::string archive_path(const std::string& digest) const;
 
+  // Replaces the store's trust file with `file`, a newer version signed by the root of the one
+  // held (and by its own), not expired, leaving a release key usable; returns it. Refuses a
+  // store made with a key folder, the same file, an older or equal version, another root.
+  TrustDocument update_trust(const std::string& file);
   // Verifies (signatures against the store's keys, every member) and copies in; returns it.
   ArchiveInfo add(const std::string& file);
   // Makes `digest` the package's active archive, refusing rollbacks the rules forbid and, with a
