@@ -61,6 +61,37 @@ attest_run() {
   [ -n "${OUT:-}" ] && cp "$out" "$OUT/" || true
 }
 run attest_run attest_run
+# What the attestation of this H200's run buys: a store that requires one activates the archive for
+# an sm_90 fleet and refuses an sm_80 one; preflight says which targets are attested; and trust
+# files: a version revoking the signing key, and an expired one, are refused with the reason.
+attest_policy() {
+  local w=/tmp/kiln-attest a="$stage/archives/matmul-relu.kiln" k="$stage/bin/kiln" pub="$stage/keys/test.pub"
+  local att=$w/matmul-relu.attestation.json d
+  d=$("$k" digest "$a") || return 1
+  rm -rf "$w/store" && "$k" store init --store "$w/store" --trust "$pub" >/dev/null || return 1
+  "$k" store add "$a" --store "$w/store" --attestation "$att" || return 1
+  if "$k" store activate "$d" --store "$w/store" --require-attestation "$pub" --target sm_80; then
+    echo "an archive attested on this H200 was activated for sm_80"; return 1
+  fi
+  "$k" store activate "$d" --store "$w/store" --require-attestation "$pub" --target sm_90 || return 1
+  "$k" preflight "$a" --trust "$pub" --require-attestation "$pub" --attestation "$att" --target sm_80,sm_90 || return 1
+  cp "$pub" "$w/release.pub" && rm -f "$w"/root.* "$w"/spare.* || return 1
+  "$k" keygen --out "$w/root" >/dev/null && "$k" keygen --out "$w/spare" >/dev/null || return 1
+  local id
+  id=$("$k" verify "$a" --trust "$pub" | sed -n 's/.*key \([0-9a-f]\{32\}\).*/\1/p' | head -1)
+  local head='[root]\nthreshold = 1\nkeys = ["root.pub"]\n[[key]]\npublic_key = "release.pub"\nroles = ["release", "attestation"]\n[[key]]\npublic_key = "spare.pub"\nroles = ["release"]\n'
+  printf "version = 1\nexpires = 2099-01-01T00:00:00Z\n$head" > "$w/v1.toml"
+  printf "version = 2\nexpires = 2099-01-01T00:00:00Z\n$head[[revoked]]\nkey_id = \"$id\"\nreason = \"gpu-run drill\"\n" > "$w/v2.toml"
+  printf "version = 3\nexpires = 2001-01-01T00:00:00Z\n$head" > "$w/v3.toml"
+  for v in 1 2 3; do "$k" trust sign "$w/v$v.toml" --key "$w/root.key" -o "$w/v$v.json" --force >/dev/null || return 1; done
+  "$k" verify "$a" --trust "$w/v1.json" >/dev/null || return 1
+  "$k" verify "$a" --trust "$w/v2.json" > "$w/v2.out" 2>&1 && { echo "a revoked key was accepted"; return 1; }
+  grep -q "was revoked in trust version 2" "$w/v2.out" || { cat "$w/v2.out"; return 1; }
+  "$k" verify "$a" --trust "$w/v3.json" > "$w/v3.out" 2>&1 && { echo "an expired trust file was accepted"; return 1; }
+  grep -q "expired at 2001-01-01" "$w/v3.out" || { cat "$w/v3.out"; return 1; }
+  cat "$w/v2.out" "$w/v3.out"
+}
+run attest_policy attest_policy
 run preflight "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-foreign.kiln" --trust "$stage/keys/test.pub"
 run preflight_mixed "$stage/bin/kiln" preflight "$stage/archives/matmul-relu-mixed.kiln" --trust "$stage/keys/test.pub"
 # `--target sm_90 --driver 13.0` (no GPU consulted) must agree with this H200's own preflight.
@@ -113,7 +144,7 @@ fi
 steps_triton="bench python_tests $steps_triton"
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run preflight preflight_mixed preflight_target_agrees diag_show $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run attest_policy preflight preflight_mixed preflight_target_agrees diag_show $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"
