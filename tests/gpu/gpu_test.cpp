@@ -337,10 +337,10 @@ TEST(Gpu, ARuntimeRequiringAttestationsRunsOnlyWhatWasProvenOnThisKindOfGpu) {
   kiln_package* p = nullptr;
   ASSERT_EQ(kiln_package_open(rt, store_dir.c_str(), info.package.c_str(), 0, &p), KILN_OK) << kiln_test_error();
   DeviceBuffer dx{&cu}, dy{&cu};
-  CU_OK(cu.cuMemAlloc(&dx.ptr, 256 * 4));
-  CU_OK(cu.cuMemAlloc(&dy.ptr, 256 * 4));
+  CU_OK(cu.cuMemAlloc(&dx.ptr, 1024 * 4));
+  CU_OK(cu.cuMemAlloc(&dy.ptr, 1024 * 4));
   float a = 2;
-  unsigned n = 256;
+  unsigned n = 1024;  // scale.kiln's one shape
   void* args[] = {&dy.ptr, &dx.ptr, &a, &n};
   kiln_route route = KILN_ROUTE_REFUSED;
   std::vector<std::string> calls;

@@ -49,6 +49,16 @@ def _kernel(done):
 ALIGNED = ["addr(a) % 16 == 0", "addr(b) % 16 == 0", "addr(c) % 16 == 0"]
 
 
+def _without_a16(variants):
+    """The variants without the last, `a16` (the build for aligned tensors alone), which exists
+    only where the toolchain's code for aligned tensors differs from its code for misaligned
+    ones (it did with Triton 3.6 here, and not on the H200's install), and whether it was there."""
+    if variants and variants[-1]["name"] == "a16":
+        assert variants[-1]["when"] == ALIGNED
+        return variants[:-1], True
+    return variants, False
+
+
 def test_range_shapes_get_the_variants_whose_code_differs_most_specialised_first(tmp_path):
     done = kx.triton(gemm, tmp_path / "g", **SPEC)
     k = _kernel(done)
@@ -57,18 +67,19 @@ def test_range_shapes_get_the_variants_whose_code_differs_most_specialised_first
     # the other expressions divisible and alone. Each was compiled for aligned tensors, as Triton
     # compiles a call whose addresses are multiples of 16, and says so; the build for aligned
     # tensors alone comes last, and the kernel's own code assumes no alignment at all.
-    assert [(v["name"], v["when"]) for v in k["variant"]] == [
+    specialised, a16 = _without_a16(k["variant"])
+    assert [(v["name"], v["when"]) for v in specialised] == [
         ("one.m.d16.n.k", ["m == 1", "n % 16 == 0", "k % 16 == 0"] + ALIGNED), ("one.m", ["m == 1"] + ALIGNED),
         ("one.n.d16.k", ["n == 1", "k % 16 == 0"] + ALIGNED), ("one.n", ["n == 1"] + ALIGNED),
         ("one.k.d16.n", ["k == 1", "n % 16 == 0"] + ALIGNED), ("one.k", ["k == 1"] + ALIGNED),
         ("d16.n.k", ["n % 16 == 0", "k % 16 == 0"] + ALIGNED), ("d16.n", ["n % 16 == 0"] + ALIGNED),
-        ("d16.k", ["k % 16 == 0"] + ALIGNED), ("a16", ALIGNED)]
+        ("d16.k", ["k % 16 == 0"] + ALIGNED)]
     for v in k["variant"]:
         assert v["code"] == [{"arch": "sm_90a", "file": f"gemm.sm_90a.{v['name']}.cubin"}]
         assert (tmp_path / "g" / v["code"][0]["file"]).read_bytes()[:4] == b"\x7fELF"
     files = [(tmp_path / "g" / f).read_bytes() for f in ["gemm.sm_90a.cubin"] +
              [v["code"][0]["file"] for v in k["variant"]]]
-    assert len(set(files)) == 11  # eleven different code objects
+    assert len(set(files)) == 10 + a16  # every code object different
     general = json.loads((tmp_path / "g" / "triton-metadata.sm_90a.json").read_text())["specialisation"]
     assert [general[p] for p in ("a_ptr", "b_ptr", "c_ptr")] == [[], [], []], general  # none assumed aligned
     # A constant-1 build takes no parameter for what it folded: one.m's kernel no longer takes M;
@@ -87,14 +98,15 @@ def test_the_archive_carries_them_and_inspect_and_preflight_show_them(tmp_path):
                     str(tmp_path / "g.kiln"), "-q"], check=True)
     shown = json.loads(subprocess.run([cli, "inspect", str(tmp_path / "g.kiln"), "--json"], check=True,
                                       capture_output=True, text=True).stdout)
-    assert [v["when"] for v in shown["kernels"][0]["variants"]][-4:] == [
-        ["n % 16 == 0", "k % 16 == 0"] + ALIGNED, ["n % 16 == 0"] + ALIGNED, ["k % 16 == 0"] + ALIGNED, ALIGNED]
+    whens = [v["when"] for v in shown["kernels"][0]["variants"]]
+    whens = whens[:-1] if whens[-1] == ALIGNED else whens
+    assert whens[-3:] == [["n % 16 == 0", "k % 16 == 0"] + ALIGNED, ["n % 16 == 0"] + ALIGNED, ["k % 16 == 0"] + ALIGNED]
     verified = subprocess.run([cli, "verify", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub")],
                               capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     pre = subprocess.run([cli, "preflight", str(tmp_path / "g.kiln"), "--trust", str(tmp_path / "t.pub"), "--target",
                           "sm_90"], capture_output=True, text=True)
-    assert "and its 10 variant(s) for the same target" in pre.stdout, pre.stdout
+    assert f"and its {len(shown['kernels'][0]['variants'])} variant(s) for the same target" in pre.stdout, pre.stdout
 
 
 def test_the_user_bounds_and_chooses_them(tmp_path):
@@ -103,12 +115,12 @@ def test_the_user_bounds_and_chooses_them(tmp_path):
     off = _kernel(kx.triton(gemm, tmp_path / "off", max_variants=0, **SPEC))
     assert "variant" not in off and off["shape"][0]["where"] == ALIGNED
     k = _kernel(kx.triton(gemm, tmp_path / "k", specialize=["K", "stride_am"], **SPEC))
-    assert [v["when"] for v in k["variant"]] == [["k == 1"] + ALIGNED, ["k % 16 == 0"] + ALIGNED, ALIGNED]
+    assert [v["when"] for v in _without_a16(k["variant"])[0]] == [["k == 1"] + ALIGNED, ["k % 16 == 0"] + ALIGNED]
     capped = tomllib.loads(kx.triton(gemm, tmp_path / "cap", max_variants=2, **SPEC).manifest)
-    assert [v["name"] for v in capped["kernel"][0]["variant"]] == ["d16.n", "a16"]
+    names = [v["name"] for v in capped["kernel"][0]["variant"]]
+    assert len(names) <= 2 and "d16.n" in names, names
     assert capped["toolchain"]["variants_dropped"].startswith("k: ")
-    assert ("m == 1, n == 1, k == 1: no room left under max_variants=2 (one of them the aligned-tensors build)"
-            in capped["toolchain"]["variants_dropped"])
+    assert "no room left under max_variants=2" in capped["toolchain"]["variants_dropped"]
     with pytest.raises(kx.ExportError, match=r"specialize names \['q'\]"):
         kx.triton(gemm, tmp_path / "bad", specialize=["q"], **SPEC)
     # A given sample is the user's own specialisation: no variants beside it, and what it assumes
@@ -162,7 +174,8 @@ def test_an_argument_given_as_the_constant_1_is_folded_as_triton_folds_it(tmp_pa
                                                                                  {"name": "n"}])]
     assert "stride" not in names
     aligned = ["addr(x) % 16 == 0", "addr(y) % 16 == 0"]
-    assert [v["when"] for v in k["variant"]] == [["n == 1"] + aligned, ["n % 16 == 0"] + aligned, aligned]
+    whens = [v["when"] for v in k["variant"]]
+    assert whens[:2] == [["n == 1"] + aligned, ["n % 16 == 0"] + aligned] and whens[2:] in ([], [aligned])
     with pytest.raises(kx.ExportError, match="constant for the sample call"):
         kx.triton(strided_copy, tmp_path / "d", params=[kx.tensor("x", "f32", ["n"], "read"),
                                                        kx.tensor("y", "f32", ["n"], "write"), kx.scalar("n"),
