@@ -152,7 +152,20 @@ Store::Store(std::string dir) : dir_(std::move(dir)) {
                                    "convert it with `kiln store migrate --store " + dir_ + "`");
   }
   if (header != kStoreHeader) fail(Errc::malformed, path + ": not a format-2 kiln store");
-  trust_ = TrustSet::load(dir_ + "/trust");
+  try {
+    trust_ = TrustSet::load(dir_ + "/trust");
+  } catch (const Error& e) {
+    // An expired trust file still opens the store, so that `kiln store trust` can renew it;
+    // everything that needs the keys refuses with why.
+    if (e.code() != Errc::refused) throw;
+    trust_problem_ = e.what();
+    trust_problem_code_ = e.code();
+  }
+}
+
+const TrustSet& Store::trust() const {
+  if (!trust_problem_.empty()) fail(trust_problem_code_, trust_problem_);
+  return trust_;
 }
 
 TrustDocument Store::update_trust(const std::string& file) {
@@ -177,6 +190,7 @@ TrustDocument Store::update_trust(const std::string& file) {
   crash_point("trust update checked");
   durable_write(held_path, text);
   trust_ = TrustSet::load(dir_ + "/trust");
+  trust_problem_.clear();
   return next;
 }
 
@@ -195,7 +209,7 @@ ArchiveInfo Store::info(const std::string& digest) const {
   require_present(digest);
   std::string path = archive_path(digest);
   ReadOptions options;
-  options.policy = TrustPolicy{&trust_, 1};
+  options.policy = TrustPolicy{&trust(), 1};
   options.follow_links = false;
   std::unique_ptr<Archive> a = Archive::open_file(path, options);
   if (digest_string(a->digest()) != digest) {
@@ -222,7 +236,7 @@ ArchiveInfo Store::add(const std::string& file) {
     at += static_cast<std::uint64_t>(n);
   }
   ReadOptions options;
-  options.policy = TrustPolicy{&trust_, 1};
+  options.policy = TrustPolicy{&trust(), 1};
   options.follow_links = false;
   ArchiveInfo info;
   try {
@@ -462,7 +476,7 @@ std::vector<std::string> Store::verify() const {
     }
     try {
       ReadOptions options;
-      options.policy = TrustPolicy{&trust_, 1};
+      options.policy = TrustPolicy{&trust(), 1};
       options.follow_links = false;
       std::unique_ptr<Archive> a = Archive::open_file(dir_ + "/archives/" + n, options);
       a->verify_all(2, false, nullptr);

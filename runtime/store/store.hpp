@@ -52,7 +52,9 @@ class Store {
   explicit Store(std::string dir);  // opens; throws if `dir` is not a store
 
   const std::string& dir() const { return dir_; }
-  const TrustSet& trust() const { return trust_; }
+  // The keys the store trusts; throws why there are none usable (an expired trust file: only
+  // update_trust, which repairs that, works without them).
+  const TrustSet& trust() const;
   std::string archive_path(const std::string& digest) const;
 
   // Replaces the store's trust file with `file`, a newer version signed by the root of the one
@@ -108,6 +110,8 @@ class Store {
   std::vector<StoredAttestation> attestations_in(const PackageState& s, const std::string& digest) const;
   std::string dir_;
   TrustSet trust_;
+  std::string trust_problem_;  // why trust_ is unusable ("" when it is)
+  Errc trust_problem_code_ = Errc::internal;
 };
 
 // Crash-test support: when KILN_STORE_CRASH_AT=N is set, the Nth durable step of a store

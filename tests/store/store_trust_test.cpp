@@ -5,6 +5,9 @@
 // sign and an expired file are refused, and the store keeps the file it held.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <ctime>
 #include <string>
 
 #include "store_fixture.hpp"
@@ -75,6 +78,24 @@ TEST(StoreTrust, AStoreFollowsItsRootsTrustFilesAndRefusesWhatTheyRevoke) {
   EXPECT_TRUE(contains(expired.output, "expired at 2001-01-01 00:00:00 UTC")) << expired.output;
   // Through all that the store kept version 2.
   EXPECT_EQ(slurp(f.store + "/trust/trust.json"), slurp(v2));
+}
+
+// The held trust file expires: the store refuses what needs its keys, saying so, and a renewal
+// the root signed is still taken (the one operation an expired file must not block).
+TEST(StoreTrust, AnExpiredTrustFileIsRenewedInPlace) {
+  TrustFixture f;
+  std::time_t soon = std::time(nullptr) + 3;
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&soon));
+  ASSERT_EQ(kiln("store init --store " + f.store + " --trust " + f.version(1, "", "root", when)).rc, 0);
+  ::sleep(4);
+  CliRun stale = kiln("store add " + f.v1 + " --store " + f.store);
+  EXPECT_NE(stale.rc, 0);
+  EXPECT_TRUE(contains(stale.output, "(version 1) expired at")) << stale.output;
+  CliRun renewed = kiln("store trust " + f.version(2, "") + " --store " + f.store);
+  ASSERT_EQ(renewed.rc, 0) << renewed.output;
+  CliRun added = kiln("store add " + f.v1 + " --store " + f.store);
+  EXPECT_EQ(added.rc, 0) << added.output;
 }
 
 TEST(StoreTrust, TrustFilesAreCheckedBeforeAnythingIsWritten) {
