@@ -13,6 +13,7 @@
 #include "launch_features.hpp"
 #include "shape_expr.hpp"
 #include "shape_program.hpp"
+#include "store.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -99,7 +100,10 @@ std::string index_form_text(const Archive& a) {
   return "tree (KILNIDX3): a head of " + refs + ", " + std::to_string(head.height) + " levels of pages below it";
 }
 
-void print_json(const Archive& a, bool checked) {
+// The attestations a store keeps for the archive (`--store`), or none asked (null).
+using Kept = std::vector<store::StoredAttestation>;
+
+void print_json(const Archive& a, bool checked, const Kept* kept) {
   const format::Index& index = a.index();
   json::Writer w;
   w.begin_object()
@@ -185,11 +189,20 @@ void print_json(const Archive& a, bool checked) {
   }
   w.end_array().key("toolchain").begin_object();
   for (const auto& [tool, version] : m.toolchain) w.field(tool, version);
-  w.end_object().end_object();
+  w.end_object();
+  if (kept != nullptr) {
+    w.key("attestations").begin_array();
+    for (const store::StoredAttestation& s : *kept) {
+      w.begin_object().field("history", s.record.number).field("time", s.record.time).field("envelope", s.envelope_digest);
+      w.field("what", s.record.reason.size() > 72 ? s.record.reason.substr(72) : "").field("file", s.path).end_object();
+    }
+    w.end_array();
+  }
+  w.end_object();
   std::cout << w.str() << "\n";
 }
 
-void print_human(const Archive& a, bool checked) {
+void print_human(const Archive& a, bool checked, const Kept* kept) {
   const format::Index& index = a.index();
   const Manifest& m = a.manifest();
   std::cout << a.name() << "  (" << human_size(a.file_size()) << " file)\n"
@@ -241,13 +254,17 @@ void print_human(const Archive& a, bool checked) {
               << std::right << std::setw(10) << human_size(e.content_size) << " "
               << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path << "\n";
   }
+  if (kept != nullptr) {
+    std::cout << "  attestations kept by the store: " << kept->size() << "\n";
+    for (const store::StoredAttestation& s : *kept) std::cout << "    #" << s.record.number << "  " << s.record.reason << "\n";
+  }
 }
 
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
   struct Options {
-    std::string file, trust;
+    std::string file, trust, store;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
@@ -255,6 +272,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("file", o->file, "The archive")->required();
   cmd->add_option("--trust,-t", o->trust, "Check signatures against these keys too");
   cmd->add_flag("--json", o->json, "Print JSON on stdout");
+  cmd->add_option("--store,-s", o->store, "Also list the attestations this store keeps for the archive (kiln store attest)");
   cmd->callback([o] {
     ReadOptions options;
     TrustSet trust;
@@ -263,8 +281,11 @@ void add_inspect_command(CLI::App& app) {
       options.policy = TrustPolicy{&trust, 1};
     }
     std::unique_ptr<Archive> archive = Archive::open_file(o->file, options);
-    if (o->json) print_json(*archive, !o->trust.empty());
-    else print_human(*archive, !o->trust.empty());
+    Kept kept;
+    if (!o->store.empty()) kept = store::Store(o->store).attestations(digest_string(archive->digest()));
+    const Kept* listed = o->store.empty() ? nullptr : &kept;
+    if (o->json) print_json(*archive, !o->trust.empty(), listed);
+    else print_human(*archive, !o->trust.empty(), listed);
   });
 }
 

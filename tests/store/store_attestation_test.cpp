@@ -53,6 +53,11 @@ TEST(StoreAttestations, AnAttestedArchiveActivatesForItsGpuAndNoOther) {
   EXPECT_TRUE(contains(listed.output, "gpu-run on GPU sm_90 (sm_90, cc 9.0, driver 13.0), 1/1 tests passed, signed by " +
                                           f.verifier.public_key().key_id())) << listed.output;
   EXPECT_TRUE(contains(kiln("store history scale --store " + f.store).output, "attest")) ;
+  // `kiln inspect --store` lists what the store keeps for the archive.
+  CliRun inspected = kiln("inspect " + f.v1 + " --store " + f.store);
+  EXPECT_TRUE(contains(inspected.output, "attestations kept by the store: 1")) << inspected.output;
+  EXPECT_TRUE(contains(kiln("inspect " + f.v1 + " --store " + f.store + " --json").output,
+                       "\"attestations\":[{\"history\":1,")) ;
   // The same file again records nothing new.
   CliRun again = kiln("store attest " + f.d1 + " " + h200 + " --store " + f.store);
   EXPECT_TRUE(contains(again.output, "history #1")) << again.output;
