@@ -1,6 +1,7 @@
 #include "attestation_policy.hpp"
 
 #include <cctype>
+#include <memory>
 
 #include "error.hpp"
 
@@ -25,14 +26,6 @@ bool attested_for(const AttestationFacts& facts, const std::string& target) {
   std::string cc = cuda_capability(target);
   if (!cc.empty()) return facts.compute_capability == cc && facts.arch.compare(0, 3, "sm_") == 0;
   return facts.arch == target;
-}
-
-std::string attestation_summary(const AttestationFacts& f) {
-  std::string keys;
-  for (const std::string& k : f.claimed_keys) keys += (keys.empty() ? "" : ", ") + k;
-  return "gpu-run on " + f.device_name + " (" + f.arch + ", cc " + f.compute_capability + ", driver " + f.driver + "), " +
-         std::to_string(f.tests_passed) + "/" + std::to_string(f.tests_run) + " tests passed, signed by " +
-         (keys.empty() ? "nobody" : keys);
 }
 
 std::string attestation_refusal(const std::vector<store::StoredAttestation>& stored, const std::string& digest,
@@ -65,6 +58,14 @@ std::string attestation_refusal(const std::vector<store::StoredAttestation>& sto
     }
   }
   return "";
+}
+
+store::AttestationPolicy attestation_policy(const std::string& keys, unsigned threshold, const std::vector<std::string>& targets) {
+  if (keys.empty()) return {};
+  auto trust = std::make_shared<TrustSet>(TrustSet::load(keys, kAttestationRole));
+  return [trust, threshold, targets](const std::string& digest, const std::vector<store::StoredAttestation>& stored) {
+    return attestation_refusal(stored, digest, *trust, threshold, targets);
+  };
 }
 
 }  // namespace kiln::cli

@@ -22,8 +22,10 @@ bool attested_for(const AttestationFacts& facts, const std::string& target);
 std::string attestation_refusal(const std::vector<store::StoredAttestation>& stored, const std::string& digest,
                                 const TrustSet& trust, unsigned threshold, const std::vector<std::string>& targets);
 
-// One line about an attestation as a store's history records it: "gpu-run on NVIDIA H200
-// (sm_90, cc 9.0, driver 13.0), 3/3 tests passed, signed by <key ids>".
-std::string attestation_summary(const AttestationFacts& facts);
+// The store policy `--require-attestation KEYS [--threshold N] --target T...` asks for (the keys
+// loaded now, as attestation keys); an empty policy when `keys` is "".
+store::AttestationPolicy attestation_policy(const std::string& keys, unsigned threshold, const std::vector<std::string>& targets);
+
+using kiln::attestation_summary;
 
 }  // namespace kiln::cli

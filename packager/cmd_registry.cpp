@@ -6,8 +6,11 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "attestation_facts.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "registry_cli.hpp"
+#include "sha256.hpp"
 #include "transfer.hpp"
 
 namespace kiln::cli {
@@ -15,11 +18,14 @@ namespace kiln::cli {
 void add_push_command(CLI::App& app) {
   struct Options {
     std::string file, reference;
+    std::vector<std::string> attestations;
     OptionalTrust trust;
     RegistryCli registry;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("push", "Upload an archive to an OCI registry as a kiln artifact");
+  cmd->add_option("--attestation", o->attestations,
+                  "Attestations of it (kiln verify --run --attest) to push beside it, as artifacts whose subject is it");
   cmd->add_option("file", o->file, "The archive")->required();
   cmd->add_option("reference", o->reference, "REGISTRY/REPO[:TAG] (default tag: the archive's kernel_revision)")->required();
   o->trust.add_to(cmd, "Check the archive's signatures against these keys before pushing");
@@ -31,7 +37,10 @@ void add_push_command(CLI::App& app) {
     }
     std::unique_ptr<TrustSet> trust = o->trust.load();
     registry::Client client(ref, o->registry.http(ref));
-    registry::PushResult r = registry::push_archive(client, o->file, ref.tag, trust.get(), o->trust.threshold);
+    std::vector<std::string> envelopes;
+    for (const std::string& f : o->attestations) envelopes.push_back(read_small_file(f, kMaxAttestationBytes));
+    registry::PushResult r =
+        registry::push_archive(client, o->file, ref.tag, trust.get(), o->trust.threshold, envelopes, o->attestations);
     std::cout << "pushed " << o->file << " to " << ref.name() << ":" << r.tag << " (also tagged " << r.kiln_tag << ")\n"
               << "  kiln digest      " << r.archive.digest << "\n"
               << "  manifest digest  " << r.manifest_digest << "\n"
@@ -39,13 +48,14 @@ void add_push_command(CLI::App& app) {
               << "  package          " << r.archive.package << "  revision " << r.archive.kernel_revision << "  sequence "
               << r.archive.sequence << "\n"
               << "  blobs            " << r.blobs_uploaded << " uploaded, " << r.blobs_present << " already there\n";
+    if (r.attestations > 0) std::cout << "  attestations     " << r.attestations << ", listed through " << r.referrers << "\n";
     o->registry.report(client);
   });
 }
 
 void add_pull_command(CLI::App& app) {
   struct Options {
-    std::string reference, out;
+    std::string reference, out, attestations;
     OptionalTrust trust;
     RegistryCli registry;
   };
@@ -55,6 +65,8 @@ void add_pull_command(CLI::App& app) {
                   "REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:<manifest digest> or REGISTRY/REPO@kiln:sha256:<kiln digest>")
       ->required();
   cmd->add_option("--output,-o", o->out, "The archive file to write (written only once every check has passed)")->required();
+  cmd->add_option("--attestations", o->attestations,
+                  "Also write the archive's attestations the registry holds into this folder (<sha256>.json each)");
   o->trust.add_to(cmd, "Check the archive's signatures against these keys (as kiln verify)");
   o->registry.add_to(cmd);
   cmd->callback([o] {
@@ -70,6 +82,13 @@ void add_pull_command(CLI::App& app) {
     AtomicFileWriter out(o->out, 0644);
     registry::FetchResult r = registry::fetch_archive(client, ref, out, options);
     out.commit();
+    registry::FetchedAttestations found;
+    if (!o->attestations.empty()) {
+      found = registry::fetch_attestations(client, r.manifest_digest, r.archive.digest);
+      for (const std::string& e : found.envelopes) {
+        replace_file_durably(o->attestations + "/" + digest_string(sha256(e.data(), e.size())).substr(7) + ".json", e, 0644);
+      }
+    }
     std::cout << "pulled " << ref.str() << "\n"
               << "  manifest digest  " << r.manifest_digest << "\n"
               << "  kiln digest      " << r.archive.digest << "\n"
@@ -81,6 +100,10 @@ void add_pull_command(CLI::App& app) {
                         : std::string("not checked (no --trust)"))
               << "\n"
               << "  wrote            " << o->out << " (" << human_size(r.archive.size) << ")\n";
+    if (!o->attestations.empty()) {
+      std::cout << "  attestations     " << found.envelopes.size() << " written to " << o->attestations << "\n";
+      for (const std::string& why : found.ignored) std::cout << "    ignored: " << printable(why) << "\n";
+    }
     o->registry.report(client);
   });
 }

@@ -122,13 +122,7 @@ void add_store_command(CLI::App& app) {
       ->needs(require);
   require->needs("--target");
   activate->callback([o] {
-    store::AttestationPolicy policy;
-    if (!o->require_keys.empty()) {
-      auto keys = std::make_shared<TrustSet>(TrustSet::load(o->require_keys, kAttestationRole));
-      policy = [keys, o](const std::vector<store::StoredAttestation>& stored) {
-        return attestation_refusal(stored, o->digest, *keys, o->threshold, o->targets);
-      };
-    }
+    store::AttestationPolicy policy = attestation_policy(o->require_keys, o->threshold, o->targets);
     store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason, policy);
     std::cout << "activated " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
   });

@@ -164,11 +164,12 @@ void Client::upload_blob(const store::BlobRef& blob, const std::string& bytes) {
   });
 }
 
-void Client::put_manifest(const std::string& tag, const std::string& bytes, const std::string& digest) {
+std::string Client::put_manifest(const std::string& tag, const std::string& bytes, const std::string& digest,
+                                 const char* media_type) {
   HttpRequest r;
   r.method = "PUT";
   r.url = url("/manifests/" + tag);
-  r.headers.push_back(std::string("Content-Type: ") + store::kOciManifestType);
+  r.headers.push_back(std::string("Content-Type: ") + media_type);
   r.body = bytes;
   std::string what = "PUT manifest " + digest + " as " + tag;
   HttpResponse reply = send(r, what);
@@ -177,6 +178,19 @@ void Client::put_manifest(const std::string& tag, const std::string& bytes, cons
   if (!stored.empty() && stored != digest) {
     fail(Errc::integrity, ref_.name() + ": " + what + ": the registry stored it as " + stored + " (it changed the bytes)");
   }
+  return reply.header("oci-subject");
+}
+
+std::optional<std::string> Client::get_referrers(const std::string& digest) {
+  HttpRequest r;
+  r.url = url("/referrers/" + digest);
+  r.headers.push_back(kManifestAccept);
+  r.max_body = store::kMaxOciManifest;
+  std::string what = "GET referrers of " + digest;
+  HttpResponse reply = send(r, what);
+  if (reply.status == 404) return std::nullopt;
+  if (reply.status != 200) refuse(reply, what);
+  return std::move(reply.body);
 }
 
 std::string Client::get_manifest(const std::string& ref, std::string* digest) {

@@ -29,8 +29,14 @@ class Client {
   using BlobSource = std::function<std::size_t(std::uint64_t offset, char* buf, std::size_t n)>;
   void upload_blob(const store::BlobRef& blob, const BlobSource& read);
   void upload_blob(const store::BlobRef& blob, const std::string& bytes);
-  // PUTs an OCI image manifest under `tag`; checks the digest the registry reports, if it does.
-  void put_manifest(const std::string& tag, const std::string& bytes, const std::string& digest);
+  // PUTs a manifest (an OCI image manifest, or `media_type`) under `tag` (or its digest); checks
+  // the digest the registry reports, if it does. Returns the OCI-Subject header the registry
+  // answers with ("" when none: a registry without the referrers API).
+  std::string put_manifest(const std::string& tag, const std::string& bytes, const std::string& digest,
+                           const char* media_type = store::kOciManifestType);
+  // The referrers API (OCI 1.1): the index of manifests whose subject is `digest`, or nothing
+  // when the registry does not offer the API (404); bounded as manifests are.
+  std::optional<std::string> get_referrers(const std::string& digest);
   // GETs a manifest by tag or digest, at most store::kMaxOciManifest bytes. Asked by digest, the
   // bytes must hash to it; asked by tag, they must hash to the Docker-Content-Digest the registry
   // states, if it states one. Returns the bytes; `digest` receives their SHA-256.

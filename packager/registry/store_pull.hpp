@@ -16,10 +16,15 @@ struct StorePullResult {
   bool activated = false;
   bool already_active = false;  // asked to activate what was already active: nothing recorded
   store::HistoryEntry decision;  // when activated
+  std::size_t attestations_kept = 0;
+  std::vector<std::string> attestations_ignored;
 };
 
-// `options.trust` is ignored: the store's keys decide (threshold 1, as `kiln store add`).
+// `options.trust` is ignored: the store's keys decide (threshold 1, as `kiln store add`). The
+// archive's attestations in the registry are kept beside it (store::Store::attest) before it is
+// activated, which `policy` (store::Store::activate) may then require.
 StorePullResult pull_into_store(Client& client, const Reference& ref, store::Store& store, FetchOptions options,
-                                bool activate, const std::string& who, const std::string& reason);
+                                bool activate, const std::string& who, const std::string& reason,
+                                const store::AttestationPolicy& policy = {});
 
 }  // namespace kiln::registry

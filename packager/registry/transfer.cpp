@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "archive_reader.hpp"
+#include "attestation_facts.hpp"
 #include "error.hpp"
+#include "oci_attestation.hpp"
 #include "sha256.hpp"
 
 namespace kiln::registry {
@@ -40,9 +42,17 @@ std::size_t pread_some(int fd, std::uint64_t offset, char* buf, std::size_t n, c
 }  // namespace
 
 PushResult push_archive(Client& client, const std::string& file, const std::string& tag, const TrustSet* trust,
-                        unsigned threshold) {
+                        unsigned threshold, const std::vector<std::string>& attestations,
+                        const std::vector<std::string>& names) {
   PushResult r;
   r.archive = info_of(*open_verified(file, trust, threshold, true));
+  for (std::size_t i = 0; i < attestations.size(); ++i) {
+    std::string name = i < names.size() ? names[i] : "attestation " + std::to_string(i + 1);
+    AttestationFacts f = read_attestation(attestations[i], name);
+    if (f.subject_digest != r.archive.digest) {
+      fail(Errc::invalid_argument, name + " attests " + f.subject_digest + ", not " + file + " (" + r.archive.digest + ")");
+    }
+  }
   r.tag = tag.empty() ? r.archive.kernel_revision : tag;
   if (!is_valid_tag(r.tag)) {
     fail(Errc::invalid_argument, file + ": its kernel_revision '" + r.archive.kernel_revision +
@@ -88,7 +98,85 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
   // it lacks): the human tag, then the kiln-digest tag `kiln pull @kiln:` looks for.
   client.put_manifest(r.tag, manifest, r.manifest_digest);
   if (r.kiln_tag != r.tag) client.put_manifest(r.kiln_tag, manifest, r.manifest_digest);
+  r.manifest_size = manifest.size();
+  if (attestations.empty()) return r;
+
+  // Each attestation as its own artifact, its subject the archive's manifest (OCI 1.1).
+  const store::BlobRef subject{r.manifest_digest, r.manifest_size};
+  std::vector<store::Referrer> pushed;
+  bool indexed = true;  // every PUT answered with the subject: the registry lists referrers itself
+  for (const std::string& envelope : attestations) {
+    store::BlobRef blob{digest_string(sha256(envelope.data(), envelope.size())), envelope.size()};
+    if (!client.has_blob(blob)) client.upload_blob(blob, envelope);
+    std::string m = store::attestation_manifest(subject, r.archive.digest, blob);
+    std::string digest = digest_string(sha256(m.data(), m.size()));
+    indexed = client.put_manifest(digest, m, digest) == r.manifest_digest && indexed;
+    pushed.push_back({{digest, m.size()}, store::kAttestationArtifactType});
+    ++r.attestations;
+  }
+  if (indexed) {
+    r.referrers = "the registry's referrers API";
+    return r;
+  }
+  // The tag schema (OCI distribution 1.1, for registries without the referrers API): an index of
+  // the subject's referrers under "sha256-<hex>", the entries already there kept.
+  std::string tag_name = store::referrers_tag(r.manifest_digest);
+  std::vector<store::Referrer> listed;
+  try {
+    std::string held_digest;
+    listed = store::read_referrers_index(client.get_manifest(tag_name, &held_digest), client.reference().name() + ":" + tag_name);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+  }
+  for (const store::Referrer& p : pushed) {
+    bool known = false;
+    for (const store::Referrer& l : listed) known = known || l.manifest.digest == p.manifest.digest;
+    if (!known) listed.push_back(p);
+  }
+  std::string index = store::referrers_index(listed);
+  client.put_manifest(tag_name, index, digest_string(sha256(index.data(), index.size())), store::kOciIndexType);
+  r.referrers = "the tag " + tag_name;
   return r;
+}
+
+FetchedAttestations fetch_attestations(Client& client, const std::string& manifest_digest, const std::string& kiln_digest) {
+  FetchedAttestations out;
+  std::string where = client.reference().name();
+  std::vector<store::Referrer> listed;
+  if (std::optional<std::string> api = client.get_referrers(manifest_digest)) {
+    listed = store::read_referrers_index(*api, where + " referrers of " + manifest_digest);
+  } else {
+    std::string tag_name = store::referrers_tag(manifest_digest);
+    try {
+      std::string held_digest;
+      listed = store::read_referrers_index(client.get_manifest(tag_name, &held_digest), where + ":" + tag_name);
+    } catch (const Error& e) {
+      if (e.code() != Errc::not_found) throw;
+    }
+  }
+  std::size_t read = 0;
+  for (const store::Referrer& l : listed) {
+    if (l.artifact_type != store::kAttestationArtifactType) continue;  // another tool's referrer: not ours to read
+    if (++read > kMaxAttestationsFetched) {
+      out.ignored.push_back(where + ": more than " + std::to_string(kMaxAttestationsFetched) +
+                            " attestations listed; the rest not fetched");
+      break;
+    }
+    std::string at = where + "@" + l.manifest.digest;
+    try {
+      std::string got;
+      store::AttestationArtifact a = store::read_attestation_manifest(client.get_manifest(l.manifest.digest, &got), at);
+      if (a.subject.digest != manifest_digest) fail(Errc::integrity, at + ": its subject is " + a.subject.digest);
+      std::string envelope;
+      client.get_blob(a.envelope, [&envelope](const char* data, std::size_t n) { envelope.append(data, n); });
+      AttestationFacts f = read_attestation(envelope, at);
+      if (f.subject_digest != kiln_digest) fail(Errc::integrity, at + " attests " + f.subject_digest + ", not " + kiln_digest);
+      out.envelopes.push_back(std::move(envelope));
+    } catch (const Error& e) {
+      out.ignored.push_back(e.what());  // a registry may list anything; the policy needs only good ones
+    }
+  }
+  return out;
 }
 
 FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter& out, const FetchOptions& options) {

@@ -17,16 +17,35 @@ namespace kiln::registry {
 struct PushResult {
   store::ArchiveInfo archive;  // the kiln digest, package, revision, sequence, file size
   std::string manifest_digest;
+  std::uint64_t manifest_size = 0;
   store::BlobRef layer;
   std::string tag, kiln_tag;
   unsigned blobs_uploaded = 0, blobs_present = 0;
+  unsigned attestations = 0;
+  std::string referrers;  // how the attestations are found: "the referrers API" or the tag schema's tag
 };
 
 // Verifies the archive (every member; with `trust`, its signatures too, at `threshold`) and
 // pushes it under `tag` (empty: the archive's kernel_revision, which must then be a valid tag)
-// and under store::kiln_digest_tag().
+// and under store::kiln_digest_tag(). Then each attestation (the envelopes' bytes, `names` what
+// to call them in errors), whose subject must be this archive (checked before anything is
+// uploaded), as an artifact whose OCI subject is the archive's manifest; a registry that does not
+// answer with OCI-Subject also gets the referrers index under store::referrers_tag().
 PushResult push_archive(Client& client, const std::string& file, const std::string& tag, const TrustSet* trust,
-                        unsigned threshold);
+                        unsigned threshold, const std::vector<std::string>& attestations = {},
+                        const std::vector<std::string>& names = {});
+
+// The attestations a registry holds for the archive whose manifest is `manifest_digest`: found
+// through the referrers API, else the tag schema's index; each listed manifest of the kiln
+// attestation type read strictly (its subject that manifest), its envelope fetched and checked
+// against its descriptor, and kept only if it is kiln's attestation of `kiln_digest` (its
+// signatures are the store's policy's to judge). The others are listed in `ignored`, with why.
+constexpr std::size_t kMaxAttestationsFetched = 16;  // each up to kMaxAttestationBytes
+struct FetchedAttestations {
+  std::vector<std::string> envelopes;
+  std::vector<std::string> ignored;
+};
+FetchedAttestations fetch_attestations(Client& client, const std::string& manifest_digest, const std::string& kiln_digest);
 
 struct FetchOptions {
   const TrustSet* trust = nullptr;  // null: signatures are not checked (the caller says so)

@@ -110,6 +110,14 @@ std::vector<long> version_parts(const std::string& v) {
 
 }  // namespace
 
+std::string attestation_summary(const AttestationFacts& f) {
+  std::string keys;
+  for (const std::string& k : f.claimed_keys) keys += (keys.empty() ? "" : ", ") + k;
+  return "gpu-run on " + f.device_name + " (" + f.arch + ", cc " + f.compute_capability + ", driver " + f.driver + "), " +
+         std::to_string(f.tests_passed) + "/" + std::to_string(f.tests_run) + " tests passed, signed by " +
+         (keys.empty() ? "nobody" : keys);
+}
+
 std::string attestation_mismatch(const AttestationFacts& f, const std::string& arch, int cc_major, int cc_minor,
                                  const std::string& driver) {
   if (!f.passed) return "its run did not pass every test";

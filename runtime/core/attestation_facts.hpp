@@ -44,6 +44,10 @@ AttestationFacts read_attestation(const std::string& envelope_json, const std::s
 AttestationFacts verify_attestation(const std::string& envelope_json, const TrustSet& trust, unsigned threshold,
                                     const std::string& what);
 
+// One line about an attestation as a store's history records it: "gpu-run on NVIDIA H200
+// (sm_90, cc 9.0, driver 13.0), 3/3 tests passed, signed by <key ids>".
+std::string attestation_summary(const AttestationFacts& facts);
+
 // Whether a passing run the attestation reports counts for a device: a CUDA device (`arch`
 // "sm_90") of the same compute capability, an AMD device of the same target ID, and a driver
 // (`driver`, "13.0") not older than the attested one ("" when the device's is not known: not

@@ -5,7 +5,6 @@
 #include "sha256.hpp"
 
 namespace kiln::store {
-namespace {
 
 void write_descriptor(json::Writer& w, const std::string& media_type, const BlobRef& blob, const Annotations& annotations) {
   w.begin_object().field("mediaType", media_type).field("digest", blob.digest).field("size", blob.size);
@@ -17,12 +16,15 @@ void write_descriptor(json::Writer& w, const std::string& media_type, const Blob
   w.end_object();
 }
 
+namespace {
+
 bool is_digest(const std::string& s) {
   Sha256 parsed{};
   return parse_digest_string(s, &parsed);
 }
 
-// A descriptor's digest and size: the digest grammar first, the size non-negative and bounded.
+}  // namespace
+
 BlobRef read_descriptor(const json::Value& d, const std::string& where, std::uint64_t max) {
   if (d.type != json::Value::Type::object) fail(Errc::malformed, where + ": not a descriptor (a JSON object)");
   const std::string* digest = d.get_string("digest");
@@ -35,6 +37,8 @@ BlobRef read_descriptor(const json::Value& d, const std::string& where, std::uin
   }
   return BlobRef{*digest, static_cast<std::uint64_t>(*size)};
 }
+
+namespace {
 
 // Unsigned decimal as the store writes it: no sign, no leading zero, at most 20 digits, fits 64 bits.
 bool parse_sequence(const std::string& s, std::uint64_t* out) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "json.hpp"
 #include "store.hpp"
 
 namespace kiln::store {
@@ -32,6 +33,12 @@ using Annotations = std::vector<std::pair<std::string, std::string>>;
 Annotations artifact_annotations(const ArchiveInfo& archive);
 
 BlobRef empty_config_blob();
+
+// One OCI descriptor {mediaType, digest, size, annotations?} written into `w`.
+void write_descriptor(json::Writer& w, const std::string& media_type, const BlobRef& blob, const Annotations& annotations);
+// A descriptor's digest and size read back: the digest grammar first, the size non-negative and
+// at most `max` (Errc::limit above it), each refusal naming `where`.
+BlobRef read_descriptor(const json::Value& d, const std::string& where, std::uint64_t max);
 
 // The manifest's exact bytes for an archive whose file is `layer` (the SHA-256 of the whole
 // .kiln file and its size). Deterministic: the same archive always gives the same manifest digest.

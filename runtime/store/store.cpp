@@ -404,7 +404,7 @@ HistoryEntry Store::activate(const std::string& digest, const std::string& who, 
                          : "sequence " + std::to_string(info.sequence) + " was already activated for " + info.package +
                                " as another archive; a new release needs a higher sequence";
   }
-  if (refusal.empty() && policy) refusal = policy(attestations_in(s, digest));
+  if (refusal.empty() && policy) refusal = policy(digest, attestations_in(s, digest));
   if (!refusal.empty()) refuse(s, h, refusal);
   append_record(s, h);  // checks the rules once more: a decision they forbid is never recorded
   write_state(s);

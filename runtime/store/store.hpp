@@ -34,9 +34,9 @@ struct StoredAttestation {
   std::string path;
 };
 
-// Judges an archive's attestations before it is activated: "" lets the activation go on, any
-// other text refuses it (recorded in the history like every refusal).
-using AttestationPolicy = std::function<std::string(const std::vector<StoredAttestation>&)>;
+// Judges an archive's attestations before it is activated (its digest, what the store keeps for
+// it): "" lets the activation go on, any other text refuses it (recorded like every refusal).
+using AttestationPolicy = std::function<std::string(const std::string& digest, const std::vector<StoredAttestation>&)>;
 
 using kiln::kMaxAttestationBytes;
 

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "client.hpp"
+#include "dsse.hpp"
+#include "oci_attestation.hpp"
 #include "file_io.hpp"
 #include "oci.hpp"
 #include "oci_manifest.hpp"
@@ -17,6 +19,7 @@
 #include "sha256.hpp"
 #include "store.hpp"
 #include "../store/store_fixture.hpp"
+#include "../unit/attestation_text.hpp"
 
 namespace kiln {
 namespace {
@@ -226,6 +229,74 @@ TEST_F(RegistryTest, StorePullFollowsTheStoreRulesAndActivatesNothingItRefuses) 
   Outcome untrusted = kiln("store pull --store " + f.dir + "/other-store " + repo() + ":v1 --activate");
   EXPECT_EQ(untrusted.code, 1) << untrusted.out;
   EXPECT_TRUE(store::Store(f.dir + "/other-store").archives().empty());
+}
+
+// Attestations travel with the archive: pushed as artifacts whose OCI subject is the archive's
+// manifest (Distribution 2.8 has no referrers API, so through the tag schema's index), pulled
+// into a second store that keeps them, and required there by the activation policy; one that
+// is not an attestation of this archive is listed as ignored, never kept.
+TEST_F(RegistryTest, AttestationsArePushedWithTheArchiveAndRequiredWhereTheyArePulled) {
+  PrivateKey verifier = PrivateKey::generate();
+  spit(f.dir + "/verifier.pub", verifier.public_key().to_pem());
+  auto attestation = [&](const std::string& name, const std::string& digest, const std::string& arch, const std::string& cc) {
+    std::string path = f.dir + "/" + name;
+    spit(path, dsse_envelope_json("application/vnd.in-toto+json",
+                                  test::gpu_run_statement_text(digest, arch, cc, true), {&verifier}));
+    return path;
+  };
+  std::string h200 = attestation("h200.json", f.d1, "sm_90", "9.0");
+  // An attestation of another archive is refused before anything is uploaded.
+  Outcome wrong = kiln("push " + f.v1 + " " + repo() + " --attestation " + attestation("other.json", f.d2, "sm_90", "9.0"));
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.out.find("attests " + f.d2 + ", not"), std::string::npos) << wrong.out;
+  Outcome push = kiln("push " + f.v1 + " " + repo() + " --attestation " + h200);
+  ASSERT_EQ(push.code, 0) << push.out;
+  std::string manifest = field(push.out, "manifest digest");
+  EXPECT_NE(push.out.find("attestations     1, listed through the tag sha256-" + manifest.substr(7)), std::string::npos)
+      << push.out;
+  // A second push adds to the index rather than replacing it.
+  ASSERT_EQ(kiln("push " + f.v1 + " " + repo() + " --attestation " + attestation("a100.json", f.d1, "sm_80", "8.0")).code, 0);
+
+  // kiln pull writes them beside the archive.
+  ::mkdir((f.dir + "/atts").c_str(), 0755);
+  Outcome pulled = kiln("pull " + repo() + ":v1 -o " + f.dir + "/p.kiln --attestations " + f.dir + "/atts");
+  ASSERT_EQ(pulled.code, 0) << pulled.out;
+  EXPECT_NE(pulled.out.find("attestations     2 written to"), std::string::npos) << pulled.out;
+
+  // A store that requires an sm_90 attestation from the verifier: kept, then activated.
+  store::Store::init(f.store, pub());
+  std::string st = "store pull --store " + f.store + " " + repo() + ":v1 --activate --require-attestation " + f.dir +
+                   "/verifier.pub --target ";
+  Outcome blackwell = kiln(st + "sm_100");
+  EXPECT_EQ(blackwell.code, 1) << blackwell.out;
+  EXPECT_NE(blackwell.out.find("not attested for sm_100"), std::string::npos) << blackwell.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").active, "");
+  Outcome hopper = kiln(st + "sm_90,sm_80");
+  ASSERT_EQ(hopper.code, 0) << hopper.out;
+  EXPECT_NE(hopper.out.find("attestations     2 kept beside it"), std::string::npos) << hopper.out;
+  EXPECT_EQ(store::Store(f.store).state("scale").active, f.d1);
+  EXPECT_EQ(store::Store(f.store).attestations(f.d1).size(), 2u);
+
+  // A publisher lists a referrer whose envelope is not an attestation of this archive: ignored.
+  registry::Reference ref = registry::parse_reference(repo());
+  registry::Client client(ref, registry::http_options_for(ref, false, false, {}));
+  std::string junk = "{\"not\":\"an envelope\"}";
+  store::BlobRef blob{digest_string(sha256(junk.data(), junk.size())), junk.size()};
+  client.upload_blob(blob, junk);
+  std::string m = store::attestation_manifest({manifest, 0}, f.d1, blob);
+  std::string md = digest_string(sha256(m.data(), m.size()));
+  client.put_manifest(md, m, md);
+  std::string held;
+  std::vector<store::Referrer> listed =
+      store::read_referrers_index(client.get_manifest("sha256-" + manifest.substr(7), &held), "index");
+  listed.push_back({{md, m.size()}, store::kAttestationArtifactType});
+  std::string index = store::referrers_index(listed);
+  client.put_manifest("sha256-" + manifest.substr(7), index, digest_string(sha256(index.data(), index.size())),
+                      store::kOciIndexType);
+  Outcome third = kiln("pull " + repo() + ":v1 -o " + f.dir + "/q.kiln --attestations " + f.dir + "/atts");
+  ASSERT_EQ(third.code, 0) << third.out;
+  EXPECT_NE(third.out.find("attestations     2 written to"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("ignored: "), std::string::npos) << third.out;
 }
 
 // What the registry serves is checked against the archive: a manifest whose claims do not
