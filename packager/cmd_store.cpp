@@ -225,7 +225,7 @@ void add_store_command(CLI::App& app) {
     store::ImportResult r = store::import_oci(s, *oci);
     for (const store::ArchiveInfo& a : r.imported) std::cout << "imported " << a.digest << "  " << a.package << " " << a.kernel_revision << "\n";
     for (const std::string& why : r.skipped) std::cout << "note: " << why << "\n";
-    std::cout << r.imported.size() << " archive(s) imported\n";
+    std::cout << r.imported.size() << " archive(s) imported, " << r.attestations << " attestation(s) kept beside them\n";
   });
 
 #ifdef KILN_HAVE_REGISTRY

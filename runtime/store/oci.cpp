@@ -168,6 +168,15 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
     write_descriptor(index, kManifestType, manifest_digest, manifest.size(), ref);
     written.push_back(manifest_digest);
     exported.push_back(a.digest);
+    // Its attestations, each an artifact whose subject is the archive's manifest, as `kiln push`
+    // sends them (STORE.md, "Attestations in a registry"), listed in the index too.
+    for (const StoredAttestation& s : store.attestations(a.digest)) {
+      BlobRef envelope{put_blob(dir, s.envelope), s.envelope.size()};
+      const std::string m = attestation_manifest(BlobRef{manifest_digest, manifest.size()}, a.digest, envelope);
+      std::string m_digest = put_blob(dir, m);
+      write_descriptor(index, kManifestType, m_digest, m.size(), {{"dev.kiln.digest", a.digest}});
+      written.push_back(m_digest);
+    }
   }
   for (const json::Value& e : earlier) {
     const std::string* d = e.get_string("digest");
@@ -187,6 +196,7 @@ ImportResult import_oci(Store& store, const std::string& dir) {
   const json::Value* manifests = index.get("manifests");
   if (manifests == nullptr || manifests->type != json::Value::Type::array) fail(Errc::malformed, dir + "/index.json: no manifests array");
   ImportResult result;
+  std::vector<std::pair<std::string, std::string>> attestations;  // where, manifest bytes: taken once archives are in
   for (std::size_t i = 0; i < manifests->array.size(); ++i) {
     const json::Value& d = manifests->array[i];
     std::string where = dir + "/index.json manifests[" + std::to_string(i) + "]";
@@ -195,7 +205,13 @@ ImportResult import_oci(Store& store, const std::string& dir) {
       result.skipped.push_back(where + ": media type " + (type ? *type : "(none)") + " is not an image manifest; skipped");
       continue;
     }
-    json::Value manifest = json::parse(read_blob(dir, d, kMaxManifest, where), where + " manifest");
+    std::string bytes = read_blob(dir, d, kMaxManifest, where);
+    json::Value manifest = json::parse(bytes, where + " manifest");
+    const std::string* artifact = manifest.get_string("artifactType");
+    if (artifact != nullptr && *artifact == kAttestationArtifactType) {
+      attestations.emplace_back(where, std::move(bytes));
+      continue;
+    }
     const json::Value* layers = manifest.get("layers");
     if (layers == nullptr || layers->type != json::Value::Type::array) {
       result.skipped.push_back(where + ": manifest has no layers; skipped");
@@ -212,6 +228,20 @@ ImportResult import_oci(Store& store, const std::string& dir) {
       checked_digest(layer, lwhere);
       read_blob(dir, layer, 1ull << 36, lwhere);  // size and hash checked before the store sees it
       result.imported.push_back(store.add(dir + "/blobs/sha256/" + layer.get_string("digest")->substr(7)));
+    }
+  }
+  for (const auto& [where, bytes] : attestations) {
+    try {
+      AttestationArtifact a = read_attestation_manifest(bytes, where);
+      json::Value layer = json::parse("{\"digest\":" + json::quote(a.envelope.digest) + ",\"size\":" +
+                                          std::to_string(a.envelope.size) + "}", where);
+      std::string envelope = read_blob(dir, layer, kMaxAttestationBytes, where + " envelope");
+      AttestationFacts f = read_attestation(envelope, where);
+      if (f.subject_digest != a.kiln_digest) fail(Errc::integrity, where + " attests " + f.subject_digest + ", not " + a.kiln_digest);
+      store.attest(f.subject_digest, envelope, attestation_summary(f), "kiln store import");  // not_found if the archive is not here
+      ++result.attestations;
+    } catch (const Error& e) {
+      result.skipped.push_back(std::string(e.what()) + "; attestation skipped");
     }
   }
   return result;

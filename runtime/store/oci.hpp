@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "oci_attestation.hpp"
 #include "oci_manifest.hpp"
 #include "store.hpp"
 
@@ -19,6 +20,7 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
 
 struct ImportResult {
   std::vector<ArchiveInfo> imported;
+  std::size_t attestations = 0;  // kept beside the archives they attest (Store::attest)
   std::vector<std::string> skipped;  // what was not imported, and why
 };
 // Reads the OCI layout at `dir` and adds every kiln archive in it to the store (each verified

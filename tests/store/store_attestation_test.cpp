@@ -73,6 +73,17 @@ TEST(StoreAttestations, AnAttestedArchiveActivatesForItsGpuAndNoOther) {
   CliRun ok = f.activate(f.d1, "sm_90a,sm_90");
   ASSERT_EQ(ok.rc, 0) << ok.output;
   EXPECT_EQ(s.state("scale").active, f.d1);
+
+  // Through an OCI layout (store export / import) the attestation travels with the archive.
+  ASSERT_EQ(kiln("store export --store " + f.store + " --oci " + f.dir + "/layout").rc, 0);
+  store::Store::init(f.dir + "/second", kKeys + "/test.pub");
+  CliRun imported = kiln("store import --store " + f.dir + "/second --oci " + f.dir + "/layout");
+  ASSERT_EQ(imported.rc, 0) << imported.output;
+  EXPECT_TRUE(contains(imported.output, "1 archive(s) imported, 1 attestation(s) kept beside them")) << imported.output;
+  EXPECT_EQ(store::Store(f.dir + "/second").attestations(f.d1).size(), 1u);
+  CliRun second = kiln("store activate " + f.d1 + " --store " + f.dir + "/second --require-attestation " + f.verifier_pub +
+                       " --target sm_90");
+  EXPECT_EQ(second.rc, 0) << second.output;
 }
 
 TEST(StoreAttestations, UntrustedFailedForeignAndSwappedAttestationsAreRefused) {
