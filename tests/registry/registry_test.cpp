@@ -286,10 +286,18 @@ TEST_F(RegistryTest, AttestationsArePushedWithTheArchiveAndRequiredWhereTheyAreP
   std::string m = store::attestation_manifest({manifest, 0}, f.d1, blob);
   std::string md = digest_string(sha256(m.data(), m.size()));
   client.put_manifest(md, m, md);
+  // And a good attestation of this archive, but in a manifest whose subject is another one.
+  std::string good = read_text(h200);
+  store::BlobRef good_blob{digest_string(sha256(good.data(), good.size())), good.size()};
+  std::string other_subject = "sha256:" + std::string(64, 'e');
+  std::string m2 = store::attestation_manifest({other_subject, 10}, f.d1, good_blob);
+  std::string md2 = digest_string(sha256(m2.data(), m2.size()));
+  client.put_manifest(md2, m2, md2);
   std::string held;
   std::vector<store::Referrer> listed =
       store::read_referrers_index(client.get_manifest("sha256-" + manifest.substr(7), &held), "index");
   listed.push_back({{md, m.size()}, store::kAttestationArtifactType});
+  listed.push_back({{md2, m2.size()}, store::kAttestationArtifactType});
   std::string index = store::referrers_index(listed);
   client.put_manifest("sha256-" + manifest.substr(7), index, digest_string(sha256(index.data(), index.size())),
                       store::kOciIndexType);
@@ -297,6 +305,7 @@ TEST_F(RegistryTest, AttestationsArePushedWithTheArchiveAndRequiredWhereTheyAreP
   ASSERT_EQ(third.code, 0) << third.out;
   EXPECT_NE(third.out.find("attestations     2 written to"), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("ignored: "), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("its subject is " + other_subject), std::string::npos) << third.out;
 }
 
 // What the registry serves is checked against the archive: a manifest whose claims do not
