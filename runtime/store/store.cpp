@@ -155,9 +155,10 @@ Store::Store(std::string dir) : dir_(std::move(dir)) {
   try {
     trust_ = TrustSet::load(dir_ + "/trust");
   } catch (const Error& e) {
-    // An expired trust file still opens the store, so that `kiln store trust` can renew it;
-    // everything that needs the keys refuses with why.
-    if (e.code() != Errc::refused) throw;
+    // A trust file that expired, or whose keys all expired, still opens the store, so that
+    // `kiln store trust` can renew it; everything that needs the keys refuses with why.
+    if (e.code() != Errc::refused && e.code() != Errc::invalid_argument) throw;
+    if (::access((dir_ + "/trust/trust.json").c_str(), F_OK) != 0) throw;
     trust_problem_ = e.what();
     trust_problem_code_ = e.code();
   }
