@@ -42,11 +42,13 @@ bool header_safe(const std::string& s) { return s.find_first_of("\r\n") == std::
 
 HttpOptions http_options_for(const Reference& ref, bool insecure_http, bool tls, HttpOptions base) {
   base.allow_plain_http = insecure_http || (ref.is_loopback() && !tls);
+  base.insecure_http = insecure_http;
   return base;
 }
 
 Client::Client(const Reference& ref, const HttpOptions& options)
-    : ref_(ref), http_(options), base_((options.allow_plain_http ? "http://" : "https://") + ref.registry) {}
+    : ref_(ref), http_(options), base_((options.allow_plain_http ? "http://" : "https://") + ref.registry),
+      insecure_http_(options.insecure_http) {}
 
 [[noreturn]] void Client::refuse(const HttpResponse& reply, const std::string& what) const {
   Errc code = reply.status == 404 ? Errc::not_found : reply.status == 401 || reply.status == 403 ? Errc::refused : Errc::io;
@@ -86,7 +88,18 @@ void Client::answer_challenge(const HttpResponse& reply, const std::string& what
   r.url = token_url;
   r.max_body = 1u << 20;
   r.follow_redirects = true;
-  if (credentials_) r.headers.push_back("Authorization: Basic " + base64_encode(credentials_->user + ":" + credentials_->password));
+  // The password goes to a token realm only over TLS (as Docker's client), or over plain http to
+  // the registry's own loopback host, or when --insecure-http names the risk: a registry must not
+  // be able to have it sent in the clear to any host it names.
+  std::string realm_host = url_host(realm);
+  bool may_send = scheme == "https" || insecure_http_ || (ref_.is_loopback() && realm_host == ref_.host());
+  if (credentials_ && may_send) {
+    r.headers.push_back("Authorization: Basic " + base64_encode(credentials_->user + ":" + credentials_->password));
+  } else if (credentials_) {
+    where_creds = " (credentials from " + credentials_->source + " withheld: the realm is plain http on " + realm_host +
+                  ", not the registry's own loopback host; kiln sends them to a token realm only over https, or "
+                  "with --insecure-http)";
+  }
   HttpResponse got = http_.perform(r);
   if (got.status != 200) {
     fail(Errc::refused, ref_.name() + ": " + what + ": the token server " + realm + " answered HTTP " +

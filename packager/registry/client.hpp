@@ -62,6 +62,7 @@ class Client {
   std::string authorization_;  // the Authorization header for the registry, once known
   std::optional<Credentials> credentials_;
   bool credentials_loaded_ = false;
+  bool insecure_http_ = false;
 };
 
 }  // namespace kiln::registry

@@ -238,6 +238,12 @@ std::string url_authority(const std::string& url) {
   return lowercase(authority);
 }
 
+std::string url_host(const std::string& url) {
+  std::string authority = url_authority(url);
+  if (!authority.empty() && authority.front() == '[') return authority.substr(1, authority.find(']') - 1);
+  return authority.substr(0, authority.find(':'));
+}
+
 std::string url_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;

@@ -15,6 +15,7 @@ namespace kiln::registry {
 
 struct HttpOptions {
   bool allow_plain_http = false;   // http:// at all (loopback registries, or --insecure-http)
+  bool insecure_http = false;      // --insecure-http: plain http anywhere, credentials included
   std::string ca_file;             // extra CA bundle (--ca-file); empty: the system's
   long connect_timeout_s = 15;
   long stall_timeout_s = 30;       // a transfer moving under 1 KiB/s this long is abandoned
@@ -73,6 +74,8 @@ class Http {
 
 // "https://host/path?q" -> "host" with its port if any: decides where credentials may go.
 std::string url_authority(const std::string& url);
+// The authority's host alone, without port or brackets: "http://[::1]:5000/x" -> "::1".
+std::string url_host(const std::string& url);
 std::string url_scheme(const std::string& url);
 // Percent-encodes a query value (RFC 3986 unreserved characters kept).
 std::string url_encode(const std::string& s);

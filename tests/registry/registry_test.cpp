@@ -394,6 +394,8 @@ TEST_F(BasicAuthRegistryTest, RefusedAnonymouslyAcceptedWithDockerConfigCredenti
 // certificate made here. kiln answers the challenge with the docker config's credentials.
 struct BearerTokenRegistryTest : RegistryTest {
   pid_t token_server = -1;
+  // Where the token server listens; its realm is plain http there.
+  virtual std::string token_host() const { return "127.0.0.1"; }
   std::string registry_config() override {
     std::string key = f.dir + "/token.key", cert = f.dir + "/token.crt", port_file = f.dir + "/token.port";
     if (shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
@@ -405,12 +407,14 @@ struct BearerTokenRegistryTest : RegistryTest {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       int fd = ::open((f.dir + "/token.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(fd, 2);
+      std::string host = token_host();
       ::execl("/usr/bin/python3", "python3", KILN_TOKEN_SERVER, "--key", key.c_str(), "--issuer", "kiln-test-issuer", "--user",
-              "fleet", "--password", "s3cret", "--port-file", port_file.c_str(), static_cast<char*>(nullptr));
+              "fleet", "--password", "s3cret", "--port-file", port_file.c_str(), "--host", host.c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !exists(port_file); ++i) ::usleep(50000);
-    return "auth:\n  token:\n    realm: http://127.0.0.1:" + read_text(port_file) +
+    return "auth:\n  token:\n    realm: http://" + token_host() + ":" + read_text(port_file) +
            "/token\n    service: kiln-test\n    issuer: kiln-test-issuer\n    rootcertbundle: " + cert + "\n";
   }
   void SetUp() override {
@@ -451,6 +455,27 @@ TEST_F(BearerTokenRegistryTest, TheTokenFlowGrantsPullAndPushWithCredentialsAndR
 
 // A registry speaking TLS with a certificate made here for 127.0.0.1: with --tls, kiln verifies
 // it, refusing it until it is given the certificate's CA (--ca-file).
+// A realm on another host over plain http (here 127.0.0.3: loopback, but not the registry's own
+// address) gets no credentials: Docker sends them to a token realm only over TLS, and so does kiln,
+// except to the registry's own loopback host or with --insecure-http, which names the risk.
+struct BearerTokenOtherHostTest : BearerTokenRegistryTest {
+  std::string token_host() const override { return "127.0.0.3"; }
+};
+
+TEST_F(BearerTokenOtherHostTest, CredentialsAreNotSentToAPlainHttpRealmOnAnotherHost) {
+  spit(docker_config + "/config.json", "{\"auths\":{\"" + registry->address() + "\":{\"auth\":\"" +
+                                           registry::base64_encode("fleet:s3cret") + "\"}}}");
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  EXPECT_NE(push.code, 0) << push.out;
+  EXPECT_NE(push.out.find("withheld"), std::string::npos) << push.out;
+  std::string log = read_text(f.dir + "/token.log");
+  EXPECT_EQ(log.find("authorization: present"), std::string::npos) << log;
+  EXPECT_NE(log.find("authorization: absent"), std::string::npos) << log;
+  // Named explicitly, the risk is the user's to take.
+  Outcome insecure = kiln("push " + f.v1 + " " + repo() + " --insecure-http");
+  EXPECT_EQ(insecure.code, 0) << insecure.out;
+}
+
 struct TlsRegistryTest : RegistryTest {
   std::string registry_config() override {
     std::string key = f.dir + "/tls.key", cert = f.dir + "/tls.crt";

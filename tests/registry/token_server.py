@@ -36,6 +36,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     for name in ("--key", "--issuer", "--user", "--password", "--port-file"):
         p.add_argument(name, required=True)
+    p.add_argument("--host", default="127.0.0.1")
     args = p.parse_args()
     kid = libtrust_key_id(args.key)
     expected = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
@@ -46,6 +47,9 @@ def main() -> None:
             query = urllib.parse.parse_qs(url.query)
             if url.path != "/token":
                 return self.reply(404, {"errors": [{"code": "NOT_FOUND"}]})
+            # Whether credentials arrived at all: a client must not send them to a realm over
+            # plain http on another host.
+            sys.stderr.write("authorization: %s\n" % ("present" if self.headers.get("Authorization") else "absent"))
             if self.headers.get("Authorization") != expected:
                 return self.reply(401, {"errors": [{"code": "UNAUTHORIZED", "message": "bad or no credentials"}]})
             access = []
@@ -71,7 +75,7 @@ def main() -> None:
             self.end_headers()
             self.wfile.write(data)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer((args.host, 0), Handler)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os
