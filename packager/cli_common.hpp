@@ -20,9 +20,6 @@ enum ExitCode : int {
 
 int exit_code_for(Errc code);
 
-// Text that came from elsewhere (a registry's reply) made safe for a terminal: control bytes and
-// DEL as \xNN, so it cannot move the cursor or print a line of its own.
-std::string printable(const std::string& text);
 std::string human_size(std::uint64_t bytes);
 
 // The creation time recorded in new signatures: SOURCE_DATE_EPOCH when set (so that

@@ -102,7 +102,7 @@ void add_pull_command(CLI::App& app) {
               << "  wrote            " << o->out << " (" << human_size(r.archive.size) << ")\n";
     if (!o->attestations.empty()) {
       std::cout << "  attestations     " << found.envelopes.size() << " written to " << o->attestations << "\n";
-      for (const std::string& why : found.ignored) std::cout << "    ignored: " << printable(why) << "\n";
+      for (const std::string& why : found.ignored) std::cout << "    ignored: " << registry::escape_control(why) << "\n";
     }
     o->registry.report(client);
   });

@@ -51,7 +51,7 @@ void add_store_pull_command(CLI::App* store) {
               << "  kiln digest      " << r.added.digest << "  " << r.added.package << " " << r.added.kernel_revision
               << " (sequence " << r.added.sequence << ")\n"
               << "  attestations     " << r.attestations_kept << " kept beside it\n";
-    for (const std::string& why : r.attestations_ignored) std::cout << "    ignored: " << printable(why) << "\n";
+    for (const std::string& why : r.attestations_ignored) std::cout << "    ignored: " << registry::escape_control(why) << "\n";
     if (r.activated) {
       std::cout << "activated " << r.decision.digest << " (sequence " << r.decision.sequence << "), history #"
                 << r.decision.number << "\n";

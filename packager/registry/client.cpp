@@ -29,7 +29,8 @@ std::string error_summary(const std::string& body) {
         out += (code ? *code : std::string("?")) + (message ? ": " + *message : std::string());
       }
     }
-    if (!out.empty()) return " (" + out.substr(0, 512) + ")";
+    // The registry's words reach a terminal: no escape sequence or line break of theirs survives.
+    if (!out.empty()) return " (" + escape_control(out.substr(0, 512)) + ")";
   } catch (const Error&) {
   }
   return " (a " + std::to_string(body.size()) + "-byte reply that is not a registry error)";
@@ -189,7 +190,8 @@ std::string Client::put_manifest(const std::string& tag, const std::string& byte
   if (reply.status != 201) refuse(reply, what);
   std::string stored = reply.header("docker-content-digest");
   if (!stored.empty() && stored != digest) {
-    fail(Errc::integrity, ref_.name() + ": " + what + ": the registry stored it as " + stored + " (it changed the bytes)");
+    fail(Errc::integrity, ref_.name() + ": " + what + ": the registry stored it as " + escape_control(stored) +
+                              " (it changed the bytes)");
   }
   return reply.header("oci-subject");
 }
@@ -221,7 +223,8 @@ std::string Client::get_manifest(const std::string& ref, std::string* digest) {
   }
   std::string stated = reply.header("docker-content-digest");
   if (!stated.empty() && stated != *digest) {
-    fail(Errc::integrity, ref_.name() + ": " + what + ": the registry states digest " + stated + " for bytes that hash to " +
+    fail(Errc::integrity, ref_.name() + ": " + what + ": the registry states digest " + escape_control(stated) +
+                              " for bytes that hash to " +
                               *digest + "; refused");
   }
   return std::move(reply.body);

@@ -238,6 +238,21 @@ std::string url_authority(const std::string& url) {
   return lowercase(authority);
 }
 
+std::string escape_control(const std::string& text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string url_host(const std::string& url) {
   std::string authority = url_authority(url);
   if (!authority.empty() && authority.front() == '[') return authority.substr(1, authority.find(']') - 1);

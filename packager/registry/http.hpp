@@ -74,6 +74,9 @@ class Http {
 
 // "https://host/path?q" -> "host" with its port if any: decides where credentials may go.
 std::string url_authority(const std::string& url);
+// Text a registry sent, safe to print: control bytes (escape sequences, line breaks) and DEL
+// become \xNN, so it cannot rewrite the terminal or print a line of its own.
+std::string escape_control(const std::string& text);
 // The authority's host alone, without port or brackets: "http://[::1]:5000/x" -> "::1".
 std::string url_host(const std::string& url);
 std::string url_scheme(const std::string& url);

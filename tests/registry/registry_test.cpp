@@ -396,6 +396,8 @@ struct BearerTokenRegistryTest : RegistryTest {
   pid_t token_server = -1;
   // Where the token server listens; its realm is plain http there.
   virtual std::string token_host() const { return "127.0.0.1"; }
+  // What its refusals say.
+  virtual std::string token_error() const { return "bad or no credentials"; }
   std::string registry_config() override {
     std::string key = f.dir + "/token.key", cert = f.dir + "/token.crt", port_file = f.dir + "/token.port";
     if (shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
@@ -407,10 +409,10 @@ struct BearerTokenRegistryTest : RegistryTest {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       int fd = ::open((f.dir + "/token.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(fd, 2);
-      std::string host = token_host();
+      std::string host = token_host(), message = token_error();
       ::execl("/usr/bin/python3", "python3", KILN_TOKEN_SERVER, "--key", key.c_str(), "--issuer", "kiln-test-issuer", "--user",
-              "fleet", "--password", "s3cret", "--port-file", port_file.c_str(), "--host", host.c_str(),
-              static_cast<char*>(nullptr));
+              "fleet", "--password", "s3cret", "--port-file", port_file.c_str(), "--host", host.c_str(), "--error-message",
+              message.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !exists(port_file); ++i) ::usleep(50000);
@@ -474,6 +476,20 @@ TEST_F(BearerTokenOtherHostTest, CredentialsAreNotSentToAPlainHttpRealmOnAnother
   // Named explicitly, the risk is the user's to take.
   Outcome insecure = kiln("push " + f.v1 + " " + repo() + " --insecure-http");
   EXPECT_EQ(insecure.code, 0) << insecure.out;
+}
+
+// A registry's (here its token server's) error text reaches the terminal with its control bytes
+// escaped: it cannot clear the line and print a forged "pulled ..." of its own.
+struct BearerTokenHostileMessageTest : BearerTokenRegistryTest {
+  std::string token_error() const override { return "denied\x1b[2K\r\npulled 127.0.0.1/kiln/scale:v1 OK"; }
+};
+
+TEST_F(BearerTokenHostileMessageTest, ARegistrysWordsArePrintedWithTheirControlBytesEscaped) {
+  Outcome push = kiln("push " + f.v1 + " " + repo());
+  EXPECT_NE(push.code, 0) << push.out;
+  EXPECT_EQ(push.out.find('\x1b'), std::string::npos) << push.out;
+  EXPECT_EQ(push.out.find("\npulled"), std::string::npos) << push.out;
+  EXPECT_NE(push.out.find("denied\\x1b[2K\\x0d\\x0apulled"), std::string::npos) << push.out;
 }
 
 struct TlsRegistryTest : RegistryTest {

@@ -37,6 +37,7 @@ def main() -> None:
     for name in ("--key", "--issuer", "--user", "--password", "--port-file"):
         p.add_argument(name, required=True)
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--error-message", default="bad or no credentials")  # what a 401 says (a hostile one, in a test)
     args = p.parse_args()
     kid = libtrust_key_id(args.key)
     expected = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
@@ -51,7 +52,7 @@ def main() -> None:
             # plain http on another host.
             sys.stderr.write("authorization: %s\n" % ("present" if self.headers.get("Authorization") else "absent"))
             if self.headers.get("Authorization") != expected:
-                return self.reply(401, {"errors": [{"code": "UNAUTHORIZED", "message": "bad or no credentials"}]})
+                return self.reply(401, {"errors": [{"code": "UNAUTHORIZED", "message": args.error_message}]})
             access = []
             for scope in query.get("scope", []):
                 kind, name, actions = scope.split(":")
