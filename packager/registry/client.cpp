@@ -213,6 +213,7 @@ std::string Client::get_manifest(const std::string& ref, std::string* digest) {
   r.url = url("/manifests/" + ref);
   r.headers.push_back(kManifestAccept);
   r.max_body = store::kMaxOciManifest;
+  r.follow_redirects = true;  // as blob reads: a registry may serve its manifests from elsewhere
   std::string what = "GET manifest " + ref;
   HttpResponse reply = send(r, what);
   if (reply.status != 200) refuse(reply, what);

@@ -354,6 +354,30 @@ TEST_F(RegistryTest, SkopeoCopiesWhatKilnPushedAndTheLayoutImportsIntoAStore) {
 
 // A registry that wants a user and password (htpasswd, bcrypt): refused anonymously with the
 // registry named, accepted with the docker config's "auths" entry.
+// A registry that serves its manifests and blobs from elsewhere (a 307 to another server, as one
+// behind a CDN does): pull follows the redirect for both, as STORE.md says, and checks what it
+// gets there exactly as it would from the registry itself.
+TEST_F(RegistryTest, ManifestAndBlobReadsFollowARedirect) {
+  if (!test::executable("/usr/bin/python3")) GTEST_SKIP() << "python3 is needed for the redirecting server";
+  ASSERT_EQ(kiln("push " + f.v1 + " " + repo()).code, 0);
+  std::string port_file = f.dir + "/redirect.port";
+  pid_t server = ::fork();
+  if (server == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    std::string to = "http://" + registry->address();
+    ::execl("/usr/bin/python3", "python3", KILN_REDIRECT_SERVER, "--to", to.c_str(), "--port-file", port_file.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200 && !exists(port_file); ++i) ::usleep(50000);
+  Outcome pull = kiln("pull 127.0.0.1:" + read_text(port_file) + "/kiln/scale:v1 -o " + f.dir + "/r.kiln --trust " + pub());
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+  ASSERT_EQ(pull.code, 0) << pull.out;
+  EXPECT_EQ(field(pull.out, "kiln digest"), f.d1) << pull.out;
+  EXPECT_TRUE(read_text(f.dir + "/r.kiln") == read_text(f.v1));
+}
+
 struct BasicAuthRegistryTest : RegistryTest {
   std::string registry_config() override {
     std::string file = f.dir + "/htpasswd";
