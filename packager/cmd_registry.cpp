@@ -18,12 +18,14 @@ namespace kiln::cli {
 void add_push_command(CLI::App& app) {
   struct Options {
     std::string file, reference;
+    bool keep_tags = false;
     std::vector<std::string> attestations;
     OptionalTrust trust;
     RegistryCli registry;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("push", "Upload an archive to an OCI registry as a kiln artifact");
+  cmd->add_flag("--keep-tags", o->keep_tags, "Refuse to move a tag that names another kiln archive");
   cmd->add_option("--attestation", o->attestations,
                   "Attestations of it (kiln verify --run --attest) to push beside it, as artifacts whose subject is it");
   cmd->add_option("file", o->file, "The archive")->required();
@@ -40,7 +42,8 @@ void add_push_command(CLI::App& app) {
     std::vector<std::string> envelopes;
     for (const std::string& f : o->attestations) envelopes.push_back(read_small_file(f, kMaxAttestationBytes));
     registry::PushResult r =
-        registry::push_archive(client, o->file, ref.tag, trust.get(), o->trust.threshold, envelopes, o->attestations);
+        registry::push_archive(client, o->file, ref.tag, trust.get(), o->trust.threshold, envelopes, o->attestations,
+                               o->keep_tags);
     std::cout << "pushed " << o->file << " to " << ref.name() << ":" << r.tag << " (also tagged " << r.kiln_tag << ")\n"
               << "  kiln digest      " << r.archive.digest << "\n"
               << "  manifest digest  " << r.manifest_digest << "\n"
@@ -48,6 +51,10 @@ void add_push_command(CLI::App& app) {
               << "  package          " << r.archive.package << "  revision " << r.archive.kernel_revision << "  sequence "
               << r.archive.sequence << "\n"
               << "  blobs            " << r.blobs_uploaded << " uploaded, " << r.blobs_present << " already there\n";
+    if (!r.moved_from.empty()) {
+      std::cout << "  moved tag        " << r.tag << " from kiln archive " << r.moved_from
+                << " (a release with its own kernel_revision keeps its own tag; --keep-tags refuses this)\n";
+    }
     if (r.attestations > 0) std::cout << "  attestations     " << r.attestations << ", listed through " << r.referrers << "\n";
     o->registry.report(client);
   });

@@ -43,7 +43,7 @@ std::size_t pread_some(int fd, std::uint64_t offset, char* buf, std::size_t n, c
 
 PushResult push_archive(Client& client, const std::string& file, const std::string& tag, const TrustSet* trust,
                         unsigned threshold, const std::vector<std::string>& attestations,
-                        const std::vector<std::string>& names) {
+                        const std::vector<std::string>& names, bool keep_tags) {
   PushResult r;
   r.archive = info_of(*open_verified(file, trust, threshold, true));
   for (std::size_t i = 0; i < attestations.size(); ++i) {
@@ -60,6 +60,21 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
                                      client.reference().name() + ":TAG");
   }
   r.kiln_tag = store::kiln_digest_tag(r.archive.digest);
+  // What the tag names now: another kiln archive means this push moves it (a second release
+  // under the same kernel_revision), which is said, or refused when asked.
+  try {
+    std::string held;
+    std::string bytes = client.get_manifest(r.tag, &held);
+    store::ArtifactClaims claims = store::read_artifact_manifest(bytes, client.reference().name() + ":" + r.tag, 1ull << 62);
+    if (claims.kiln_digest != r.archive.digest) r.moved_from = claims.kiln_digest;
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found && e.code() != Errc::malformed && e.code() != Errc::unsupported) throw;
+  }
+  if (keep_tags && !r.moved_from.empty()) {
+    fail(Errc::refused, client.reference().name() + ":" + r.tag + " names kiln archive " + r.moved_from + "; pushing " +
+                            r.archive.digest + " there would move it (--keep-tags); give the release its own "
+                            "kernel_revision, or another tag");
+  }
   // The layer is the whole file: hashed here, uploaded from the same descriptor. If the file
   // changes in between, the registry refuses the upload (its bytes no longer hash to the digest).
   FileDescriptor fd = open_regular_file(file, true);

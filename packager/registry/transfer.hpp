@@ -22,6 +22,7 @@ struct PushResult {
   std::string tag, kiln_tag;
   unsigned blobs_uploaded = 0, blobs_present = 0;
   unsigned attestations = 0;
+  std::string moved_from;  // the kiln digest `tag` named before this push, when another one
   std::string referrers;  // how the attestations are found: "the referrers API" or the tag schema's tag
 };
 
@@ -31,9 +32,11 @@ struct PushResult {
 // to call them in errors), whose subject must be this archive (checked before anything is
 // uploaded), as an artifact whose OCI subject is the archive's manifest; a registry that does not
 // answer with OCI-Subject also gets the referrers index under store::referrers_tag().
+// A tag that names another kiln archive is moved (said in moved_from), or with `keep_tags` refused
+// before anything is uploaded.
 PushResult push_archive(Client& client, const std::string& file, const std::string& tag, const TrustSet* trust,
                         unsigned threshold, const std::vector<std::string>& attestations = {},
-                        const std::vector<std::string>& names = {});
+                        const std::vector<std::string>& names = {}, bool keep_tags = false);
 
 // The attestations a registry holds for the archive whose manifest is `manifest_digest`: found
 // through the referrers API, else the tag schema's index; each listed manifest of the kiln
