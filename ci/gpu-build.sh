@@ -2,7 +2,7 @@
 # Builds everything the GPU run needs, here (the GPU machine has no network and none of
 # Debian's -dev packages), with OpenSSL, zstd and libstdc++ linked statically, and stages
 # the binaries, libkiln and the signed test archives into .gpu-stage/ for the device call:
-#   ci/gpu-build.sh && <device run, carry .gpu-stage>: ci/gpu-run.sh
+#   ci/gpu-build.sh && <device run, carry .gpu-stage.tar.xz>: tar -xJf .gpu-stage.tar.xz && ci/gpu-run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-gpu
@@ -45,4 +45,9 @@ fi
 # none of it, and the device tool carries at most 64 MiB.
 find "$stage/bin" "$stage/lib" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 grep -qx '/.gpu-stage/' .git/info/exclude 2>/dev/null || echo '/.gpu-stage/' >> .git/info/exclude
-echo "staged $(du -sh "$stage" | cut -f1) in $stage; libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+# The stage is over the 64 MiB a device call carries once its test binaries link the store
+# (OpenSSL inside each): it travels as one xz tarball, and the call unpacks it first:
+#   <device run, carry .gpu-stage.tar.xz>: tar -xJf .gpu-stage.tar.xz && ci/gpu-run.sh
+tar -cf - .gpu-stage | xz -T"$(nproc)" -6 > .gpu-stage.tar.xz
+grep -qx '/.gpu-stage.tar.xz' .git/info/exclude 2>/dev/null || echo '/.gpu-stage.tar.xz' >> .git/info/exclude
+echo "staged $(du -sh "$stage" | cut -f1) in $stage ($(du -sh .gpu-stage.tar.xz | cut -f1) as .gpu-stage.tar.xz); libkiln needs: $(readelf -d "$stage"/lib/libkiln.so | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
