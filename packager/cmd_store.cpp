@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "attestation_options.hpp"
 #include "attestation_policy.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -18,9 +19,10 @@ namespace kiln::cli {
 namespace {
 
 struct StoreOptions {
-  std::string dir, trust, file, digest, package, to, who, reason, head, require_keys;
-  std::vector<std::string> attestation_files, targets;
-  unsigned keep = 2, threshold = 1;
+  std::string dir, trust, file, digest, package, to, who, reason, head;
+  std::vector<std::string> attestation_files;
+  AttestationRequirement required;
+  unsigned keep = 2;
   bool json = false;
   std::string resolve() const { return store_dir(dir); }
   std::string actor() const { return actor_name(who); }
@@ -111,19 +113,11 @@ void add_store_command(CLI::App& app) {
   activate->add_option("digest", o->digest, "sha256:<hex> of an archive in the store")->required();
   activate->add_option("--who", o->who, "Recorded in the history (default: $USER)");
   activate->add_option("--reason", o->reason, "Recorded in the history");
-  CLI::Option* require = activate->add_option(
-      "--require-attestation", o->require_keys,
-      "PEM key or folder of keys: activate only if, for every --target, an attestation kept beside the archive and "
-      "signed by them reports a passing run on that kind of GPU");
-  activate->add_option("--threshold", o->threshold, "With --require-attestation: distinct keys each attestation needs")
-      ->check(CLI::Range(1u, 64u));
-  activate->add_option("--target", o->targets, "With --require-attestation: the fleet's GPUs (sm_90, gfx942), comma-separated")
-      ->delimiter(',')
-      ->needs(require);
-  require->needs("--target");
+  o->required.add_to(activate,
+                     "PEM key, folder of keys or trust file: activate only if, for every --target, an attestation "
+                     "kept beside the archive and signed by them reports a passing run on that kind of GPU");
   activate->callback([o] {
-    store::AttestationPolicy policy = attestation_policy(o->require_keys, o->threshold, o->targets);
-    store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason, policy);
+    store::HistoryEntry h = store::Store(o->resolve()).activate(o->digest, o->actor(), o->reason, o->required.policy());
     std::cout << "activated " << h.digest << " (sequence " << h.sequence << "), history #" << h.number << "\n";
   });
 

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include "attestation_policy.hpp"
+#include "attestation_options.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "registry_cli.hpp"
@@ -13,9 +13,8 @@ namespace kiln::cli {
 
 void add_store_pull_command(CLI::App* store) {
   struct Options {
-    std::string dir, reference, who, reason, require_keys;
-    std::vector<std::string> targets;
-    unsigned threshold = 1;
+    std::string dir, reference, who, reason;
+    AttestationRequirement required;
     bool activate = false;
     RegistryCli registry;
   };
@@ -28,15 +27,9 @@ void add_store_pull_command(CLI::App* store) {
   pull->add_flag("--activate", o->activate, "Then make it its package's active archive (only if everything before succeeded)");
   pull->add_option("--who", o->who, "Recorded in the history with --activate (default: $USER)");
   pull->add_option("--reason", o->reason, "Recorded in the history with --activate");
-  CLI::Option* require = pull->add_option("--require-attestation", o->require_keys,
-                                          "With --activate: as kiln store activate --require-attestation (the archive's "
-                                          "attestations in the registry are kept beside it first)");
-  pull->add_option("--threshold", o->threshold, "With --require-attestation: distinct keys each attestation needs")
-      ->check(CLI::Range(1u, 64u));
-  pull->add_option("--target", o->targets, "With --require-attestation: the fleet's GPUs (sm_90, gfx942), comma-separated")
-      ->delimiter(',')
-      ->needs(require);
-  require->needs("--target")->needs("--activate");
+  o->required.add_to(pull, "With --activate: as kiln store activate --require-attestation (the archive's "
+                           "attestations in the registry are kept beside it first)")
+      ->needs("--activate");
   o->registry.add_to(pull);
   pull->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
@@ -45,7 +38,7 @@ void add_store_pull_command(CLI::App* store) {
     registry::FetchOptions options;
     options.max_blob = o->registry.max_blob;
     registry::StorePullResult r = registry::pull_into_store(client, ref, s, options, o->activate, actor_name(o->who), o->reason,
-                                                            attestation_policy(o->require_keys, o->threshold, o->targets));
+                                                            o->required.policy());
     std::cout << "pulled " << ref.str() << " into " << s.dir() << "\n"
               << "  manifest digest  " << r.fetched.manifest_digest << "\n"
               << "  kiln digest      " << r.added.digest << "  " << r.added.package << " " << r.added.kernel_revision
