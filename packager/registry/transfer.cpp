@@ -39,6 +39,19 @@ std::size_t pread_some(int fd, std::uint64_t offset, char* buf, std::size_t n, c
   }
 }
 
+// The referrers index the tag schema keeps for `manifest_digest` ("sha256-<hex>"); none when the
+// tag is absent.
+std::vector<store::Referrer> tag_schema_referrers(Client& client, const std::string& manifest_digest) {
+  std::string tag_name = store::referrers_tag(manifest_digest);
+  try {
+    std::string held_digest;
+    return store::read_referrers_index(client.get_manifest(tag_name, &held_digest), client.reference().name() + ":" + tag_name);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+  }
+  return {};
+}
+
 }  // namespace
 
 PushResult push_archive(Client& client, const std::string& file, const std::string& tag, const TrustSet* trust,
@@ -136,13 +149,7 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
   // The tag schema (OCI distribution 1.1, for registries without the referrers API): an index of
   // the subject's referrers under "sha256-<hex>", the entries already there kept.
   std::string tag_name = store::referrers_tag(r.manifest_digest);
-  std::vector<store::Referrer> listed;
-  try {
-    std::string held_digest;
-    listed = store::read_referrers_index(client.get_manifest(tag_name, &held_digest), client.reference().name() + ":" + tag_name);
-  } catch (const Error& e) {
-    if (e.code() != Errc::not_found) throw;
-  }
+  std::vector<store::Referrer> listed = tag_schema_referrers(client, r.manifest_digest);
   for (const store::Referrer& p : pushed) {
     bool known = false;
     for (const store::Referrer& l : listed) known = known || l.manifest.digest == p.manifest.digest;
@@ -157,18 +164,9 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
 FetchedAttestations fetch_attestations(Client& client, const std::string& manifest_digest, const std::string& kiln_digest) {
   FetchedAttestations out;
   std::string where = client.reference().name();
-  std::vector<store::Referrer> listed;
-  if (std::optional<std::string> api = client.get_referrers(manifest_digest)) {
-    listed = store::read_referrers_index(*api, where + " referrers of " + manifest_digest);
-  } else {
-    std::string tag_name = store::referrers_tag(manifest_digest);
-    try {
-      std::string held_digest;
-      listed = store::read_referrers_index(client.get_manifest(tag_name, &held_digest), where + ":" + tag_name);
-    } catch (const Error& e) {
-      if (e.code() != Errc::not_found) throw;
-    }
-  }
+  std::optional<std::string> api = client.get_referrers(manifest_digest);
+  std::vector<store::Referrer> listed = api ? store::read_referrers_index(*api, where + " referrers of " + manifest_digest)
+                                            : tag_schema_referrers(client, manifest_digest);
   std::size_t read = 0;
   for (const store::Referrer& l : listed) {
     if (l.artifact_type != store::kAttestationArtifactType) continue;  // another tool's referrer: not ours to read
