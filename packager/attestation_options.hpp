@@ -17,7 +17,9 @@ struct AttestationRequirement {
   std::vector<std::string> targets;
 
   // Adds the three options to `command`; returns --require-attestation, for further `needs`.
-  CLI::Option* add_to(CLI::App* command, const std::string& require_help);
+  // `target_help` set: --target is also an option on its own (kiln store pull, where it names
+  // the GPUs whose code to fetch), described so.
+  CLI::Option* add_to(CLI::App* command, const std::string& require_help, const std::string& target_help = "");
   // The store policy asked for (attestation_policy.hpp); empty when --require-attestation is not given.
   store::AttestationPolicy policy() const;
 };

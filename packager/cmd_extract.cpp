@@ -74,6 +74,19 @@ void add_extract_command(CLI::App& app) {
           if (seen.insert(static_cast<std::size_t>(i)).second) chosen.push_back(static_cast<std::size_t>(i));
         }
       }
+      // A sparse archive: what it lacks is refused by name, before anything is written.
+      std::size_t absent = 0;
+      std::string first;
+      for (std::size_t i : chosen) {
+        if (archive->member_present(i)) continue;
+        if (absent++ == 0) first = archive->index().entries[i].path;
+      }
+      if (absent > 0) {
+        fail(Errc::not_found, o->file + ": member '" + first + "'" +
+                                  (absent > 1 ? " and " + std::to_string(absent - 1) + " other(s) asked for are" : " is") +
+                                  " absent from this sparse archive; extract the members it holds (--member, kiln inspect "
+                                  "marks the absent ones), or pull the archive whole");
+      }
     } catch (const Error& e) {
       fail(e.code(), std::string(e.what()) + "; kiln extract wrote nothing (the archive was refused before any member was written)");
     }

@@ -110,6 +110,8 @@ void print_json(const Archive& a, bool checked, const Kept* kept) {
       .field("file", a.name())
       .field("digest", digest_string(a.digest()))
       .field("size", a.file_size())
+      .field("sparse", a.sparse())
+      .field("complete_size", a.complete_size())
       .field("package", index.package)
       .field("kernel_revision", index.kernel_revision)
       .field("sequence", index.sequence)
@@ -130,9 +132,11 @@ void print_json(const Archive& a, bool checked, const Kept* kept) {
     w.end_object();
   }
   w.end_array().key("members").begin_array();
-  for (const format::Entry& e : index.entries) {
+  for (std::size_t i = 0; i < index.entries.size(); ++i) {
+    const format::Entry& e = index.entries[i];
     w.begin_object()
         .field("path", e.path)
+        .field("present", a.member_present(i))
         .field("role", format::role_name(e.role))
         .field("backend", format::backend_name(e.backend))
         .field("kind", format::code_kind_name(e.kind))
@@ -205,7 +209,8 @@ void print_json(const Archive& a, bool checked, const Kept* kept) {
 void print_human(const Archive& a, bool checked, const Kept* kept) {
   const format::Index& index = a.index();
   const Manifest& m = a.manifest();
-  std::cout << a.name() << "  (" << human_size(a.file_size()) << " file)\n"
+  std::cout << a.name() << "  (" << human_size(a.file_size()) << " file"
+            << (a.sparse() ? ", sparse: the archive is " + human_size(a.complete_size()) : std::string()) << ")\n"
             << "  digest     " << digest_string(a.digest()) << "\n"
             << "  package    " << index.package << "  revision " << index.kernel_revision << "  sequence " << index.sequence << "\n";
   if (!m.description.empty()) std::cout << "             " << m.description << "\n";
@@ -248,11 +253,13 @@ void print_human(const Archive& a, bool checked, const Kept* kept) {
     for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s, k) << "\n";
   }
   std::cout << "  members\n";
-  for (const format::Entry& e : index.entries) {
+  for (std::size_t i = 0; i < index.entries.size(); ++i) {
+    const format::Entry& e = index.entries[i];
     std::cout << "    " << std::left << std::setw(9) << format::role_name(e.role) << std::setw(20)
               << (e.role == format::Role::code ? std::string(format::code_kind_name(e.kind)) + " " + e.arch : "")
               << std::right << std::setw(10) << human_size(e.content_size) << " "
-              << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path << "\n";
+              << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path
+              << (a.member_present(i) ? "" : "  (absent)") << "\n";
   }
   if (kept != nullptr) {
     std::cout << "  attestations kept by the store: " << kept->size() << "\n";

@@ -65,6 +65,7 @@ void add_pull_command(CLI::App& app) {
     std::string reference, out, attestations;
     OptionalTrust trust;
     RegistryCli registry;
+    SparseCli sparse;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("pull", "Download an archive from an OCI registry, checked end to end");
@@ -76,14 +77,21 @@ void add_pull_command(CLI::App& app) {
                   "Also write the archive's attestations the registry holds into this folder (<sha256>.json each)");
   o->trust.add_to(cmd, "Check the archive's signatures against these keys (as kiln verify)");
   o->registry.add_to(cmd);
+  o->sparse.add_to(cmd);
   cmd->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
+    if (o->sparse.wanted() && o->trust.path.empty()) {
+      fail(Errc::invalid_argument, "--target and --device choose code with libkiln's resolver, which reads only "
+                                   "authenticated archives: give --trust KEYS");
+    }
     std::unique_ptr<TrustSet> trust = o->trust.load();
     registry::Client client(ref, o->registry.http(ref));
     registry::FetchOptions options;
     options.trust = trust.get();
     options.threshold = o->trust.threshold;
     options.max_blob = o->registry.max_blob;
+    auto said = std::make_shared<std::vector<std::string>>();
+    if (o->sparse.wanted()) options.choose = o->sparse.choice(o->trust.path, o->trust.threshold, said);
     // Written beside the target under a temporary name and renamed onto it only when complete
     // and checked: a failure or a kill never leaves a partial archive at the name.
     AtomicFileWriter out(o->out, 0644);
@@ -107,6 +115,7 @@ void add_pull_command(CLI::App& app) {
                         : std::string("not checked (no --trust)"))
               << "\n"
               << "  wrote            " << o->out << " (" << human_size(r.archive.size) << ")\n";
+    print_sparse_outcome(r, *said);
     if (!o->attestations.empty()) {
       std::cout << "  attestations     " << found.envelopes.size() << " written to " << o->attestations << "\n";
       for (const std::string& why : found.ignored) std::cout << "    ignored: " << registry::escape_control(why) << "\n";

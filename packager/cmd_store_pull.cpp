@@ -17,6 +17,7 @@ void add_store_pull_command(CLI::App* store) {
     AttestationRequirement required;
     bool activate = false;
     RegistryCli registry;
+    SparseCli sparse;
   };
   auto o = std::make_shared<Options>();
   CLI::App* pull = store->add_subcommand("pull", "Fetch an archive from an OCI registry, verify it with the store's keys, add it");
@@ -28,15 +29,20 @@ void add_store_pull_command(CLI::App* store) {
   pull->add_option("--who", o->who, "Recorded in the history with --activate (default: $USER)");
   pull->add_option("--reason", o->reason, "Recorded in the history with --activate");
   o->required.add_to(pull, "With --activate: as kiln store activate --require-attestation (the archive's "
-                           "attestations in the registry are kept beside it first)")
+                           "attestations in the registry are kept beside it first)",
+                     std::string(SparseCli::kTargetHelp) + "; with --require-attestation, the GPUs its attestations must cover")
       ->needs("--activate");
   o->registry.add_to(pull);
+  o->sparse.add_to(pull, false);
   pull->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
     store::Store s(store_dir(o->dir));
+    o->sparse.targets = o->required.targets;
     registry::Client client(ref, o->registry.http(ref));
     registry::FetchOptions options;
     options.max_blob = o->registry.max_blob;
+    auto said = std::make_shared<std::vector<std::string>>();
+    if (o->sparse.wanted()) options.choose = o->sparse.choice(s.dir() + "/trust", 1, said);
     registry::StorePullResult r = registry::pull_into_store(client, ref, s, options, o->activate, actor_name(o->who), o->reason,
                                                             o->required.policy());
     std::cout << "pulled " << ref.str() << " into " << s.dir() << "\n"
@@ -44,6 +50,12 @@ void add_store_pull_command(CLI::App* store) {
               << "  kiln digest      " << r.added.digest << "  " << r.added.package << " " << r.added.kernel_revision
               << " (sequence " << r.added.sequence << ")\n"
               << "  attestations     " << r.attestations_kept << " kept beside it\n";
+    print_sparse_outcome(r.fetched, *said);
+    if (r.fetched.archive.sparse && !r.added.sparse) {
+      std::cout << "  held whole       the store already held this archive whole, and keeps it\n";
+    } else if (r.added.sparse && r.added.size != r.fetched.archive.size) {
+      std::cout << "  joined           with the sparse copy the store held: it now holds " << human_size(r.added.size) << "\n";
+    }
     for (const std::string& why : r.attestations_ignored) std::cout << "    ignored: " << registry::escape_control(why) << "\n";
     if (r.activated) {
       std::cout << "activated " << r.decision.digest << " (sequence " << r.decision.sequence << "), history #"

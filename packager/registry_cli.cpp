@@ -4,6 +4,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "archive.hpp"
+#include "cli_common.hpp"
+#include "preflight_targets.hpp"
+#include "runtime.hpp"
+
 namespace kiln::cli {
 
 void RegistryCli::add_to(CLI::App* c) {
@@ -47,6 +52,63 @@ void OptionalTrust::add_to(CLI::App* c, const std::string& trust_help) {
 
 std::unique_ptr<TrustSet> OptionalTrust::load() const {
   return path.empty() ? nullptr : std::make_unique<TrustSet>(TrustSet::load(path));
+}
+
+void SparseCli::add_to(CLI::App* c, bool with_target) {
+  if (with_target) c->add_option("--target", targets, kTargetHelp);
+  c->add_flag("--device", device, "Fetch only the code this host's GPUs' routes use (with --target: theirs too)");
+  c->add_option("--driver", driver, "With --target: the CUDA driver version those GPUs have (as kiln preflight --driver)")
+      ->needs("--target");
+  c->add_flag("--tests", tests, "With --target or --device: also every test vector (for kiln verify --run)");
+}
+
+registry::MemberChoice SparseCli::choice(const std::string& trust_path, unsigned threshold,
+                                         std::shared_ptr<std::vector<std::string>> said) const {
+  std::vector<FleetTarget> described = targets_from_list(targets, driver);
+  const bool host = device, with_tests = tests;
+  return [=](std::vector<std::uint8_t> partial) {
+    kiln_runtime_options o;
+    kiln_runtime_options_init(&o, sizeof o);
+    o.trust_path = trust_path.c_str();
+    o.signature_threshold = threshold;
+    engine::Runtime runtime(o);
+    engine::Archive archive(runtime, std::move(partial));
+    std::vector<std::size_t> out;
+    auto take = [&](const std::string& who, const std::vector<std::size_t>& members) {
+      std::uint64_t bytes = 0;
+      for (std::size_t i : members) bytes += archive.reader().entry(i).stored_size;
+      said->push_back(who + ": " + std::to_string(members.size()) + " code object(s), " + human_size(bytes));
+      out.insert(out.end(), members.begin(), members.end());
+    };
+    for (const FleetTarget& t : described) take(t.target, archive.code_for_target(t.target, t.driver));
+    if (host) {
+      std::vector<std::string> found;
+      std::vector<std::size_t> members = archive.code_for_host(&found);
+      std::string names;
+      for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
+      take("this host (" + names + ")", members);
+    }
+    if (with_tests) {
+      const std::vector<format::Entry>& entries = archive.reader().index().entries;
+      std::size_t count = 0;
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (entries[i].role == format::Role::testdata) out.push_back(i), ++count;
+      }
+      said->push_back("test vectors: " + std::to_string(count));
+    }
+    return out;
+  };
+}
+
+void print_sparse_outcome(const registry::FetchResult& r, const std::vector<std::string>& said) {
+  if (!r.whole_because.empty()) {
+    std::cout << "  whole            " << r.whole_because << "; pulled the whole archive\n";
+    return;
+  }
+  if (!r.archive.sparse) return;
+  std::cout << "  sparse           " << human_size(r.archive.size) << " of the archive's " << human_size(r.archive.complete_size)
+            << " (the same digest and signatures; the members of other targets absent)\n";
+  for (const std::string& line : said) std::cout << "    " << line << "\n";
 }
 
 }  // namespace kiln::cli

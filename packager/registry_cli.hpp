@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client.hpp"
+#include "transfer.hpp"
 #include "trust.hpp"
 
 namespace CLI {
@@ -39,5 +41,30 @@ struct OptionalTrust {
   void add_to(CLI::App* command, const std::string& trust_help);
   std::unique_ptr<TrustSet> load() const;
 };
+
+// --target LIST, --device, --driver, --tests (kiln pull, kiln store pull): a sparse pull (FORMAT.md
+// §9) of the code those GPUs' routes use, chosen by libkiln's own resolver as `kiln preflight`
+// judges it, plus every test vector with --tests.
+struct SparseCli {
+  static constexpr const char* kTargetHelp =
+      "Fetch only the code these GPUs' routes use (sm_90, gfx942:xnack-, comma-separated or repeated), as kiln "
+      "preflight --target judges it: a sparse archive with the same digest and signatures";
+  std::vector<std::string> targets;
+  std::string driver;
+  bool device = false;
+  bool tests = false;
+
+  // `with_target` false: the command has its own --target (kiln store pull's, shared with
+  // --require-attestation), whose values the caller puts in `targets`.
+  void add_to(CLI::App* command, bool with_target = true);
+  bool wanted() const { return !targets.empty() || device; }
+  // The choice, made on the partial archive authenticated with the keys at `trust_path`; `said`
+  // receives one line per target or device (what it chose).
+  registry::MemberChoice choice(const std::string& trust_path, unsigned threshold,
+                                std::shared_ptr<std::vector<std::string>> said) const;
+};
+
+// The lines a sparse pull prints (what it holds, for which GPUs), or why it pulled whole.
+void print_sparse_outcome(const registry::FetchResult& r, const std::vector<std::string>& said);
 
 }  // namespace kiln::cli

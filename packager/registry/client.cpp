@@ -260,4 +260,38 @@ void Client::get_blob(const store::BlobRef& blob, const std::function<void(const
   }
 }
 
+bool Client::get_blob_range(const store::BlobRef& blob, std::uint64_t offset, std::uint64_t size,
+                            const std::function<void(const char*, std::size_t)>& sink) {
+  const std::uint64_t last = offset + size - 1;
+  std::string what = "GET blob " + blob.digest + " bytes " + std::to_string(offset) + "-" + std::to_string(last);
+  if (size == 0 || offset > blob.size || size > blob.size - offset) {
+    fail(Errc::invalid_argument, ref_.name() + ": " + what + ": outside the blob's " + std::to_string(blob.size) + " bytes");
+  }
+  std::uint64_t received = 0;
+  HttpRequest r;
+  r.url = url("/blobs/" + blob.digest);
+  r.follow_redirects = true;
+  r.sink_only_partial = true;
+  r.headers.push_back("Range: bytes=" + std::to_string(offset) + "-" + std::to_string(last));
+  r.sink = [&](const char* data, std::size_t n) {
+    if (received + n > size) fail(Errc::integrity, "more than the " + std::to_string(size) + " bytes asked for; refused");
+    sink(data, n);
+    received += n;
+  };
+  HttpResponse reply = send(r, what);
+  if (reply.status == 200) return false;
+  if (reply.status != 206) refuse(reply, what);
+  const std::string want = "bytes " + std::to_string(offset) + "-" + std::to_string(last) + "/" + std::to_string(blob.size);
+  const std::string range = reply.header("content-range");
+  if (range != want) {
+    fail(Errc::integrity, ref_.name() + ": " + what + ": the registry answered with Content-Range '" + escape_control(range) +
+                              "', not '" + want + "'; refused");
+  }
+  if (received != size) {
+    fail(Errc::integrity, ref_.name() + ": " + what + ": " + std::to_string(received) + " bytes came, not " +
+                              std::to_string(size) + "; refused");
+  }
+  return true;
+}
+
 }  // namespace kiln::registry

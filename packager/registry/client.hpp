@@ -45,6 +45,14 @@ class Client {
   // it runs past blob.size, and at the end unless size and SHA-256 are the descriptor's.
   void get_blob(const store::BlobRef& blob, const std::function<void(const char*, std::size_t)>& sink);
 
+  // Streams bytes [offset, offset + size) of the blob to `sink` with a Range request: the reply
+  // must be a 206 whose Content-Range is exactly that range of a blob of blob.size bytes, and
+  // carry exactly `size` bytes (nothing more is passed on). Returns false, having passed nothing,
+  // when the registry answers 200 (it does not serve ranges). The bytes are not hashed here: the
+  // caller checks them against the digests the archive's index holds.
+  bool get_blob_range(const store::BlobRef& blob, std::uint64_t offset, std::uint64_t size,
+                      const std::function<void(const char*, std::size_t)>& sink);
+
   const HttpStats& stats() const { return http_.stats(); }
   const Reference& reference() const { return ref_; }
 

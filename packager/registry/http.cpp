@@ -40,8 +40,11 @@ struct Transfer {
   std::uint64_t read_at = 0;     // upload position
   std::uint64_t received = 0;    // body bytes of the final reply
   bool over_limit = false;
+  bool range_ignored = false;    // sink_only_partial, and a 2xx reply other than 206 came
   std::exception_ptr failure;
-  bool to_sink() const { return request->sink && status >= 200 && status < 300; }
+  bool to_sink() const {
+    return request->sink && status >= 200 && status < 300 && (!request->sink_only_partial || status == 206);
+  }
 };
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
@@ -67,6 +70,10 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   auto* t = static_cast<Transfer*>(user);
   std::size_t n = size * count;
   if (t->status >= 300 && t->status < 400) return n;  // a redirect's body: libcurl follows it
+  if (t->request->sink_only_partial && t->status >= 200 && t->status < 300 && t->status != 206) {
+    t->range_ignored = true;
+    return 0;  // the whole body is coming: abandoned here, before it costs a download
+  }
   if (t->to_sink()) {
     try {
       t->request->sink(data, n);
@@ -207,6 +214,10 @@ HttpResponse Http::perform(const HttpRequest& request) {
   stats_.bytes_received += static_cast<std::uint64_t>(down);
   stats_.bytes_sent += static_cast<std::uint64_t>(up);
   if (t.failure) std::rethrow_exception(t.failure);
+  if (t.range_ignored) {
+    response.status = t.status;
+    return response;
+  }
   if (t.over_limit) {
     fail(Errc::limit, request.method + " " + request.url + ": the reply is over the limit of " +
                           std::to_string(request.sink ? 64 * 1024 : request.max_body) + " bytes; refused");

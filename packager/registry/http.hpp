@@ -49,6 +49,10 @@ struct HttpRequest {
   // the error message). A sink throws to abandon the transfer.
   std::function<void(const char* data, std::size_t n)> sink;
   std::uint64_t max_body = 1u << 20;
+  // A ranged GET: only a 206 reply goes to the sink. Any other 2xx reply (a server that ignores
+  // the Range header and sends the whole body) is abandoned at its first byte and returned with
+  // its status, for the caller to fall back.
+  bool sink_only_partial = false;
   bool follow_redirects = false;  // GET/HEAD of blobs: registries redirect to their storage
 };
 

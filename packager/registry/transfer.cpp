@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -12,6 +14,8 @@
 #include "error.hpp"
 #include "oci_attestation.hpp"
 #include "sha256.hpp"
+#include "sparse.hpp"
+#include "sparse_writer.hpp"
 
 namespace kiln::registry {
 namespace {
@@ -25,10 +29,6 @@ std::unique_ptr<Archive> open_verified(const std::string& path, const TrustSet* 
   std::unique_ptr<Archive> a = Archive::open_file(path, options);
   a->verify_all(2, false, nullptr);
   return a;
-}
-
-store::ArchiveInfo info_of(const Archive& a) {
-  return store::ArchiveInfo{digest_string(a.digest()), a.package(), a.kernel_revision(), a.sequence(), a.file_size()};
 }
 
 std::size_t pread_some(int fd, std::uint64_t offset, char* buf, std::size_t n, const std::string& what) {
@@ -58,7 +58,12 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
                         unsigned threshold, const std::vector<std::string>& attestations,
                         const std::vector<std::string>& names, bool keep_tags) {
   PushResult r;
-  r.archive = info_of(*open_verified(file, trust, threshold, true));
+  r.archive = store::archive_info(*open_verified(file, trust, threshold, true));
+  if (r.archive.sparse) {
+    fail(Errc::invalid_argument, file + " is a sparse archive (it holds " + std::to_string(r.archive.size) + " of " +
+                                     std::to_string(r.archive.complete_size) + " bytes); a registry holds archives whole, "
+                                     "for any target to be pulled from: push the complete archive");
+  }
   for (std::size_t i = 0; i < attestations.size(); ++i) {
     std::string name = i < names.size() ? names[i] : "attestation " + std::to_string(i + 1);
     AttestationFacts f = read_attestation(attestations[i], name);
@@ -192,6 +197,111 @@ FetchedAttestations fetch_attestations(Client& client, const std::string& manife
   return out;
 }
 
+namespace {
+
+// Bytes [offset, offset + size) of the layer, or nothing (false) when the registry ignores Range.
+bool get_range(Client& client, const store::BlobRef& layer, std::uint64_t offset, std::uint64_t size,
+               std::vector<std::uint8_t>* out) {
+  out->clear();
+  out->reserve(static_cast<std::size_t>(size));
+  return client.get_blob_range(layer, offset, size, [out](const char* data, std::size_t n) {
+    out->insert(out->end(), reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + n);
+  });
+}
+
+// The sparse pull (FORMAT.md §9) into `out`; false, with nothing written, when the registry does
+// not serve ranges. Nothing fetched is parsed before the digest it must hash to (the manifest's
+// claim, which the archive must then match) and, with a trust set, the signatures over it hold.
+bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string& where, const std::string& claimed_digest,
+                  AtomicFileWriter& out, const FetchOptions& options) {
+  std::vector<std::uint8_t> bytes;
+  if (!get_range(client, layer, 0, std::min<std::uint64_t>(format::kHeaderSize, layer.size), &bytes)) return false;
+  format::Header h;
+  try {
+    h = format::decode_header(ByteView(bytes));
+    if (h.sparse) fail(Errc::malformed, "the blob is itself a sparse archive (a registry holds archives whole)");
+    format::check_sparse_header(h);  // the bounds; the file they tile is the layer
+  } catch (const Error& e) {
+    fail(Errc::malformed, where + ": blob " + layer.digest + ": " + e.what());
+  }
+  if (format::complete_size(h) != layer.size) {
+    fail(Errc::malformed, where + ": blob " + layer.digest + ": its header describes an archive of " +
+                              std::to_string(format::complete_size(h)) + " bytes, the layer has " + std::to_string(layer.size));
+  }
+  // The index and the signature block, the last extent of every sparse archive.
+  const std::uint64_t tail_size = format::complete_size(h) - h.index_offset;
+  std::map<std::uint64_t, std::vector<std::uint8_t>> held;  // ranges of the archive fetched, by offset
+  if (!get_range(client, layer, h.index_offset, tail_size, &bytes)) return false;
+  const Sha256 digest = sha256(bytes.data(), static_cast<std::size_t>(h.index_head_size));
+  if (digest_string(digest) != claimed_digest) {
+    fail(Errc::integrity, where + ": the archive's index head hashes to " + digest_string(digest) + "; the manifest claims " +
+                              claimed_digest + "; refused");
+  }
+  if (options.trust != nullptr) {
+    std::vector<format::SignatureRecord> records;
+    try {
+      records = format::decode_signature_block(ByteView(bytes).sub(h.index_size, h.signature_block_size));
+    } catch (const Error& e) {
+      fail(Errc::malformed, where + ": " + e.what());
+    }
+    TrustReport report = evaluate_signatures(records, digest, TrustPolicy{options.trust, options.threshold});
+    if (!report.satisfied) fail(Errc::signature, where + ": signature check failed for " + claimed_digest + ": " + report.failure);
+  }
+  format::Index index;
+  try {
+    index = format::decode_index(ByteView(bytes).sub(0, h.index_size), h.index_head_size, h.index_offset);
+  } catch (const Error& e) {
+    fail(e.code(), where + ": " + e.what());
+  }
+  held[h.index_offset] = std::move(bytes);
+  const std::vector<format::Entry>& entries = index.entries;
+
+  // kiln.toml and the meta members (the kernel table, the records) come first: the choice is
+  // made on them.
+  std::vector<bool> keep(entries.size(), false);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    keep[i] = entries[i].role == format::Role::manifest || entries[i].role == format::Role::meta;
+  }
+  for (const format::Extent& x : format::extents_for(entries, keep, h)) {
+    if (x.offset == h.index_offset) continue;
+    if (!get_range(client, layer, x.offset, x.size, &bytes)) {
+      fail(Errc::integrity, where + ": the registry served ranges, then ignored one; refused");
+    }
+    held[x.offset] = std::move(bytes);
+  }
+  // Writes the sparse archive of `extents`: the ranges held from memory, the rest fetched now.
+  auto write_extents = [&](const std::vector<format::Extent>& extents, const ExtentWrite& sink) {
+    write_sparse(sink, h, extents, [&](const format::Extent& x, const ExtentWrite& write) {
+      for (std::uint64_t at = x.offset; at < x.end();) {
+        auto it = held.lower_bound(at);
+        if (it != held.end() && it->first == at) {
+          write(it->second.data(), it->second.size());
+          at += it->second.size();
+          continue;
+        }
+        std::uint64_t to = it == held.end() ? x.end() : std::min(it->first, x.end());
+        bool ranged = client.get_blob_range(layer, at, to - at, [&write](const char* data, std::size_t n) {
+          write(reinterpret_cast<const std::uint8_t*>(data), n);
+        });
+        if (!ranged) fail(Errc::integrity, where + ": the registry served ranges, then ignored one; refused");
+        at = to;
+      }
+    });
+  };
+  std::vector<std::uint8_t> partial;
+  write_extents(format::extents_for(entries, keep, h), [&partial](const std::uint8_t* data, std::size_t n) {
+    partial.insert(partial.end(), data, data + n);
+  });
+  for (std::size_t i : options.choose(std::move(partial))) {
+    if (i >= entries.size()) fail(Errc::internal, "a sparse pull chose member " + std::to_string(i) + " of " + std::to_string(entries.size()));
+    keep[i] = true;
+  }
+  write_extents(format::extents_for(entries, keep, h), [&out](const std::uint8_t* data, std::size_t n) { out.write(data, n); });
+  return true;
+}
+
+}  // namespace
+
 FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter& out, const FetchOptions& options) {
   FetchResult r;
   if (ref.digest.empty() && ref.kiln_digest.empty() && ref.tag.empty()) {
@@ -216,10 +326,14 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
                               ref.kiln_digest + "; refused");
   }
   r.layer = claims.layer;
-  client.get_blob(claims.layer, [&out](const char* data, std::size_t n) { out.write(data, n); });
-
-  // The bytes are the layer the manifest names. Now the archive itself: what the manifest
-  // claims about it is unsigned, so each claim must match what the archive says.
+  bool sparse = false;
+  if (options.choose) {
+    sparse = fetch_sparse(client, claims.layer, where, claims.kiln_digest, out, options);
+    if (!sparse) r.whole_because = ref.registry + " does not serve range requests (it answered one with the whole blob)";
+  }
+  if (!sparse) client.get_blob(claims.layer, [&out](const char* data, std::size_t n) { out.write(data, n); });
+  // The bytes are the layer the manifest names (or, sparse, its ranges). Now the archive itself:
+  // what the manifest claims about it is unsigned, so each claim must match what the archive says.
   std::unique_ptr<Archive> a;
   try {
     a = open_verified(out.temp_path(), options.trust, options.threshold, false);
@@ -231,7 +345,7 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
     }
     fail(e.code(), where + ": blob " + claims.layer.digest + ": " + what);
   }
-  r.archive = info_of(*a);
+  r.archive = store::archive_info(*a);
   auto differs = [&](const char* what, const std::string& archive, const std::string& claimed) {
     if (archive != claimed) {
       fail(Errc::integrity, where + ": the archive's " + what + " is " + archive + "; the manifest claims " + claimed +

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 #include <string>
 
 #include "client.hpp"
@@ -50,23 +52,34 @@ struct FetchedAttestations {
 };
 FetchedAttestations fetch_attestations(Client& client, const std::string& manifest_digest, const std::string& kiln_digest);
 
+// A sparse pull's choice (FORMAT.md §9): given the archive fetched so far (a sparse archive
+// holding its index, its signatures, kiln.toml and every meta member: the kernel table), the
+// index positions of the other members to fetch.
+using MemberChoice = std::function<std::vector<std::size_t>(std::vector<std::uint8_t> partial)>;
+
 struct FetchOptions {
   const TrustSet* trust = nullptr;  // null: signatures are not checked (the caller says so)
   unsigned threshold = 1;
   std::uint64_t max_blob = 16ull << 30;
+  MemberChoice choose;  // set: a sparse pull with HTTP range requests; empty: the whole archive
 };
 
 struct FetchResult {
-  store::ArchiveInfo archive;
+  store::ArchiveInfo archive;  // archive.sparse: what was written is a sparse archive
   std::string manifest_digest;
   store::BlobRef layer;
   unsigned trusted_signers = 0;  // 0 without FetchOptions::trust
+  // A sparse pull the registry could not serve (it ignores Range): why it downloaded the whole.
+  std::string whole_because;
 };
 
 // Resolves the reference to a manifest, checks it, streams the archive into `out` (hash and
 // size checked against the layer's descriptor while it arrives), then opens the written file
 // and checks every member, the kiln digest, package, revision and sequence the manifest claims,
-// and with `trust` the signatures. On return the bytes in out.temp_path() passed every check;
+// and with `trust` the signatures. With options.choose, it fetches with range requests only the
+// header, the index and signatures (their digest and signatures checked before the index is
+// parsed), the meta members and the members chosen, and writes a sparse archive, checked the
+// same way (every member it holds); a registry that ignores Range gets a whole download. On return the bytes in out.temp_path() passed every check;
 // the caller commits them (kiln pull) or adds them to a store (kiln store pull). Any failure
 // throws, and `out` removes its temporary file as it is destroyed.
 FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter& out, const FetchOptions& options);

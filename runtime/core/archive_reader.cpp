@@ -58,6 +58,40 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
 }
 
 std::vector<std::uint8_t> Archive::copy_out(std::uint64_t offset, std::uint64_t size) const {
+  return copy_physical(file_offset(offset, size), size);
+}
+
+std::uint64_t Archive::file_offset(std::uint64_t offset, std::uint64_t size) const {
+  if (!header_.sparse) return offset;
+  format::Located at = format::locate(extents_, offset, size);
+  if (at.coverage != format::Coverage::present) {
+    fail(at.coverage == format::Coverage::absent ? Errc::not_found : Errc::malformed,
+         name_ + ": bytes " + std::to_string(offset) + " to " + std::to_string(offset + size) +
+             " of the complete archive are " + (at.coverage == format::Coverage::absent ? "absent from" : "cut by an extent of") +
+             " this sparse archive");
+  }
+  return at.at;
+}
+
+bool Archive::member_present(std::size_t i) const {
+  const format::Entry& e = entry(i);
+  if (!header_.sparse) return true;
+  format::Located at = format::locate(extents_, e.offset, e.stored_size);
+  if (at.coverage == format::Coverage::partial) {
+    fail(Errc::malformed, member_label(i) + ": an extent of this sparse archive holds part of it (FORMAT.md §9: "
+                                            "members are whole or absent)");
+  }
+  return at.coverage == format::Coverage::present;
+}
+
+void Archive::require_present(std::size_t i) const {
+  if (member_present(i)) return;
+  fail(Errc::not_found, member_label(i) + " is absent from this sparse archive (it holds " +
+                            std::to_string(extents_.present_bytes) + " of the complete archive's " +
+                            std::to_string(complete_size()) + " bytes); pull the archive whole, or for this GPU's target");
+}
+
+std::vector<std::uint8_t> Archive::copy_physical(std::uint64_t offset, std::uint64_t size) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
   if (out.empty()) return out;  // an empty file has no bytes to point at (memcpy from NULL is UB)
   if (mapping_) {
@@ -73,17 +107,9 @@ ByteView Archive::unchecked_file_bytes() const { return mapping_ ? mapping_->byt
 
 std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
 
-void Archive::parse(const ReadOptions& options) {
-  max_member_size_ = options.max_member_size;
+// The three regions of a complete archive tile the file exactly: [header][members][index][signatures].
+void Archive::check_tiling() const {
   auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
-
-  try {
-    std::vector<std::uint8_t> header = copy_out(0, std::min<std::uint64_t>(file_size_, format::kHeaderSize));
-    header_ = format::decode_header(ByteView(header));
-  } catch (const Error& e) {
-    refuse(e.what());
-  }
-  // The three regions must tile the file exactly: [header][members][index][signatures].
   const std::uint64_t size = file_size_;
   if (header_.index_size == 0 || header_.index_size > format::kMaxIndexSize) {
     refuse("header: index size " + std::to_string(header_.index_size) + " is outside 1.." +
@@ -102,6 +128,43 @@ void Archive::parse(const ReadOptions& options) {
   if (header_.index_head_size == 0 || header_.index_head_size > header_.index_size) {
     refuse("header: index head size " + std::to_string(header_.index_head_size) + " is outside 1.." +
            std::to_string(header_.index_size) + " (the index size)");
+  }
+}
+
+// A sparse archive: its header's fields bounded on their own (there is no file for them to tile),
+// then the extent table after the header, which must account for every byte of the file.
+void Archive::parse_extent_table() {
+  try {
+    format::check_sparse_header(header_);
+    if (file_size_ < format::kHeaderSize + format::kExtentTablePrefix) {
+      fail(Errc::malformed, "extent table: the file ends at " + std::to_string(file_size_) + " bytes, inside it");
+    }
+    std::uint32_t count = format::decode_extent_count(ByteView(copy_physical(format::kHeaderSize, format::kExtentTablePrefix)));
+    std::uint64_t table_size = format::sparse_data_start(count) - format::kHeaderSize;
+    if (table_size > file_size_ - format::kHeaderSize) {
+      fail(Errc::malformed, "extent table: " + std::to_string(count) + " extents do not fit a file of " +
+                                std::to_string(file_size_) + " bytes");
+    }
+    extents_ = format::decode_extent_table(ByteView(copy_physical(format::kHeaderSize, table_size)), header_, file_size_);
+  } catch (const Error& e) {
+    fail(Errc::malformed, name_ + ": " + e.what());
+  }
+}
+
+void Archive::parse(const ReadOptions& options) {
+  max_member_size_ = options.max_member_size;
+  auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
+
+  try {
+    std::vector<std::uint8_t> header = copy_physical(0, std::min<std::uint64_t>(file_size_, format::kHeaderSize));
+    header_ = format::decode_header(ByteView(header));
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
+  if (header_.sparse) {
+    parse_extent_table();
+  } else {
+    check_tiling();
   }
 
   // The head is copied out of the mapping before it is hashed, and parsed from the copy, so
@@ -359,7 +422,8 @@ const Manifest& Archive::manifest() const {
 
 ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
   const format::Entry& e = entry(i);
-  return unchecked_file_bytes().sub(e.offset, e.stored_size);
+  require_present(i);
+  return unchecked_file_bytes().sub(file_offset(e.offset, e.stored_size), e.stored_size);
 }
 
 void Archive::verify_member(std::size_t i) const {
@@ -380,6 +444,7 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
   }
+  require_present(i);
   std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
   Sha256 got = sha256(stored.data(), stored.size());
   if (got != e.stored_sha256) {
@@ -414,6 +479,7 @@ void Archive::verify_member_deep(std::size_t i) const {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
   }
+  require_present(i);
   // One pass, one private copy of each piece: the stored digest, the zstd frame and the content
   // digest all see the same bytes, and memory stays one piece plus zstd's window (FORMAT.md §4).
   constexpr std::uint64_t kPiece = 1u << 20;
@@ -453,15 +519,24 @@ void Archive::verify_member_deep(std::size_t i) const {
 
 void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
   const auto& entries = index().entries;
+  if (header_.sparse) check_extents_on_slots(entries);
+  std::vector<std::size_t> present;
+  present.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (member_present(i)) present.push_back(i);
+  }
   const ByteView file = unchecked_file_bytes();
   // Padding between members is covered by no digest, so it must be zero to leave no byte
-  // of the file free for an attacker to change unnoticed.
-  for (std::size_t i = 0; i < entries.size(); ++i) {
+  // of the file free for an attacker to change unnoticed (in a sparse archive, the padding of
+  // the members it holds: an absent member's slot, padding included, is not in the file).
+  for (std::size_t i : present) {
     std::uint64_t end = entries[i].offset + entries[i].stored_size;
     std::uint64_t next = i + 1 < entries.size() ? entries[i + 1].offset : header_.index_offset;
-    for (std::uint64_t p = end; p < next; ++p) {
-      if (file.data[p] != 0) {
-        fail(Errc::integrity, member_label(i) + ": padding byte at offset " + std::to_string(p) + " is not zero");
+    if (next == end) continue;
+    const std::uint64_t at = file_offset(end, next - end);
+    for (std::uint64_t p = 0; p < next - end; ++p) {
+      if (file.data[at + p] != 0) {
+        fail(Errc::integrity, member_label(i) + ": padding byte at offset " + std::to_string(end + p) + " is not zero");
       }
     }
   }
@@ -471,12 +546,11 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
   check_archive_semantics(*this, threads);
 
   std::uint64_t total = 0;
-  for (const auto& e : entries) total += e.stored_size;
+  for (std::size_t i : present) total += entries[i].stored_size;
   std::atomic<std::uint64_t> done{0};
   // Largest members first, so that one big member does not start last and leave the
   // other threads idle.
-  std::vector<std::size_t> order(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<std::size_t> order = present;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return entries[a].stored_size > entries[b].stored_size; });
   parallel_for_or_fail(order.size(), threads, [&](std::size_t k) {
@@ -492,6 +566,27 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
     std::uint64_t now = done.fetch_add(e.stored_size) + e.stored_size;
     if (progress) progress(now, total);
   });
+}
+
+// Every extent begins where a member's slot begins (its offset) or at the index, and ends where
+// one begins or at the end of the complete archive: so each member, with its padding, is held
+// whole or not at all (FORMAT.md §9).
+void Archive::check_extents_on_slots(const std::vector<format::Entry>& entries) const {
+  auto is_slot_edge = [&](std::uint64_t offset) {
+    auto it = std::lower_bound(entries.begin(), entries.end(), offset,
+                               [](const format::Entry& e, std::uint64_t o) { return e.offset < o; });
+    return it != entries.end() && it->offset == offset;
+  };
+  for (std::size_t k = 0; k < extents_.extents.size(); ++k) {
+    const format::Extent& x = extents_.extents[k];
+    bool starts = x.offset == header_.index_offset || is_slot_edge(x.offset);
+    bool ends = x.end() == complete_size() || is_slot_edge(x.end());
+    if (!starts || !ends) {
+      fail(Errc::malformed, name_ + ": extent " + std::to_string(k) + " (" + std::to_string(x.offset) + " +" +
+                                std::to_string(x.size) + ") " + (starts ? "ends" : "begins") +
+                                " inside a member's bytes or padding (FORMAT.md §9: members are whole or absent)");
+    }
+  }
 }
 
 }  // namespace kiln

@@ -20,6 +20,7 @@
 #include "kernel_table.hpp"
 #include "manifest.hpp"
 #include "once.hpp"
+#include "sparse.hpp"
 #include "trust.hpp"
 
 namespace kiln {
@@ -54,7 +55,16 @@ class Archive {
   ~Archive();
 
   const std::string& name() const { return name_; }
+  // The file's own size (for a sparse archive, less than complete_size()).
   std::uint64_t file_size() const { return file_size_; }
+  // A sparse archive (FORMAT.md §9): the complete archive's digest and signatures, some of its
+  // members. The size of the complete archive, and the byte ranges of it this file holds.
+  bool sparse() const { return header_.sparse; }
+  std::uint64_t complete_size() const { return sparse() ? format::complete_size(header_) : file_size_; }
+  const format::ExtentTable& extents() const { return extents_; }
+  // Whether member i's bytes are in the file (always, in a complete archive). A member an extent
+  // cuts is refused (Errc::malformed).
+  bool member_present(std::size_t i) const;
   const format::Header& header() const { return header_; }
   const Sha256& digest() const { return digest_; }
   const std::string& package() const { return head_.package; }
@@ -108,16 +118,29 @@ class Archive {
   void verify_all(unsigned threads, bool deep, const ProgressFn& progress) const;
 
   // Stored bytes without any check: for tools that show or copy raw bytes they are about
-  // to verify themselves.
+  // to verify themselves. An absent member is refused as read_member refuses it.
   ByteView unchecked_stored_bytes(std::size_t i) const;
+  // Bytes [offset, offset + size) of the complete archive, copied out unchecked (Errc::not_found
+  // where a sparse file lacks them): for a sparse copy, verified once written.
+  std::vector<std::uint8_t> unchecked_bytes(std::uint64_t offset, std::uint64_t size) const { return copy_out(offset, size); }
   // The whole file, unverified: for rewriting the unsigned part when a signature is added, and
   // for full verification. A large file is mapped on the first call (Errc::io if it cannot be).
+  // For a sparse archive these are the file's bytes, not the complete archive's.
   ByteView unchecked_file_bytes() const;
 
  private:
   Archive() = default;
   void parse(const ReadOptions& options);
   std::string member_label(std::size_t i) const;
+  // Errc::not_found naming member i unless its bytes are in the file.
+  void require_present(std::size_t i) const;
+  // Where bytes [offset, offset + size) of the complete archive are in the file; refuses them
+  // when the file does not hold them all (a sparse archive's absent bytes are never read).
+  std::uint64_t file_offset(std::uint64_t offset, std::uint64_t size) const;
+  void parse_extent_table();
+  void check_tiling() const;
+  // verify_all's rules of the sparse form that need the whole index.
+  void check_extents_on_slots(const std::vector<format::Entry>& entries) const;
   // One page of the index, hashed and decoded on first use (thread-safe): a reference page's
   // references and a slot for each page they name, or an entry page's entries.
   struct Page;
@@ -136,15 +159,18 @@ class Archive {
   std::atomic<bool>& verified_flag(std::size_t i) const;
   void collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
                        const format::PageBounds& outer, std::vector<format::Entry>& out) const;
-  // Bytes [offset, offset + size) of the file, copied out (pread for a large file opened by
-  // path, memcpy otherwise): what is checked and parsed is always a private copy.
+  // Bytes [offset, offset + size) of the complete archive, copied out of the file (pread for a
+  // large file opened by path, memcpy otherwise): what is checked and parsed is always a private
+  // copy. copy_physical takes the file's own offsets (the header, a sparse file's extent table).
   std::vector<std::uint8_t> copy_out(std::uint64_t offset, std::uint64_t size) const;
+  std::vector<std::uint8_t> copy_physical(std::uint64_t offset, std::uint64_t size) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
   ByteView memory_;            // open_memory's bytes; a file is read through mapping_
   std::uint64_t file_size_ = 0;
   format::Header header_;
+  format::ExtentTable extents_;  // a sparse archive's; empty otherwise
   Sha256 digest_{};
   std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; head_ points into it
   format::IndexHead head_;

@@ -478,6 +478,10 @@ Sha256 write_archive_file(const std::string& path, const PackageIdentity& id, st
 format::SignatureRecord add_signature_to_file(const std::string& path, const Signer& signer, unsigned threads) {
   ReadOptions read_options;  // unauthenticated: the signer is the one deciding to trust it
   std::unique_ptr<Archive> archive = Archive::open_file(path, read_options);
+  if (archive->sparse()) {
+    fail(Errc::invalid_argument, path + " is a sparse archive: sign the complete archive (a sparse copy pulled after "
+                                        "that carries the new signature too)");
+  }
   archive->verify_all(threads, false, nullptr);
   std::string key_id = signer.key->public_key().key_id();
   for (const auto& rec : archive->signatures()) {

@@ -363,7 +363,7 @@ std::vector<std::uint8_t> encode_header(const Header& h) {
   ByteWriter w;
   w.bytes(kFileMagic.data(), kFileMagic.size());
   w.u32(kFormatVersion);
-  w.u32(0);  // flags
+  w.u32(h.sparse ? kFlagSparse : 0);
   w.u64(h.index_offset);
   w.u64(h.index_size);
   w.u64(h.signature_block_size);
@@ -384,8 +384,12 @@ Header decode_header(ByteView bytes) {
     r.fail_here("format version " + std::to_string(version) + " is not supported (this kiln reads version " +
                 std::to_string(kFormatVersion) + (version == 1 ? "; repack version-1 archives with this kiln" : "") + ")");
   }
-  if (r.u32() != 0) r.fail_here("flags must be zero in format version 2");
+  std::uint32_t flags = r.u32();
+  if ((flags & ~kFlagSparse) != 0) {
+    r.fail_here("flags " + std::to_string(flags) + " set bits this kiln does not know (it knows bit 0, sparse)");
+  }
   Header h;
+  h.sparse = (flags & kFlagSparse) != 0;
   h.index_offset = r.u64();
   h.index_size = r.u64();
   h.signature_block_size = r.u64();

@@ -22,6 +22,8 @@ constexpr std::array<std::uint8_t, 8> kIndexPageMagic = {'K', 'I', 'L', 'N', 'P'
 constexpr std::array<std::uint8_t, 8> kReferencePageMagic = {'K', 'I', 'L', 'N', 'R', 'E', 'F', '3'};
 constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
 constexpr std::uint32_t kFormatVersion = 2;
+// Header flags: bit 0 marks a sparse archive (§9); every other bit is refused.
+constexpr std::uint32_t kFlagSparse = 1;
 // What the writer puts in a page (FORMAT.md §3): an entry page holds at most 16 entries (~2 KiB),
 // a reference page at most 32 references (~3 KiB), the head at most 64 (~5 KiB). A lookup hashes
 // and decodes one page per level: at 20,000 members, a reference page and an entry page, instead
@@ -77,6 +79,9 @@ struct Header {
   std::uint64_t index_size = 0;
   std::uint64_t signature_block_size = 0;
   std::uint64_t index_head_size = 0;  // the first bytes of the index: what the digest covers
+  // Flags bit 0 (FORMAT.md §9): a sparse archive, whose offsets above are the complete archive's
+  // and whose extent table (sparse.hpp) says which of its bytes this file holds.
+  bool sparse = false;
 };
 
 struct Entry {

@@ -45,6 +45,14 @@ class Archive {
   // "sm_80", "gfx90a:xnack-"; `driver` a CUDA version or ""), by the same resolver, as JSON.
   // Resolves nothing for the real devices and keeps nothing.
   std::string preflight_target_json(const std::string& target, const std::string& driver);
+  // The members the routes of every kernel would read on a described target, in index positions:
+  // the code each loads and its variants' code for the same entry, and code the resolver reads to
+  // judge it (PTX, when no native code fits). Judged on the index, so it works on a sparse archive
+  // that holds no code yet: what a sparse pull for that target must fetch.
+  std::vector<std::size_t> code_for_target(const std::string& target, const std::string& driver);
+  // The same for every GPU of this host (CUDA and HIP ordinals from 0 up to the first that neither
+  // has); `found` receives each device's description. Errc::not_found when there is none.
+  std::vector<std::size_t> code_for_host(std::vector<std::string>* found);
   // Takes an attestation of this archive (kiln.h, kiln_archive_add_attestation): verified with
   // the runtime's attestation keys, its subject this archive, every test passed; else throws
   // naming `what`. Thread-safe; kernels resolved afterwards count it.
@@ -73,6 +81,8 @@ class Archive {
   // Why no attestation this archive holds covers `device` ("" when one does).
   std::string attestation_gap(const kiln::engine::DeviceInfo& device) const;
   kiln::ReadOptions read_options() const;
+  // preflight.cpp: every kernel resolved in planning mode on `device` of these backends.
+  std::vector<std::size_t> planned_code(kiln::engine::Backend& cuda, kiln::engine::Backend& hip, int device);
 
   Runtime& runtime_;
   std::vector<std::uint8_t> owned_bytes_;

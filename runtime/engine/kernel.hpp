@@ -88,6 +88,11 @@ class Kernel {
   kiln::engine::VariantChoice variants_;
   std::vector<std::unique_ptr<kiln::engine::Code>> variant_code_;
   std::vector<std::string> variant_paths_;  // per variant, where its code loaded
+  // Planning a sparse pull (Archive::code_for_target): absent code is judged on its index entry
+  // as if present, and what the route would read is listed in planned_ (code that must be read
+  // to be judged included), instead of being read.
+  bool planning_ = false;
+  std::vector<std::size_t> planned_;
   // Per variant, its own parameter list when it has one (null: the kernel's, abi_).
   std::vector<std::unique_ptr<kiln::engine::KernelAbi>> variant_abi_;
 };

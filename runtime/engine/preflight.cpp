@@ -1,6 +1,8 @@
 // The preflight report: every kernel of an archive resolved for one device, or judged for a
 // described target, as JSON. Built here only, so kiln_archive_preflight, its _target sibling and
 // `kiln preflight --json` cannot drift apart.
+#include <algorithm>
+
 #include "archive.hpp"
 #include "described_target.hpp"
 #include "json.hpp"
@@ -64,6 +66,56 @@ std::string Archive::preflight_target_json(const std::string& target, const std:
   }
   w.end_array().end_object();
   return w.str();
+}
+
+namespace {
+
+void sort_unique(std::vector<std::size_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+}  // namespace
+
+std::vector<std::size_t> Archive::planned_code(Backend& cuda, Backend& hip, int device) {
+  std::vector<std::size_t> out;
+  for (const std::string& name : reader_->kernel_names()) {
+    Kernel k(*this, reader_->kernel(name), device, true);
+    k.planning_ = true;
+    resolve(k, cuda, hip);
+    out.insert(out.end(), k.planned_.begin(), k.planned_.end());
+  }
+  sort_unique(out);
+  return out;
+}
+
+std::vector<std::size_t> Archive::code_for_target(const std::string& target, const std::string& driver) {
+  DescribedTarget described = parse_described_target(target, driver);
+  DescribedBackends backends = described_backends(described);
+  return planned_code(*backends.cuda, *backends.hip, 0);
+}
+
+std::vector<std::size_t> Archive::code_for_host(std::vector<std::string>* found) {
+  std::vector<std::size_t> out;
+  std::string why_none;
+  for (int d = 0; d < 64; ++d) {
+    kiln_reason reason = KILN_REASON_NO_DEVICE;
+    std::string cuda_why, hip_why;
+    const DeviceInfo* cuda = runtime_.cuda().device(d, &reason, &cuda_why);
+    const DeviceInfo* hip = runtime_.hip().device(d, &reason, &hip_why);
+    if (cuda == nullptr && hip == nullptr) {
+      why_none = "CUDA: " + cuda_why + "; HIP: " + hip_why;
+      break;
+    }
+    for (const DeviceInfo* info : {cuda, hip}) {
+      if (info != nullptr) found->push_back(info->describe);
+    }
+    std::vector<std::size_t> more = planned_code(runtime_.cuda(), runtime_.hip(), d);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  if (found->empty()) throw kiln::Error(kiln::Errc::not_found, "this host has no GPU kiln can use (" + why_none + ")");
+  sort_unique(out);
+  return out;
 }
 
 }  // namespace kiln::engine

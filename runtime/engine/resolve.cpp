@@ -150,6 +150,16 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
     // Code of the other vendor (a kernel with backend "any") is the other backend's to judge;
     // code of this vendor that it cannot read is an error, never a silent skip.
     if (entry.backend != backend.format_backend()) continue;
+    // A sparse archive's absent code is judged like any other when planning what to fetch, and
+    // otherwise rejected with its reason: nothing absent is read.
+    const bool absent = !reader_->member_present(m);
+    if (absent && !k.planning_) {
+      kiln::engine::TagFit fit;
+      fit.recognised = true;
+      fit.why = "absent from this sparse archive";
+      rejected.push_back(Candidate{m, entry.path, entry.kind, entry.arch, fit, {}});
+      continue;
+    }
     Candidate best;
     bool have = false;
     for (const std::string& tag : split_tags(entry.arch)) {
@@ -170,6 +180,10 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
   // Reads and judges what needed its bytes; they are kept so that the load reads no member twice.
   auto judge_pending = [&](std::vector<Candidate>* out) {
     for (Candidate& c : pending) {
+      if (k.planning_) {  // the route would read it to judge it: it must be fetched, not read here
+        k.planned_.push_back(c.member);
+        continue;
+      }
       c.content = reader_->read_member(c.member);
       c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), "'" + c.path + "'");
       (c.fit.fits ? *out : rejected).push_back(std::move(c));
@@ -260,6 +274,22 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
                               std::string* failures) {
   kiln::engine::Stats& s = runtime_.stats();
   for (Candidate& c : candidates) {
+    if (k.planning_) {  // the first candidate is the one a device would load, with its variants
+      k.planned_.push_back(c.member);
+      const std::vector<kiln::CodeObjectRef>& code = k.spec_.code;
+      std::size_t at = code.size();  // the code entry load_variants would take the variants' code for
+      for (std::size_t e = 0; e < code.size(); ++e) {
+        if (code[e].file.path == c.path && (at == code.size() || code[e].arch == c.tag)) at = e;
+      }
+      for (std::size_t v = 0; at < code.size() && v < k.spec_.variants.size(); ++v) {
+        long m = reader_->find(k.spec_.variants[v].code[at].file.path);  // checked by check_code_references
+        if (m >= 0) k.planned_.push_back(static_cast<std::size_t>(m));
+      }
+      k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
+      k.reason_ = KILN_REASON_MATCH;
+      k.target_ = c.tag;
+      return true;
+    }
     std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.

@@ -140,6 +140,13 @@ std::vector<std::string> export_oci(const Store& store, const std::string& dir, 
   std::vector<ArchiveInfo> chosen;  // everything checked before the layout is touched
   if (digests.empty()) chosen = store.archives();
   else for (const std::string& d : digests) chosen.push_back(store.info(d));
+  for (const ArchiveInfo& a : chosen) {
+    if (a.sparse) {
+      fail(Errc::invalid_argument, store.dir() + ": " + a.digest + " is held sparse (" + std::to_string(a.size) + " of " +
+                                       std::to_string(a.complete_size) + " bytes); an OCI layout carries archives whole: "
+                                       "export from a store that holds it whole, or name the digests to export");
+    }
+  }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail(Errc::io, dir + ": cannot create: " + errno_text(errno));
   // Into an existing layout: its index entries are kept (an entry for a manifest written again
   // is replaced). Into a folder holding something else: refused.

@@ -1,5 +1,7 @@
 #include "store.hpp"
 
+#include "sparse_writer.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "format.hpp"
 #include "layout.hpp"
 #include "sha256.hpp"
+#include "sparse_writer.hpp"
 
 namespace kiln::store {
 namespace {
@@ -195,6 +198,11 @@ TrustDocument Store::update_trust(const std::string& file) {
   return next;
 }
 
+ArchiveInfo archive_info(const Archive& a) {
+  return ArchiveInfo{digest_string(a.digest()), a.package(), a.kernel_revision(), a.sequence(), a.file_size(), a.sparse(),
+                     a.complete_size()};
+}
+
 std::string Store::archive_path(const std::string& digest) const { return dir_ + "/archives/" + hex_of(digest) + ".kiln"; }
 
 void Store::require_present(const std::string& digest) const {
@@ -216,7 +224,7 @@ ArchiveInfo Store::info(const std::string& digest) const {
   if (digest_string(a->digest()) != digest) {
     fail(Errc::integrity, path + ": holds " + digest_string(a->digest()) + ", not " + digest);
   }
-  return ArchiveInfo{digest, a->index().package, a->index().kernel_revision, a->index().sequence, a->file_size()};
+  return archive_info(*a);
 }
 
 // The bytes verified are the bytes stored: the source is copied into a temporary file in the
@@ -240,21 +248,48 @@ ArchiveInfo Store::add(const std::string& file) {
   options.policy = TrustPolicy{&trust(), 1};
   options.follow_links = false;
   ArchiveInfo info;
-  try {
-    std::unique_ptr<Archive> a = Archive::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
-    a->verify_all(2, false, nullptr);
-    info = ArchiveInfo{digest_string(a->digest()), a->index().package, a->index().kernel_revision, a->index().sequence,
-                       a->file_size()};
-  } catch (const Error& e) {
+  std::unique_ptr<Archive> incoming;
+  auto naming_the_source = [&](const Error& e) {  // [[noreturn]] in effect: it throws
     // Name what the user gave, not the temporary copy (removed as this unwinds).
     std::string what = e.what();
     for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {
       what.replace(at, out.temp_path().size(), file + " (as copied into the store)");
     }
     fail(e.code(), what);
+  };
+  try {
+    incoming = Archive::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
+    incoming->verify_all(2, false, nullptr);
+    info = archive_info(*incoming);
+  } catch (const Error& e) {
+    naming_the_source(e);
   }
   out.set_target(archive_path(info.digest));
   Lock lock(dir_);
+  if (info.sparse) {
+    // The same digest held already: whole, it stays; sparse, the two copies' members are joined.
+    struct stat st {};
+    if (::lstat(archive_path(info.digest).c_str(), &st) == 0) {
+      std::unique_ptr<Archive> held = Archive::open_file(archive_path(info.digest), options);
+      if (!held->sparse()) return archive_info(*held);
+      held->verify_all(2, false, nullptr);
+      const std::size_t n = held->member_count();
+      std::vector<bool> keep(n);
+      for (std::size_t i = 0; i < n; ++i) keep[i] = incoming->member_present(i) || held->member_present(i);
+      AtomicFileWriter joined(dir_ + "/archives/joined.kiln", 0644);
+      write_sparse_copy({incoming.get(), held.get()}, keep, joined);
+      try {
+        std::unique_ptr<Archive> both = Archive::open_file(joined.temp_path(), options);
+        both->verify_all(2, false, nullptr);
+        info = archive_info(*both);
+      } catch (const Error& e) {
+        fail(e.code(), std::string("joining ") + file + " with the sparse copy held: " + e.what());
+      }
+      joined.set_target(archive_path(info.digest));
+      joined.commit(crash_point);
+      return info;
+    }
+  }
   out.commit(crash_point);
   return info;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "archive_reader.hpp"
 #include "attestation_facts.hpp"
 #include "chain.hpp"
 #include "trust.hpp"
@@ -22,8 +23,13 @@ namespace kiln::store {
 struct ArchiveInfo {
   std::string digest, package, kernel_revision;
   std::uint64_t sequence = 0;
-  std::uint64_t size = 0;
+  std::uint64_t size = 0;           // of the file
+  bool sparse = false;              // FORMAT.md §9: some members absent
+  std::uint64_t complete_size = 0;  // of the complete archive (= size unless sparse)
 };
+
+// What an opened archive says of itself.
+ArchiveInfo archive_info(const Archive& a);
 
 // An attestation kept beside an archive: the history record that took it in (its reason begins
 // with the envelope's digest) and the envelope's bytes, checked against that digest.
@@ -61,7 +67,9 @@ class Store {
   // held (and by its own), not expired, leaving a release key usable; returns it. Refuses a
   // store made with a key folder, the same file, an older or equal version, another root.
   TrustDocument update_trust(const std::string& file);
-  // Verifies (signatures against the store's keys, every member) and copies in; returns it.
+  // Verifies (signatures against the store's keys, every member) and copies in; returns it. A
+  // sparse archive (FORMAT.md §9) never replaces the same digest held whole; beside a sparse copy
+  // of it, the store keeps one sparse archive holding every member either holds.
   ArchiveInfo add(const std::string& file);
   // Makes `digest` the package's active archive, refusing rollbacks the rules forbid and, with a
   // policy, an archive whose attestations it does not accept.
