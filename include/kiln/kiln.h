@@ -43,7 +43,7 @@ extern "C" {
 /* ---- Version --------------------------------------------------------------------------- */
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 6
+#define KILN_VERSION_MINOR 7
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
@@ -230,7 +230,10 @@ typedef struct kiln_archive kiln_archive;
 
 /* Opens the archive at `path` through a read-only mapping (never a whole-file read), checks
  * its signatures against the runtime's trust keys and policy, then its index and manifest.
- * Member digests are checked lazily, right before each member is first used. */
+ * Member digests are checked lazily, right before each member is first used. A sparse archive
+ * (0.7; schema/FORMAT.md §9: `kiln pull --target`) opens the same way, with the same digest;
+ * code it lacks is never read: a kernel takes the code it holds, and one whose only fitting code
+ * is absent routes as KILN_REASON_ARCH_MISMATCH, its reason text naming the absent member. */
 KILN_API kiln_status kiln_archive_open(kiln_runtime* runtime, const char* path, kiln_archive** out);
 
 /* The same from memory. The bytes are copied, so the caller may free them on return. */

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -143,10 +144,13 @@ class Registry {
 };
 
 // Forwards 127.0.0.1:port() to the upstream port, and once `budget` bytes in all have gone from
-// upstream to clients, closes every connection it holds and every one it accepts after.
+// upstream to clients, closes every connection it holds and every one it accepts after. With
+// `hide_range`, each request's "Range:" header is renamed (same length) before it goes upstream:
+// a registry that does not serve ranges, as the client sees it.
 class CuttingProxy {
  public:
-  CuttingProxy(int upstream, std::uint64_t budget) : upstream_(upstream), budget_(budget) {
+  CuttingProxy(int upstream, std::uint64_t budget, bool hide_range = false)
+      : upstream_(upstream), budget_(budget), hide_range_(hide_range) {
     listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -187,6 +191,11 @@ class CuttingProxy {
       if (::poll(p, 2, 50) <= 0) continue;
       if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
         ssize_t n = ::read(client, buf, sizeof buf);
+        if (n > 0 && hide_range_) {
+          std::string text(buf, static_cast<std::size_t>(n));
+          for (std::size_t at; (at = text.find("\r\nRange:")) != std::string::npos;) text[at + 2] = 'X';
+          std::copy(text.begin(), text.end(), buf);
+        }
         if (n <= 0 || ::write(server, buf, static_cast<std::size_t>(n)) != n) break;
       }
       if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -204,6 +213,7 @@ class CuttingProxy {
   }
   int upstream_, port_ = 0, listen_ = -1;
   std::uint64_t budget_;
+  bool hide_range_ = false;
   std::atomic<std::uint64_t> sent_{0};
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
