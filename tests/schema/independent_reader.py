@@ -18,7 +18,11 @@ with --paged, also three archives that kiln packs here: one of 300 files (a one-
 several entry pages), one of about 1,160 members (a tree head, FORMAT.md §3), and
 launch-edges.kiln, whose kernels use every form of kernel_args and cluster. Each one is also
 tampered with (a header, page, member and signature byte, a byte appended), and the reader must
-refuse every tampered copy. Each record with a launch extension (FORMAT.md §4.1) is varied in
+refuse every tampered copy. With --paged and --trust, each is also rewritten here as a sparse
+archive (FORMAT.md §9: kiln.toml, the meta members and each kernel's first code object), which
+this reader and `kiln verify --deep` must both accept with the same digest and the same members
+present, and twice broken (adjacent extents unmerged, an unknown flag), which both must refuse.
+Each record with a launch extension (FORMAT.md §4.1) is varied in
 each way FORMAT.md refuses and in ways it allows; with --paged and --trust, launch-edges.kiln's
 variants are also rebuilt into signed archives and `kiln preflight` must refuse exactly the ones
 this reader refuses, and the two paged archives' members are put under other indexes (other
@@ -187,26 +191,81 @@ def decode_header(data):
     need(r.take(8) == FILE_MAGIC, "header: bad magic")
     version = r.u32()
     need(version == 2, f"header: format version {version}")
-    need(r.u32() == 0, "header: flags not zero")
+    flags = r.u32()
+    need(flags in (0, 1), f"header: flags {flags} has bits other than bit 0 (sparse, §9)")
     h = {"index_offset": r.u64(), "index_size": r.u64(), "signature_block_size": r.u64(),
-         "index_head_size": r.u64()}
+         "index_head_size": r.u64(), "sparse": flags == 1}
     need(r.take(16) == bytes(16), "header: reserved bytes not zero")
-    size = len(data)
     need(1 <= h["index_size"] <= 256 << 20, "header: index_size out of range")
     need(h["signature_block_size"] <= 1 << 20, "header: signature_block_size over 1 MiB")
-    need(h["index_offset"] >= 64 and h["index_offset"] % 64 == 0 and h["index_offset"] <= size,
-         "header: index_offset")
+    need(1 <= h["index_head_size"] <= h["index_size"], "header: index_head_size out of 1..index_size")
+    need(h["index_offset"] >= 64 and h["index_offset"] % 64 == 0, "header: index_offset")
+    if h["sparse"]:
+        need(h["index_offset"] <= 1 << 62, "header (sparse): index_offset over 2^62")
+        return h
+    size = len(data)
+    need(h["index_offset"] <= size, "header: index_offset")
     need(h["index_size"] <= size - h["index_offset"], "header: index runs past the file")
     need(h["signature_block_size"] == size - h["index_offset"] - h["index_size"], "header: regions do not tile the file")
-    need(1 <= h["index_head_size"] <= h["index_size"], "header: index_head_size out of 1..index_size")
     return h
+
+
+class SparseView:
+    """A sparse archive (§9) seen as its complete archive: a slice inside one extent gives the held
+    bytes, a slice that meets none is refused as absent, one that an extent holds part of as cut."""
+
+    def __init__(self, data, h):
+        need(len(data) >= 76, "extent table: the file ends inside it")
+        r = Reader(data[64:76], "extent table")
+        need(r.take(8) == b"KILNSPX1", "extent table: bad magic")
+        count = r.u32()
+        need(1 <= count <= (1 << 20) + 1, f"extent table: count {count}")
+        start = align64(76 + 16 * count)
+        need(start <= len(data), "extent table: runs past the file")
+        full = h["index_offset"] + h["index_size"] + h["signature_block_size"]
+        r = Reader(data[76:76 + 16 * count], "extent table")
+        self.extents, at = [], start
+        for k in range(count):
+            off, size = r.u64(), r.u64()
+            need(off >= 64 and off % 64 == 0, f"extent {k}: offset {off}")
+            need(size >= 1 and off + size <= full, f"extent {k}: runs past the complete archive")
+            if self.extents:
+                need(off > self.extents[-1][0] + self.extents[-1][1], f"extent {k}: not after the previous one's end")
+            last = k + 1 == count
+            need(last or (off + size) % 64 == 0, f"extent {k}: ends at {off + size}, not a multiple of 64")
+            need(not last or (off + size == full and off <= h["index_offset"]),
+                 f"extent {k} (the last): does not hold the index and signature block")
+            self.extents.append((off, size, at))
+            at += size
+        need(data[76 + 16 * count:start] == bytes(start - 76 - 16 * count), "extent table: padding not zero")
+        need(at == len(data), f"extent table: the extents end at {at}, the file at {len(data)}")
+        self.data, self.full = data, full
+
+    def __len__(self):
+        return self.full
+
+    def where(self, off, size):
+        """The file offset of [off, off + size), None when absent; refused when cut."""
+        if size == 0:
+            return 0
+        for o, n, at in self.extents:
+            if off < o + n and o < off + size:
+                need(o <= off and off + size <= o + n, f"bytes {off}..{off + size}: an extent holds part of them")
+                return at + off - o
+        return None
+
+    def __getitem__(self, s):
+        start, stop = s.start or 0, self.full if s.stop is None else s.stop
+        at = self.where(start, stop - start)
+        need(at is not None, f"bytes {start}..{stop}: absent from this sparse archive")
+        return self.data[at:at + stop - start]
 
 
 def encode_header(h):
     w = Writer()
     w.raw(FILE_MAGIC)
     w.u32(2)
-    w.u32(0)
+    w.u32(1 if h.get("sparse") else 0)
     for k in ("index_offset", "index_size", "signature_block_size", "index_head_size"):
         w.u64(h[k])
     w.raw(bytes(16))
@@ -1426,6 +1485,9 @@ def read_archive(data, trusted_keys, canonical=True):
     in every archive kiln writes; a reader accepts any other split that obeys the rules."""
     h = decode_header(data)
     need(encode_header(h) == data[:64], "header: does not re-encode to its bytes")
+    size = len(data)
+    if h["sparse"]:
+        data = SparseView(data, h)
     io, isz = h["index_offset"], h["index_size"]
     head_bytes = data[io:io + h["index_head_size"]]
     digest = "sha256:" + hashlib.sha256(head_bytes).hexdigest()
@@ -1461,13 +1523,28 @@ def read_archive(data, trusted_keys, canonical=True):
     by_path = {e["path"]: e for e in entries}
     need(b"kiln.toml" in by_path and by_path[b"kiln.toml"]["role"] == 1, "index: no kiln.toml with role manifest")
 
+    # A sparse archive (§9): every extent begins at a member's offset or the index, and ends at one
+    # or at the end; each member is then held whole (its padding too) or absent.
+    present = {e["path"] for e in entries}
+    if h["sparse"]:
+        edges = {e["offset"] for e in entries}
+        for o, n, _ in data.extents:
+            need(o in edges or o == io, f"extent at {o}: begins inside a member's slot")
+            need(o + n in edges or o + n == len(data), f"extent at {o}: ends inside a member's slot")
+        present = {e["path"] for e in entries if data.where(e["offset"], e["stored_size"]) is not None}
+
     # Padding: zero from each member's end to the next member (or the index).
     for i, e in enumerate(entries):
+        if e["path"] not in present:
+            continue
         end = e["offset"] + e["stored_size"]
         nxt = entries[i + 1]["offset"] if i + 1 < len(entries) else io
         need(data[end:nxt] == bytes(nxt - end), f"member {e['path']!r}: padding not zero")
 
-    contents = {e["path"]: member_content(data, e) for e in entries}
+    contents = {e["path"]: member_content(data, e) for e in entries if e["path"] in present}
+    for e in entries:
+        need(e["path"] in present or (e["role"] not in (1, 6)), f"{e['path']!r}: absent, but kiln.toml and meta members "
+             "are read by a full verification")
 
     # §4.1: the table, decoded, re-encoded byte for byte, and derived from kiln.toml.
     need(b"kiln/kernels.bin" in by_path and by_path[b"kiln/kernels.bin"]["role"] == 6, "no kiln/kernels.bin (meta)")
@@ -1506,7 +1583,8 @@ def read_archive(data, trusted_keys, canonical=True):
             need(by_path.get(file, {}).get("role") in (2, 4), f"kernel {name!r}: ir {file!r} is not an ir member")
 
     return {"header": h, "digest": digest, "head": head, "entries": entries, "pages": pages, "signatures": signatures,
-            "valid_keys": valid, "table": table, "records": records, "manifest": manifest, "size": len(data)}
+            "valid_keys": valid, "table": table, "records": records, "manifest": manifest, "size": size,
+            "present": present}
 
 
 # ---- comparison with what kiln reports --------------------------------------------------
@@ -1535,6 +1613,8 @@ def compare_with_kiln(kiln, path, a):
         same("signature", (at["key-id"].decode(), at["signer"].decode(), at["created"]),
              (js["key_id"], js["signer"], js["created"]))
     same("member count", len(a["entries"]), len(j["members"]))
+    same("sparse", a["header"]["sparse"], j["sparse"])
+    same("members present", [e["path"] in a["present"] for e in a["entries"]], [m["present"] for m in j["members"]])
     names = {"role": ROLES, "backend": BACKENDS, "kind": KINDS, "compression": COMPRESSIONS}
     for e, je in zip(a["entries"], j["members"]):
         for f in ENTRY_FIELDS:
@@ -1850,6 +1930,58 @@ def tamper_checks(data, a, keys):
         bad[offset] ^= 0x01
         must_refuse(bad, keys, what)
     must_refuse(data + b"\0", keys, "a byte appended")
+
+
+def sparse_copy(data, a, keep, merge=True):
+    """A sparse archive (§9) of `data` holding the members whose paths are in `keep`, written from
+    §9 alone; merge=False writes adjacent slots as separate extents, which §9 refuses."""
+    entries, io = a["entries"], a["header"]["index_offset"]
+    extents = []
+
+    def add(o, end):
+        if end == o:
+            return
+        if merge and extents and extents[-1][0] + extents[-1][1] == o:
+            extents[-1][1] += end - o
+        else:
+            extents.append([o, end - o])
+    for i, e in enumerate(entries):
+        if e["path"] in keep:
+            add(e["offset"], entries[i + 1]["offset"] if i + 1 < len(entries) else io)
+    add(io, len(data))
+    table = b"KILNSPX1" + struct.pack("<I", len(extents)) + b"".join(struct.pack("<QQ", o, n) for o, n in extents)
+    table += bytes(align64(64 + len(table)) - 64 - len(table))
+    return data[:12] + struct.pack("<I", 1) + data[16:64] + table + b"".join(data[o:o + n] for o, n in extents)
+
+
+def sparse_checks(kiln, data, a, keys, trust, folder):
+    """A sparse copy holding kiln.toml, the meta members and each kernel's first code object: this
+    reader and kiln read it alike (the same digest, the same members present, `kiln verify --deep`
+    passing), and both refuse it with adjacent extents unmerged or an unknown flag."""
+    keep = {e["path"] for e in a["entries"] if e["role"] in (1, 6)}
+    keep |= {rec["code"][0][1] for rec in a["records"].values() if rec["code"]}
+    sparse = sparse_copy(data, a, keep)
+    s = read_archive(sparse, keys)
+    need(s["digest"] == a["digest"], "sparse copy: another digest")
+    want = keep | {e["path"] for e in a["entries"] if e["stored_size"] == 0}
+    need(s["present"] == want, f"sparse copy: holds {sorted(s['present'])}, not {sorted(want)}")
+    path = os.path.join(folder, "sparse.kiln")
+
+    def kiln_verify(b):
+        with open(path, "wb") as f:
+            f.write(b)
+        return subprocess.run([kiln, "verify", path, "--deep", "--trust", trust], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, check=False)
+    out = kiln_verify(sparse)
+    need(out.returncode == 0, "kiln verify refused the sparse copy: " + out.stderr.decode(errors="replace"))
+    compare_with_kiln(kiln, path, s)
+    refused = {"adjacent extents unmerged": sparse_copy(data, a, keep, merge=False),
+               "flags 3": sparse[:12] + struct.pack("<I", 3) + sparse[16:]}
+    for what, bad in refused.items():
+        if bad == sparse:
+            continue
+        must_refuse(bad, keys, what)
+        need(kiln_verify(bad).returncode != 0, f"kiln verify accepted a sparse copy with {what}")
 
 
 def expression_checks(a):
@@ -2343,6 +2475,8 @@ def main():
                 need(a["valid_keys"], "no signature by the trusted key verifies")
             compare_with_kiln(args.kiln, path, a)
             tamper_checks(data, a, keys)
+            if args.trust and scratch is not None:
+                sparse_checks(args.kiln, data, a, keys, args.trust, scratch.name)
             if n == "table-edges.kiln":
                 need(expression_checks(a), "table-edges.kiln has no range shape to check")
             cases = launch_checks(a)
@@ -2368,6 +2502,7 @@ def main():
               (" (kiln preflight agrees on each)" if path == edges and args.trust else "") +
               (f"; {index_cases} other indexes, kiln verify agrees on each" if index_cases else ""))
     print(f"{len(paths) - failures} of {len(paths)} archives read as FORMAT.md says"
+          + (", each also as a sparse copy (§9) that kiln reads alike" if args.trust and scratch is not None else "") +
           f" (zstd via {'the zstandard module' if zstandard else ZSTD_CLI})")
     return 1 if failures else 0
 
