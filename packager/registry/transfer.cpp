@@ -263,8 +263,10 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
     keep[i] = entries[i].role == format::Role::manifest || entries[i].role == format::Role::meta;
   }
   for (const format::Extent& x : format::extents_for(entries, keep, h)) {
-    if (x.offset == h.index_offset) continue;
-    if (!get_range(client, layer, x.offset, x.size, &bytes)) {
+    // The index, held already, ends the last extent (alone, or after the members just before it).
+    const std::uint64_t end = std::min(x.end(), h.index_offset);
+    if (end <= x.offset) continue;
+    if (!get_range(client, layer, x.offset, end - x.offset, &bytes)) {
       fail(Errc::integrity, where + ": the registry served ranges, then ignored one; refused");
     }
     held[x.offset] = std::move(bytes);
