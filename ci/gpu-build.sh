@@ -22,6 +22,11 @@ cp -P "$build"/lib/libkiln.so "$build"/lib/libkiln.so.0 "$(readlink -f "$build"/
 # KILN_LIBRARY=$stage/lib/libkiln.so.0 (ci/gpu-run.sh). Built wherever python3-dev is installed.
 cp "$build/lib/_fastlaunch.abi3.so" "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
+# A sparse copy of matmul-relu.kiln pulled for sm_90 (kiln pull --target sm_90 --tests), by the
+# development build's kiln (KILN_PULL_WITH; this build has no registry client), from a local
+# registry; the GPU run proves it with kiln verify --run.
+ci/gpu-sparse-stage.sh "${KILN_PULL_WITH:-build/bin/kiln}" "$stage/archives/matmul-relu.kiln" "$stage/keys" \
+  "$stage/archives/matmul-relu-sm_90-sparse.kiln"
 # The benchmark's code objects (tests/bench/run.sh packs its archives from them on the GPU
 # machine, gigabytes that could not travel), and Google Benchmark's library, which it lacks.
 mkdir -p "$stage/bench" && cp "$build"/tests/bench/{noop,big}.{sm_80,sm_90a,sm_100}.cubin \

@@ -37,6 +37,15 @@ run verify_run_nvcc "$stage/bin/kiln" verify "$stage/archives/matmul-relu.kiln" 
 run verify_run_m_range "$stage/bin/kiln" verify "$stage/archives/matmul-relu-m-range.kiln" --trust "$stage/keys/test.pub" --run
 # A tensor map passed by value, 2x1x1 clusters and 68 KiB of shared memory, from its test vector.
 run verify_run_tma "$stage/bin/kiln" verify "$stage/archives/tma-pair-sum.kiln" --trust "$stage/keys/test.pub" --run
+# A sparse archive pulled here for sm_90 with its test vectors (ci/gpu-sparse-stage.sh): the same
+# digest as the whole one, the other targets' code absent, every test vector passing on the code it holds.
+verify_run_sparse() {
+  local a="$stage/archives/matmul-relu-sm_90-sparse.kiln" whole="$stage/archives/matmul-relu.kiln"
+  "$stage/bin/kiln" inspect "$a" | grep -E "sparse|absent" || { echo "not a sparse archive"; return 1; }
+  [ "$("$stage/bin/kiln" digest "$a")" = "$("$stage/bin/kiln" digest "$whole")" ] || { echo "another digest"; return 1; }
+  "$stage/bin/kiln" verify "$a" --trust "$stage/keys/test.pub" --run
+}
+run verify_run_sparse verify_run_sparse
 # Passes only for the failure it is about: exit 1 (refused) because the kernel ran and its
 # results were outside tolerance, not because there was no GPU, no archive or a crash.
 expect_out_of_tolerance() {
@@ -144,7 +153,7 @@ fi
 steps_triton="bench python_tests $steps_triton"
 fi
 
-steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host verify_run_nvcc verify_run_m_range verify_run_tma verify_run_wrong_fails attest_run attest_policy preflight preflight_mixed preflight_target_agrees diag_show $steps_triton"
+steps="gpu_tests runtime_api_tests c_api_test demo_c demo_cpp verify_on_gpu_host verify_run_nvcc verify_run_m_range verify_run_tma verify_run_sparse verify_run_wrong_fails attest_run attest_policy preflight preflight_mixed preflight_target_agrees diag_show $steps_triton"
 echo
 echo "GPU run summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf '%-20s %s\n' "step" "result"

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "archive.hpp"
 #include "cuda_driver.hpp"
 #include "dsse.hpp"
 #include "ed25519.hpp"
 #include "kiln/kiln.h"
+#include "runtime.hpp"
 #include "store.hpp"
 #include "../unit/attestation_text.hpp"
 #include "../unit/temp_dirs.hpp"
@@ -708,3 +710,27 @@ TEST(Gpu, OneArchiveServesEveryDeviceFromSeveralThreadsAtOnce) {
     cu.cuDevicePrimaryCtxRelease(dev);
   }
 }
+
+// `kiln pull --device` fetches what libkiln's resolver, in its planning mode, says this host's
+// GPUs' routes read. On a real device that must be exactly the code the device then loads: the
+// plan judges on the index alone, the load on the driver.
+TEST(Gpu, ASparsePullForThisHostPlansTheCodeTheDeviceLoads) {
+  REQUIRE_GPU();
+  (void)cu;
+  kiln_runtime_options o;
+  kiln_runtime_options_init(&o, sizeof o);
+  o.trust_path = kTrust.c_str();
+  kiln::engine::Runtime runtime(o);
+  kiln::engine::Archive archive(runtime, kArchives + "/matmul-relu.kiln");
+  std::vector<std::string> found;
+  std::vector<std::size_t> planned = archive.code_for_host(&found);
+  ASSERT_FALSE(found.empty());
+  kiln::engine::Kernel* k = archive.kernel("matmul_relu", 0);
+  ASSERT_TRUE(k->runs_on_device()) << k->reason_text();
+  std::vector<std::string> paths;
+  for (std::size_t i : planned) paths.push_back(archive.reader().entry(i).path);
+  // One GPU kind on the host: the plan is that one code object.
+  EXPECT_EQ(paths, std::vector<std::string>{k->code_path()}) << found.front();
+}
+
+
