@@ -255,6 +255,7 @@ kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, vo
     // The length comes from the signed index: a size query reads and decompresses nothing. A
     // length over the reader's bound is refused here too, so that no caller sizes a buffer from it.
     std::uint64_t length = reader.entry(static_cast<std::size_t>(i)).content_size;
+    reader.require_present(static_cast<std::size_t>(i));  // a sparse archive's absent member has no size to offer
     if (length > reader.max_member_size()) {
       throw Error(Errc::limit, reader.name() + ": member '" + std::string(path) + "' declares " + std::to_string(length) +
                                    " bytes of content, over the reader's limit of " +

@@ -65,6 +65,8 @@ class Archive {
   // Whether member i's bytes are in the file (always, in a complete archive). A member an extent
   // cuts is refused (Errc::malformed).
   bool member_present(std::size_t i) const;
+  // Errc::not_found naming member i unless its bytes are in the file.
+  void require_present(std::size_t i) const;
   const format::Header& header() const { return header_; }
   const Sha256& digest() const { return digest_; }
   const std::string& package() const { return head_.package; }
@@ -132,8 +134,6 @@ class Archive {
   Archive() = default;
   void parse(const ReadOptions& options);
   std::string member_label(std::size_t i) const;
-  // Errc::not_found naming member i unless its bytes are in the file.
-  void require_present(std::size_t i) const;
   // Where bytes [offset, offset + size) of the complete archive are in the file; refuses them
   // when the file does not hold them all (a sparse archive's absent bytes are never read).
   std::uint64_t file_offset(std::uint64_t offset, std::uint64_t size) const;

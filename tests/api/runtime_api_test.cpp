@@ -10,13 +10,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "archive_reader.hpp"
 #include "kiln/kiln.h"
+#include "sparse_writer.hpp"
 
 namespace {
 
@@ -274,6 +277,40 @@ TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
     EXPECT_EQ(ptx, std::string(ptx_size, 'x'));  // nothing was written
     kiln_archive_destroy(a);
   }
+}
+
+// A sparse archive (0.7, FORMAT.md §9: what `kiln pull --target` writes) opens with the complete
+// archive's digest; a member it lacks is refused by name, and a kernel whose code is absent routes
+// with a reason naming it.
+TEST_F(RuntimeApi, ASparseArchiveOpensWithItsDigestAndNamesWhatItLacks) {
+  std::vector<char> whole = read_file(kArchives + "/scale.kiln");
+  std::unique_ptr<kiln::Archive> reader = kiln::Archive::open_memory(
+      reinterpret_cast<const std::uint8_t*>(whole.data()), whole.size(), kiln::ReadOptions{});
+  const std::vector<kiln::format::Entry>& entries = reader->index().entries;
+  std::vector<bool> keep(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) keep[i] = entries[i].role == kiln::format::Role::manifest ||
+                                                             entries[i].role == kiln::format::Role::meta;
+  std::vector<char> sparse;
+  kiln::write_sparse([&sparse](const std::uint8_t* d, std::size_t n) { sparse.insert(sparse.end(), d, d + n); },
+                     reader->header(), kiln::format::extents_for(entries, keep, reader->header()),
+                     [&whole](const kiln::format::Extent& x, const kiln::ExtentWrite& write) {
+                       write(reinterpret_cast<const std::uint8_t*>(whole.data()) + x.offset, x.size);
+                     });
+  kiln_archive* full = nullptr;
+  kiln_archive* a = nullptr;
+  ASSERT_EQ(kiln_archive_open_memory(rt, whole.data(), whole.size(), &full), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_archive_open_memory(rt, sparse.data(), sparse.size(), &a), KILN_OK) << last_error(rt);
+  EXPECT_STREQ(kiln_archive_digest(a), kiln_archive_digest(full));
+  std::size_t size = 0;
+  EXPECT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 0, &size), KILN_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(kiln_archive_read_member(a, "scale.ptx", nullptr, 0, &size), KILN_ERR_NOT_FOUND);
+  EXPECT_NE(last_error(rt).find("member 'scale.ptx' is absent from this sparse archive"), std::string::npos) << last_error(rt);
+  char json[8192];
+  ASSERT_EQ(kiln_archive_preflight_target(a, "sm_90", "13.0", json, sizeof json, nullptr), KILN_OK) << last_error(rt);
+  EXPECT_NE(std::string(json).find("'scale.ptx' (absent from this sparse archive)"), std::string::npos) << json;
+  EXPECT_NE(std::string(json).find("\"reason\":\"arch-mismatch\""), std::string::npos) << json;
+  kiln_archive_destroy(a);
+  kiln_archive_destroy(full);
 }
 
 // kiln_archive_preflight_target (0.3): a described GPU judged without one, as `kiln preflight
