@@ -445,13 +445,7 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
   }
   require_present(i);
-  std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
-  Sha256 got = sha256(stored.data(), stored.size());
-  if (got != e.stored_sha256) {
-    fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
-                              sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
-  }
-  verified_flag(i).store(true, std::memory_order_release);
+  std::vector<std::uint8_t> stored = copy_stored_checked(i);
   std::vector<std::uint8_t> content;
   if (e.compression == format::Compression::none) {
     content = std::move(stored);
@@ -471,6 +465,57 @@ std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
   long i = find(path);
   if (i < 0) fail(Errc::invalid_argument, name_ + ": no member named '" + path + "'");
   return read_member(static_cast<std::size_t>(i));
+}
+
+std::vector<std::uint8_t> Archive::copy_stored_checked(std::size_t i) const {
+  const format::Entry& e = entry(i);
+  // Copied and hashed a piece at a time, each piece hashed while it is still in the cache: one
+  // pass over memory, as reading a file into a small buffer and hashing it would be.
+  constexpr std::uint64_t kPiece = 256 * 1024;
+  std::vector<std::uint8_t> stored(static_cast<std::size_t>(e.stored_size));
+  Sha256Stream hash;
+  for (std::uint64_t at = 0; at < e.stored_size; at += kPiece) {
+    const std::uint64_t n = std::min(kPiece, e.stored_size - at);
+    if (mapping_) {
+      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), stored.data() + at);
+    } else {
+      ByteView view = memory_.sub(file_offset(e.offset + at, n), n);
+      std::memcpy(stored.data() + at, view.data, view.size);
+    }
+    hash.update(stored.data() + at, static_cast<std::size_t>(n));
+  }
+  Sha256 got = hash.finish();
+  if (got != e.stored_sha256) {
+    fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
+                              sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
+  }
+  verified_flag(i).store(true, std::memory_order_release);
+  return stored;
+}
+
+std::vector<std::uint8_t> Archive::read_member_prefix(std::size_t i, std::size_t limit) const {
+  const format::Entry& e = entry(i);
+  if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);
+  if (e.content_size > max_member_size_) {
+    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
+                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
+  }
+  require_present(i);
+  std::vector<std::uint8_t> stored = copy_stored_checked(i);
+  check_zstd_frame(ByteView(stored), e.content_size, member_label(i));
+  // Fed in small pieces, so that decoding stops about where the prefix is complete.
+  constexpr std::size_t kPiece = 16 * 1024;
+  std::vector<std::uint8_t> prefix;
+  prefix.reserve(limit);
+  ZstdStreamDecoder decoder(e.content_size, member_label(i));
+  for (std::size_t at = 0; at < stored.size() && prefix.size() < limit; at += kPiece) {
+    decoder.feed(ByteView(stored.data() + at, std::min(kPiece, stored.size() - at)), [&](ByteView out) {
+      std::size_t take = std::min(out.size, limit - prefix.size());
+      prefix.insert(prefix.end(), out.data, out.data + take);
+    });
+  }
+  if (auto p = format::nested_archive_problem(e.path, ByteView(prefix)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+  return prefix;
 }
 
 void Archive::verify_member_deep(std::size_t i) const {

@@ -110,6 +110,11 @@ class Archive {
   // comes first so that a file changed underneath cannot swap bytes after the check.
   std::vector<std::uint8_t> read_member(std::size_t i) const;
   std::vector<std::uint8_t> read_member(const std::string& path) const;
+  // Member i's stored bytes checked as read_member checks them (digest, and the zstd frame's
+  // header), and the first `limit` bytes of its content, decompressing no further: what telling a
+  // code object by its headers needs at the default verification level. The content digest is
+  // checked only where the prefix is the whole content (read_member and --deep check it always).
+  std::vector<std::uint8_t> read_member_prefix(std::size_t i, std::size_t limit) const;
   // Checks one member's stored and content digests in one streaming pass (verify_all's deep level).
   void verify_member_deep(std::size_t i) const;
 
@@ -164,6 +169,9 @@ class Archive {
   // copy. copy_physical takes the file's own offsets (the header, a sparse file's extent table).
   std::vector<std::uint8_t> copy_out(std::uint64_t offset, std::uint64_t size) const;
   std::vector<std::uint8_t> copy_physical(std::uint64_t offset, std::uint64_t size) const;
+  // Member i's stored bytes, copied out and checked against the index (the flag set): the one
+  // place read_member and read_member_prefix take them from. The caller has checked presence.
+  std::vector<std::uint8_t> copy_stored_checked(std::size_t i) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;

@@ -166,7 +166,13 @@ void check_archive_semantics(const Archive& archive, unsigned threads) {
   parallel_for_or_fail(code_members.size(), threads, [&](std::size_t n) {
     std::size_t i = code_members[n];
     const format::Entry& e = index.entries[i];
-    std::vector<std::uint8_t> bytes = archive.read_member(i);
+    // PTX is told by its directives, in its first 64 KiB (inspect_ptx reads no further): a
+    // compressed PTX member is decompressed that far. Anything else, or PTX whose first bytes are
+    // another format's magic, is read whole.
+    std::vector<std::uint8_t> bytes = e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd
+                                          ? archive.read_member_prefix(i, kPtxDirectivesWithin)
+                                          : archive.read_member(i);
+    if (bytes.size() < e.content_size && has_binary_code_magic(ByteView(bytes))) bytes = archive.read_member(i);
     try {
       infos[i] = inspect_code_object(ByteView(bytes), "member '" + e.path + "'");
     } catch (const Error& error) {

@@ -7,6 +7,12 @@
 
 namespace kiln {
 
+bool has_binary_code_magic(ByteView bytes) {
+  return elf64::has_magic(bytes) || (bytes.size >= 4 && load_le32(bytes.data) == 0xBA55ED50u) ||
+         (bytes.size >= 24 && std::memcmp(bytes.data, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) ||
+         (bytes.size >= 4 && std::memcmp(bytes.data, "CCOB", 4) == 0);
+}
+
 CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what) {
   if (elf64::has_magic(bytes)) {
     elf64::Header h = elf64::read_header(bytes, what);

@@ -19,6 +19,12 @@ struct CodeObjectInfo {
   std::string ptx_isa;               // PTX only: the `.version` directive, e.g. "9.0"
 };
 
+// PTX's directives (.version, .target) must appear within its first this many bytes:
+// inspect_ptx reads no further, so a reader needs no more of a PTX member to tell it.
+constexpr std::size_t kPtxDirectivesWithin = 65536;
+// Whether `bytes` begin with a binary code object's magic (ELF, fatbin, offload bundle).
+bool has_binary_code_magic(ByteView bytes);
+
 // Identifies the file's kind by its magic and reads its targets. Throws Errc::code_object
 // naming `what` when the bytes are not a code object kiln understands.
 CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what);

@@ -61,7 +61,7 @@ CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
   std::string version, target;
   std::size_t pos = 0;
   // The directives come first, before any function; 64 KiB is ample to find them.
-  while (pos < text.size() && pos < 65536 && (version.empty() || target.empty())) {
+  while (pos < text.size() && pos < kPtxDirectivesWithin && (version.empty() || target.empty())) {
     std::size_t nl = text.find('\n', pos);
     std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
