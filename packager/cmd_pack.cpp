@@ -13,9 +13,36 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// A second signature (kiln sign) is a decision someone made about the archive at `out`: packing
+// over it with other keys must not drop it silently. Anything at `out` that is not a kiln archive,
+// or one signed only by these keys (a rebuild), is replaced as before.
+void refuse_to_drop_signatures(const std::string& out, const std::vector<PrivateKey>& keys) {
+  std::unique_ptr<Archive> held;
+  try {
+    held = Archive::open_file(out, ReadOptions{});
+  } catch (const Error&) {
+    return;  // absent, unreadable or not an archive: nothing signed to lose
+  }
+  std::string lost;
+  for (const format::SignatureRecord& rec : held->signatures()) {
+    bool ours = false;
+    for (const PrivateKey& k : keys) ours = ours || k.public_key().key_id() == rec.attributes.key_id;
+    if (!ours) lost += (lost.empty() ? "" : ", ") + ("key " + rec.attributes.key_id + " (signer '" + rec.attributes.signer + "')");
+  }
+  if (lost.empty()) return;
+  fail(Errc::invalid_argument, out + " holds archive " + digest_string(held->digest()) + " signed by " + lost +
+                                   ", which this pack does not sign with: packing over it would lose those signatures. "
+                                   "Write elsewhere, or pass --force to replace it (kiln sign adds a key to an archive)");
+}
+
+}  // namespace
+
 void add_pack_command(CLI::App& app) {
   struct Options {
     std::string manifest, out, signer, created;
+    bool force = false;
     std::vector<std::string> keys;
     int level = 9;
     unsigned threads = default_threads();
@@ -31,6 +58,9 @@ void add_pack_command(CLI::App& app) {
   cmd->add_option("--created", o->created, "Signature time: 'now' or Unix seconds (default: SOURCE_DATE_EPOCH or 0)");
   cmd->add_option("--level,-l", o->level, "zstd level for every member")->check(CLI::Range(1, 22));
   cmd->add_option("--threads,-j", o->threads, "Members compressed in parallel")->check(CLI::Range(1u, 1024u));
+  cmd->add_flag("--force", o->force,
+                "Replace the archive at --out even where it carries signatures by keys this pack does not sign with "
+                "(they are lost)");
   cmd->add_flag("--quiet,-q", o->quiet, "Print only the digest");
   cmd->add_flag("--timings", o->timings, "Print to stderr how long planning and writing took");
   cmd->callback([o] {
@@ -50,6 +80,8 @@ void add_pack_command(CLI::App& app) {
       std::string name = !o->signer.empty() && keys.size() == 1 ? o->signer : default_signer_name(o->keys[i]);
       signers.push_back(Signer{&keys[i], name, created});
     }
+
+    if (!o->force) refuse_to_drop_signatures(o->out, keys);
 
     std::uint64_t total = 0;
     for (const MemberInput& m : plan.members) total += m.size();

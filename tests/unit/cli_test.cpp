@@ -201,6 +201,23 @@ TEST_F(Cli, SignAddsASecondSignerWithoutChangingTheDigest) {
   EXPECT_NE(twice.out.find("already signed"), std::string::npos);
 }
 
+// A second signature is someone's decision: packing over the archive with only the first key
+// must not drop it without a word. A rebuild signed by the same keys replaces the file as before.
+TEST_F(Cli, PackRefusesToDropASignatureItDoesNotMakeUnlessForced) {
+  ASSERT_EQ(run("keygen --out " + dir + "/release").code, 0);
+  ASSERT_EQ(run("sign " + archive + " --key " + dir + "/release.key --signer 'release team'").code, 0);
+  const std::string before = read_file(archive);
+  Result over = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive);
+  EXPECT_EQ(over.code, 3) << over.out;
+  EXPECT_NE(over.out.find("signer 'release team'"), std::string::npos) << over.out;
+  EXPECT_NE(over.out.find("--force"), std::string::npos) << over.out;
+  EXPECT_EQ(read_file(archive), before);  // untouched
+  // The same keys: a rebuild, replaced.
+  EXPECT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key --key " + dir + "/release.key -o " + archive).code, 0);
+  EXPECT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive + " --force").code, 0);
+  EXPECT_EQ(run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + archive).code, 0);  // one key, its own
+}
+
 TEST_F(Cli, ExtractWritesVerifiedMembersAndNeverOverwrites) {
   Result r = run("extract " + archive + " -C " + dir + "/out --trust " + dir + "/ci.pub");
   EXPECT_EQ(r.code, 0) << r.out;
