@@ -3,10 +3,14 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <iostream>
 #include <thread>
+
+#include "manifest_toml.hpp"
 
 namespace kiln::cli {
 
@@ -106,6 +110,34 @@ std::string actor_name(const std::string& option) {
     return pw->pw_name;
   }
   return "uid " + std::to_string(::geteuid());
+}
+
+int usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  // The deepest command the line reached, and the words it could not place.
+  const CLI::App* at = &app;
+  std::string path = "kiln";
+  for (;;) {
+    std::vector<const CLI::App*> subs = at->get_subcommands([](const CLI::App* c) { return c->parsed(); });
+    if (subs.empty()) break;
+    at = subs.front();
+    path += " " + at->get_name();
+  }
+  std::string hint;
+  std::vector<std::string> left = at->remaining();
+  std::vector<const CLI::App*> commands = at->get_subcommands([](const CLI::App*) { return true; });
+  if (!left.empty() && !commands.empty() && !left.front().empty() && left.front()[0] != '-') {
+    const std::string& word = left.front();
+    std::string best;
+    std::size_t best_distance = 3;  // further than two edits is not a typo
+    for (const CLI::App* c : commands) {
+      std::size_t d = manifest_toml::key_distance(word, c->get_name());
+      if (d < best_distance) best_distance = d, best = c->get_name();
+    }
+    hint = "'" + word + "' is not a command of " + path + (best.empty() ? "" : "; did you mean '" + best + "'?");
+  }
+  std::cerr << path << ": " << (hint.empty() ? std::string(e.what()) : hint) << "\nRun '" << path
+            << " --help' for its commands and options.\n";
+  return kExitUsage;
 }
 
 }  // namespace kiln::cli

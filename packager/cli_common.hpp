@@ -6,6 +6,11 @@
 
 #include "error.hpp"
 
+namespace CLI {
+class App;
+class ParseError;
+}  // namespace CLI
+
 namespace kiln::cli {
 
 // Exit codes, documented in `kiln --help` and the README. Fixed: scripts depend on them.
@@ -35,5 +40,10 @@ unsigned default_threads();
 std::string store_dir(const std::string& option);
 // Who a store decision is recorded as: --who, else $USER, else "unknown".
 std::string actor_name(const std::string& option);
+
+// A command line CLI11 refused: the message with the command it belongs to ("kiln store pull:
+// --store: ..."), the nearest command's name where a word is not one ("did you mean 'verify'?"),
+// and where --help is; returns the usage exit code.
+int usage_error(const CLI::App& app, const CLI::ParseError& e);
 
 }  // namespace kiln::cli

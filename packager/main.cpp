@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : kiln::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return kiln::cli::usage_error(app, e);
   } catch (const kiln::Error& e) {
     for (CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
     int code = kiln::cli::exit_code_for(e.code());

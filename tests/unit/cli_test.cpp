@@ -429,6 +429,16 @@ TEST_F(Cli, UsageErrorsExitTwoAndHelpListsExitCodes) {
   EXPECT_EQ(run("").code, 2);
   EXPECT_EQ(run("verify").code, 2);
   EXPECT_EQ(run("frobnicate").code, 2);
+  // The command the mistake belongs to, and the nearest command where a word is not one.
+  Result typo = run("verfy " + archive);
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("kiln: 'verfy' is not a command of kiln; did you mean 'verify'?"), std::string::npos) << typo.out;
+  Result nested = run("store activat x");
+  EXPECT_NE(nested.out.find("kiln store: 'activat' is not a command of kiln store; did you mean 'activate'?"), std::string::npos)
+      << nested.out;
+  Result missing = run("verify");
+  EXPECT_NE(missing.out.find("kiln verify: "), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("Run 'kiln verify --help'"), std::string::npos) << missing.out;
   Result help = run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("Exit codes"), std::string::npos) << help.out;
