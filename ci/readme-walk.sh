@@ -13,6 +13,7 @@ readme=${1:-$root/README.md}
 [ -f "$root/build/demo/matmul-relu.kiln" ] || { echo "readme-walk: run ./ci/demo.sh first" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-readme-walk.XXXXXX")
 ln -s "$root"/* "$work/"
+ln -s "$root/.venv" "$work/"  # ci/install-deps.sh's venv (Triton, NumPy), where the README installs the wheel to export
 python3 - "$readme" > "$work/walk.sh" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
