@@ -17,11 +17,15 @@ say() { printf '\n%s# %s%s\n' "$bold" "$*" "$plain"; }
 # show COMMAND...: prints the command as one would type it from the repository's root, then runs it.
 show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
 
+. ci/progress.sh
+build_all() {
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+    cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target kiln matmul_demo_c example_cuda_matmul_relu
+}
 start=$SECONDS
 printf 'building kiln and the example kernel (log: %s) ... ' "$log"
-if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" \
-         --target kiln matmul_demo_c example_cuda_matmul_relu; } > "$log" 2>&1; then
+: > "$log"
+if ! progress_run "$log" build_all; then
   echo "FAILED"; tail -n 20 "$log"; echo "demo: the build failed; the whole log is $log" >&2; exit 1
 fi
 nvcc=$(sed -n 's/^KILN_NVCC:FILEPATH=//p' "$build/CMakeCache.txt")

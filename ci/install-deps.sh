@@ -34,12 +34,13 @@ packages=(
 
 # step "WHAT" COMMAND...: prints one line for the step, runs COMMAND with its output in the log,
 # and on failure prints the log's tail and where the whole log is.
+. "$root/ci/progress.sh"
 step() {
   local what=$1 start=$SECONDS
   shift
   printf 'kiln: %s ... ' "$what"
   echo "== $what: $*" >> "$log"
-  if "$@" >> "$log" 2>&1; then
+  if progress_run "$log" "$@"; then
     echo "done ($((SECONDS - start)) s)"
   else
     echo "FAILED"
