@@ -18,8 +18,10 @@
  *  - Errors (0.2): every function returning a kiln_status records the outcome for the calling
  *    thread: a failure (argument errors included) stores its message, a success clears it.
  *    kiln_last_error reads it, on the same thread, right after the call; so it also explains
- *    a failed kiln_runtime_create. (Go: call both under runtime.LockOSThread.) The two
- *    error-reading functions themselves change nothing.
+ *    a failed kiln_runtime_create. Go may move a goroutine to another OS thread between two
+ *    cgo calls: make the call and read its message in one C function of the cgo preamble, as
+ *    examples/go does (one cgo call runs on one thread), or hold runtime.LockOSThread across
+ *    both. The two error-reading functions themselves change nothing.
  *  - Destroying a handle twice is a caller error; libkiln recognises a handle it no longer
  *    knows and ignores it rather than freeing it again (0.2).
  *  - A getter given a NULL handle returns "" for a string, 0 for a number.

@@ -48,12 +48,16 @@ if [ -n "$matmul_archive" ]; then
   esac
 fi
 
-echo "== Go via cgo (8 goroutines launching; the reference is a Go function of kiln_reference_cb's type)"
+echo "== Go via cgo (8 goroutines launching; the reference is a Go function of kiln_reference_cb's type; errors read without LockOSThread, go test -race)"
 if command -v go >/dev/null 2>&1; then
   (cd "$root/examples/go" &&
     GOPATH="$work/gopath" GOCACHE="$work/gocache" GOFLAGS=-mod=mod GOPROXY=off CGO_LDFLAGS="-Wl,-rpath,$lib" \
       go build -o "$work/kiln-go" .)
   "$work/kiln-go" "$archive" "$key"
+  # Each goroutine reads its own error without pinning its thread, under the race detector.
+  (cd "$root/examples/go" &&
+    GOPATH="$work/gopath" GOCACHE="$work/gocache" GOFLAGS=-mod=mod GOPROXY=off CGO_LDFLAGS="-Wl,-rpath,$lib" \
+      KILN_GO_TRUST="$key" go test -race -count=1 .)
 else
   echo "go is not installed (ci/install-deps.sh installs golang-go); the Go embedder was not built"
   exit 1
