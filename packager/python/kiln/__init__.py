@@ -19,6 +19,7 @@ KILN_PYTHON_NO_EXTENSION=1 when the kernel is resolved, calls go through ctypes;
 same (Kernel.launcher says which one a kernel uses).
 """
 import ctypes
+import enum
 import ctypes.util
 import math
 import os
@@ -42,6 +43,28 @@ _DTYPES = {
     10: (ctypes.c_uint16, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
     13: (ctypes.c_uint8, 1, "float8_e4m3fn"), 14: (ctypes.c_uint8, 1, "float8_e5m2"),
 }
+class Dtype(enum.IntEnum):
+    """kiln.h's kiln_dtype: a parameter's scalar type, or a pointer's element type. An int (the C
+    value), shown by name: `k.params[0]["dtype"]` prints as Dtype.F32."""
+    I8 = 1
+    I16 = 2
+    I32 = 3
+    I64 = 4
+    U8 = 5
+    U16 = 6
+    U32 = 7
+    U64 = 8
+    F16 = 9
+    BF16 = 10
+    F32 = 11
+    F64 = 12
+    F8E4M3 = 13
+    F8E5M2 = 14
+
+    def __repr__(self):
+        return f"Dtype.{self.name}"
+
+
 # kiln_dtype -> the manifest's name for it (what k.params shows as "type")
 DTYPE_NAMES = {1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "u8", 6: "u16", 7: "u32", 8: "u64", 9: "f16", 10: "bf16",
                11: "f32", 12: "f64", 13: "f8e4m3", 14: "f8e5m2"}
@@ -452,7 +475,7 @@ class Kernel:
             info = _ParamInfo()
             info.size = ctypes.sizeof(info)
             _lib.kiln_kernel_param(handle, i, ctypes.byref(info))
-            self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": info.dtype,
+            self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": Dtype(info.dtype),
                                 "type": DTYPE_NAMES.get(info.dtype, f"dtype {info.dtype}"),
                                 "access": ("read", "write", "read_write")[info.access] if info.is_pointer else None})
         # One argument slot per parameter, made once: a call only stores values into them.

@@ -31,6 +31,14 @@ def test_open_and_describe():
     assert NO_DRIVER in k.reason_text
 
 
+def test_params_show_their_dtypes_by_name_and_compare_as_kiln_h_values():
+    k = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER).open(os.path.join(ARCHIVES, "scale.kiln")).kernel("scale")
+    y, _, a, n = k.params
+    assert repr(y["dtype"]) == "Dtype.F32" and "Dtype.F32" in repr(k.params)
+    assert y["dtype"] is kiln.Dtype.F32 and y["dtype"] == 11 and n["dtype"] == kiln.Dtype.U32 == 7
+    assert (y["type"], a["type"], n["type"]) == ("f32", "f32", "u32")
+
+
 def test_attestations_are_taken_only_by_a_runtime_that_requires_them_and_only_when_they_verify():
     plain = kiln.Runtime(TRUST, cuda_driver_path=NO_DRIVER).open(os.path.join(ARCHIVES, "scale.kiln"))
     with pytest.raises(kiln.KilnError, match="requires no attestations"):
