@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 on the GPU in ONE device call, from the repository root, carrying .whl (TileLang's
+# The exporters (kiln.export) on the GPU in ONE device call, from the repository root, carrying .whl (TileLang's
 # wheels: examples/tilelang/README.md) and .gpu-mini (bin/kiln, lib/libkiln.so.0 and libzstd,
 # keys/test.key and test.pub, from ci/gpu-build.sh's build-gpu):
 #   1. python -m kiln.export (the documented API and nothing else) exports, packs and signs seven

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17's GPU check, for ci/gpu-export-run.sh: each package exported with kiln.export (the
+"""The exporters' GPU check, for ci/gpu-export-run.sh: each package exported with kiln.export (the
 documented API only) is held against its framework's own launch on the same inputs (the package's
 own test vectors), and the kiln.torch_op custom op is run natively and on the reference route,
 eagerly and under torch.compile.

@@ -1,4 +1,4 @@
-// The C API as embedders from other languages met it (issue 14), each finding as a test:
+// The C API as embedders from other languages met it, each finding as a test:
 // errors per thread, argument errors with messages, caller-sized structs of any size, FIFOs
 // that must not hang, size queries, double destroys, NULL getters, references replaced under
 // load with a release callback, references that explain their failure, launches that carry

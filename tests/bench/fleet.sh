@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fleet simulation (issue 18): N node processes, each with its own store, pull one release from a
+# Fleet simulation: N node processes, each with its own store, pull one release from a
 # local registry (Debian's docker-registry) at the same time and activate it; then a second
 # release is pushed and every node pulls and activates it; then every node rolls back. After each
 # phase every node must be on the same digest. Reports wall time per phase, bytes pulled and

@@ -2,7 +2,7 @@
 """Per-call launch overhead from Python, on a GPU: kiln's Python bindings against Triton's own
 launch of the same compiled kernel (and PyTorch's matmul+relu for scale), same shape, same run,
 through both of kiln's call paths: kiln._fastlaunch (the C extension, the default where it is
-built) and ctypes (KILN_PYTHON_NO_EXTENSION=1). Goal (issue 19): the extension's per-call time at
+built) and ctypes (KILN_PYTHON_NO_EXTENSION=1). Goal: the extension's per-call time at
 most 0.35 of Triton's. Prints a table last.
     python_launch_bench.py TRITON_ARCHIVE TRUSTED_KEY [ROWS_JSON]
 ROWS_JSON (optional) receives the comparison row for tests/bench/report.py."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Python side of a kernel call, without a GPU: kiln.Kernel(...) through kiln._fastlaunch (the
-C extension) against the ctypes path, same kernel, same arguments, same run (issue 19).
+C extension) against the ctypes path, same kernel, same arguments, same run.
     python_launch_cpu_bench.py ARCHIVE TRUSTED_KEY     (ARCHIVE: the test build's scale.kiln)
 with KILN_LIBRARY naming a libkiln whose folder holds _fastlaunch.abi3.so (a build's lib/), and
 PYTHONPATH=packager/python. Compiles a two-function stub with cc (no libkiln, no Python in it):

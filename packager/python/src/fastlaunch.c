@@ -1,4 +1,4 @@
-/* kiln._fastlaunch: the per-call path of kiln.Kernel(...) in C (issue 19).
+/* kiln._fastlaunch: the per-call path of kiln.Kernel(...) in C.
  *
  * An optional CPython extension, built against the limited API of CPython 3.11 (one abi3 build
  * for 3.11 and later). It defines one type, Launcher, which kiln/__init__.py mixes into Kernel
