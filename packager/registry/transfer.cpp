@@ -199,6 +199,9 @@ FetchedAttestations fetch_attestations(Client& client, const std::string& manife
 
 namespace {
 
+// What a sparse pull holds in memory to choose (kiln.toml and the kernel table): at most this.
+constexpr std::uint64_t kMaxHeldForChoice = 256ull << 20;
+
 // Bytes [offset, offset + size) of the layer, or nothing (false) when the registry ignores Range.
 bool get_range(Client& client, const store::BlobRef& layer, std::uint64_t offset, std::uint64_t size,
                std::vector<std::uint8_t>* out) {
@@ -256,11 +259,20 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
   held[h.index_offset] = std::move(bytes);
   const std::vector<format::Entry>& entries = index.entries;
 
-  // kiln.toml and the meta members (the kernel table, the records) come first: the choice is
-  // made on them.
+  // kiln.toml and the kernel table (kiln/: the table, the records) come first and are held in
+  // memory: the choice is made on them. They are bounded, so that an archive cannot make a pull
+  // hold gigabytes before it has chosen anything; the other meta members ([files] extra) are
+  // kept too, fetched with the code.
   std::vector<bool> keep(entries.size(), false);
+  std::uint64_t table_bytes = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    keep[i] = entries[i].role == format::Role::manifest || entries[i].role == format::Role::meta;
+    keep[i] = entries[i].role == format::Role::manifest ||
+              (entries[i].role == format::Role::meta && entries[i].path.rfind("kiln/", 0) == 0);
+    if (keep[i]) table_bytes += entries[i].stored_size;
+  }
+  if (table_bytes > kMaxHeldForChoice) {
+    fail(Errc::limit, where + ": kiln.toml and the kernel table take " + std::to_string(table_bytes) +
+                          " bytes, over the " + std::to_string(kMaxHeldForChoice) + " a sparse pull holds to choose; refused");
   }
   for (const format::Extent& x : format::extents_for(entries, keep, h)) {
     // The index, held already, ends the last extent (alone, or after the members just before it).
@@ -294,6 +306,7 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
   write_extents(format::extents_for(entries, keep, h), [&partial](const std::uint8_t* data, std::size_t n) {
     partial.insert(partial.end(), data, data + n);
   });
+  for (std::size_t i = 0; i < entries.size(); ++i) keep[i] = keep[i] || entries[i].role == format::Role::meta;
   for (std::size_t i : options.choose(std::move(partial))) {
     if (i >= entries.size()) fail(Errc::internal, "a sparse pull chose member " + std::to_string(i) + " of " + std::to_string(entries.size()));
     keep[i] = true;
