@@ -269,10 +269,17 @@ ArchiveInfo Store::add(const std::string& file) {
   if (info.sparse) {
     // The same digest held already: whole, it stays; sparse, the two copies' members are joined.
     struct stat st {};
+    std::unique_ptr<Archive> held;
     if (::lstat(archive_path(info.digest).c_str(), &st) == 0) {
-      std::unique_ptr<Archive> held = Archive::open_file(archive_path(info.digest), options);
-      if (!held->sparse()) return archive_info(*held);
-      held->verify_all(2, false, nullptr);
+      try {
+        held = Archive::open_file(archive_path(info.digest), options);
+        held->verify_all(2, false, nullptr);
+        if (!held->sparse()) return archive_info(*held);
+      } catch (const Error&) {
+        held.reset();  // a damaged copy is replaced, as any add replaces it
+      }
+    }
+    if (held) {
       const std::size_t n = held->member_count();
       std::vector<bool> keep(n);
       for (std::size_t i = 0; i < n; ++i) keep[i] = incoming->member_present(i) || held->member_present(i);
