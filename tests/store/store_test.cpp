@@ -12,6 +12,7 @@
 
 #include "error.hpp"
 #include "oci.hpp"
+#include "sparse_writer.hpp"
 #include "store.hpp"
 #include "store_fixture.hpp"
 
@@ -70,6 +71,57 @@ TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {
   std::vector<std::string> removed = s.gc(1);
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0], f.d1);
+}
+
+// Sparse copies (FORMAT.md §9) of one archive: the store keeps the whole archive over them, joins
+// two that hold different members, and replaces a held copy that no longer verifies instead of
+// keeping or joining it.
+TEST(StoreSparse, WholeOverSparseCopiesJoinedAndADamagedCopyReplaced) {
+  Fixture f;
+  store::Store::init(f.store, kKeys + "/test.pub");
+  store::Store s(f.store);
+  ReadOptions options;
+  std::unique_ptr<Archive> whole = Archive::open_file(f.v1, options);
+  const std::vector<format::Entry>& entries = whole->index().entries;
+  // One copy with the code, one with bulk.bin; both with kiln.toml and the kernel table.
+  auto sparse_copy = [&](const std::string& name, const std::string& also) {
+    std::vector<bool> keep(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      keep[i] = entries[i].path == "kiln.toml" || entries[i].path.rfind("kiln/", 0) == 0 || entries[i].path == also;
+    }
+    AtomicFileWriter out(f.dir + "/" + name, 0644);
+    write_sparse_copy({whole.get()}, keep, out);
+    out.commit();
+    return f.dir + "/" + name;
+  };
+  const std::string code = sparse_copy("code.kiln", "k.ptx"), bulk = sparse_copy("bulk.kiln", "bulk.bin");
+  auto holds = [&](const std::string& path) {
+    std::unique_ptr<Archive> a = Archive::open_file(s.archive_path(f.d1), options);
+    return a->member_present(static_cast<std::size_t>(a->index().find(path)));
+  };
+  EXPECT_TRUE(s.add(code).sparse);
+  EXPECT_TRUE(holds("k.ptx"));
+  EXPECT_FALSE(holds("bulk.bin"));
+  EXPECT_TRUE(s.add(bulk).sparse);  // joined
+  EXPECT_TRUE(holds("k.ptx"));
+  EXPECT_TRUE(holds("bulk.bin"));
+  EXPECT_TRUE(s.verify().empty());
+
+  // A held copy damaged in a member it holds: the next sparse add replaces it.
+  std::string held = slurp(s.archive_path(f.d1));
+  held[held.size() / 2] ^= 1;  // inside bulk.bin, most of the file
+  ::chmod(s.archive_path(f.d1).c_str(), 0644);
+  spit(s.archive_path(f.d1), held);
+  EXPECT_FALSE(s.verify().empty());
+  s.add(code);
+  EXPECT_TRUE(holds("k.ptx"));
+  EXPECT_FALSE(holds("bulk.bin"));
+  EXPECT_TRUE(s.verify().empty());
+
+  // The whole archive replaces a sparse copy; a sparse add after it keeps the whole one.
+  EXPECT_FALSE(s.add(f.v1).sparse);
+  EXPECT_FALSE(s.add(bulk).sparse);
+  EXPECT_EQ(slurp(s.archive_path(f.d1)), slurp(f.v1));
 }
 
 TEST(StoreRules, AnArchiveSignedByAKeyTheStoreDoesNotTrustIsRefusedAtAdd) {
