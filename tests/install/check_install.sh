@@ -29,6 +29,8 @@ cmake --build "$work/c" >/dev/null
 
 echo "== C via pkg-config kiln"
 export PKG_CONFIG_PATH="$lib/pkgconfig"
+# The flags name the prefix installed under, as plain paths.
+[ "$(pkg-config --cflags kiln | tr -d " ")" = "-I$prefix/include" ] || { echo "pkg-config --cflags kiln: $(pkg-config --cflags kiln)"; exit 1; }
 cc -std=c99 -Wall -Wextra -pedantic -Werror "$root/examples/c/routes.c" $(pkg-config --cflags --libs kiln) \
   -Wl,-rpath,"$lib" -o "$work/routes_pc"
 "$work/routes_pc" "$archive" "$key"
