@@ -150,8 +150,9 @@ void add_store_command(CLI::App& app) {
     store::Store s(o->resolve());
     for (const store::ArchiveInfo& a : s.archives()) {
       bool is_active = s.state(a.package).active == a.digest;
+      std::string size = a.sparse ? human_size(a.size) + " sparse (of " + human_size(a.complete_size) + ")" : human_size(a.size);
       std::printf("%s %s  %-20s %-24s seq %-6llu %s\n", is_active ? "*" : " ", a.digest.c_str(), a.package.c_str(),
-                  a.kernel_revision.c_str(), static_cast<unsigned long long>(a.sequence), human_size(a.size).c_str());
+                  a.kernel_revision.c_str(), static_cast<unsigned long long>(a.sequence), size.c_str());
     }
   });
 

@@ -192,6 +192,8 @@ TEST_F(SparsePullTest, AStoreKeepsSparseCopiesJoinedAndTheWholeArchiveOverThem) 
   EXPECT_TRUE(both.at("matmul_relu.sm_90a.cubin"));
   EXPECT_FALSE(both.at("matmul_relu.gfx1030.co"));
   EXPECT_EQ(shell(std::string(KILN_BINARY) + " store verify --store " + f.store).code, 0);
+  Outcome list = shell(std::string(KILN_BINARY) + " store list --store " + f.store);
+  EXPECT_NE(list.out.find(" sparse (of "), std::string::npos) << list.out;
   // The whole archive replaces them; a sparse pull after it keeps the whole one.
   ASSERT_EQ(kiln("store pull --store " + f.store + " " + repo() + ":mixed").code, 0);
   EXPECT_TRUE(read_text(held) == read_text(kMixed));
