@@ -166,7 +166,7 @@ TEST(PreflightTarget, ABadTargetIsAUsageErrorCaughtBeforeAnythingIsPrinted) {
     Result r = run_kiln(base + " --target " + target);
     EXPECT_EQ(r.code, 2) << target << ": " << r.out;
     EXPECT_EQ(r.out.find(" route "), std::string::npos) << target << ": the table's header came before the check: " << r.out;
-    EXPECT_EQ(r.out.rfind("--target: target '", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.rfind("kiln preflight: --target: target '", 0), 0u) << r.out;  // the command, then what is wrong
   }
   EXPECT_EQ(run_kiln(base + " --target sm_121,sm_88,gfx950").code, 0);
 }

@@ -36,7 +36,7 @@ base=$("$tooling" -c 'import sys; print(sys._base_executable)')
 "$base" -m venv --system-site-packages "$work/venv"
 site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$tooling" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/kiln-test-tooling.pth"
-"$work/venv/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps "$wheel" > "$work/install.log" 2>&1 \
+"$work/venv/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps --ignore-installed "$wheel" > "$work/install.log" 2>&1 \
   || { cat "$work/install.log"; exit 1; }
 cd "$work"
 # The wheel must carry kiln._fastlaunch wherever it could be built (CPython >= 3.11 and its headers).
