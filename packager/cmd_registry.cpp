@@ -80,6 +80,7 @@ void add_pull_command(CLI::App& app) {
   o->sparse.add_to(cmd);
   cmd->callback([o] {
     registry::Reference ref = registry::parse_reference(o->reference);
+    o->sparse.check();
     if (o->sparse.wanted() && o->trust.path.empty()) {
       fail(Errc::invalid_argument, "--target and --device choose code with libkiln's resolver, which reads only "
                                    "authenticated archives: give --trust KEYS");

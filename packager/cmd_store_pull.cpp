@@ -38,6 +38,7 @@ void add_store_pull_command(CLI::App* store) {
     registry::Reference ref = registry::parse_reference(o->reference);
     store::Store s(store_dir(o->dir));
     o->sparse.targets = o->required.targets;
+    o->sparse.check();
     registry::Client client(ref, o->registry.http(ref));
     registry::FetchOptions options;
     options.max_blob = o->registry.max_blob;

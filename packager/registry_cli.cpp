@@ -62,6 +62,11 @@ void SparseCli::add_to(CLI::App* c, bool with_target) {
   c->add_flag("--tests", tests, "With --target or --device: also every test vector (for kiln verify --run)");
 }
 
+void SparseCli::check() const {
+  // --tests alone would change nothing (a whole pull holds them): said, not ignored.
+  if (tests && !wanted()) fail(Errc::invalid_argument, "--tests goes with --target or --device (a whole pull holds every test vector)");
+}
+
 registry::MemberChoice SparseCli::choice(const std::string& trust_path, unsigned threshold,
                                          std::shared_ptr<std::vector<std::string>> said) const {
   std::vector<FleetTarget> described = targets_from_list(targets, driver);

@@ -58,6 +58,8 @@ struct SparseCli {
   // --require-attestation), whose values the caller puts in `targets`.
   void add_to(CLI::App* command, bool with_target = true);
   bool wanted() const { return !targets.empty() || device; }
+  // Refuses what would be silently ignored (--tests without a target).
+  void check() const;
   // The choice, made on the partial archive authenticated with the keys at `trust_path`; `said`
   // receives one line per target or device (what it chose).
   registry::MemberChoice choice(const std::string& trust_path, unsigned threshold,

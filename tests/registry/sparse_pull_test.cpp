@@ -127,6 +127,10 @@ TEST_F(SparsePullTest, TargetsNeedTheKeysTheResolverReadsWith) {
   EXPECT_EQ(pull.code, 3) << pull.out;
   EXPECT_NE(pull.out.find("give --trust KEYS"), std::string::npos) << pull.out;
   EXPECT_FALSE(exists(f.dir + "/x.kiln"));
+  Outcome tests_alone = kiln("pull " + repo() + ":mixed -o " + f.dir + "/x.kiln --trust " + pub() + " --tests");
+  EXPECT_EQ(tests_alone.code, 3) << tests_alone.out;
+  EXPECT_NE(tests_alone.out.find("--tests goes with --target or --device"), std::string::npos) << tests_alone.out;
+  EXPECT_FALSE(exists(f.dir + "/x.kiln"));
 }
 
 TEST_F(SparsePullTest, ARegistryWithoutRangesGivesTheWholeArchiveAndSaysSo) {
