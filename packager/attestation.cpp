@@ -1,8 +1,8 @@
 #include "attestation.hpp"
 
-#include "error.hpp"
-#include "json.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/sha256.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {

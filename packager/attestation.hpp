@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "attestation_facts.hpp"
-#include "dsse.hpp"
-#include "trust.hpp"
+#include "core/archive_reader.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/dsse.hpp"
+#include "core/trust.hpp"
 #include "verify_run.hpp"
 
 namespace kiln::cli {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <memory>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::cli {
 

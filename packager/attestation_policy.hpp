@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attestation.hpp"
-#include "store.hpp"
-#include "trust.hpp"
+#include "core/trust.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 

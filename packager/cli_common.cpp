@@ -10,7 +10,7 @@
 #include <iostream>
 #include <thread>
 
-#include "manifest_toml.hpp"
+#include "core/manifest_toml.hpp"
 
 namespace kiln::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace CLI {
 class App;

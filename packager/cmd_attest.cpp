@@ -4,13 +4,13 @@
 #include <iostream>
 #include <memory>
 
-#include "archive_reader.hpp"
 #include "attestation.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
+#include "core/archive_reader.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
 
 namespace kiln::cli {
 

@@ -11,9 +11,9 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::cli {
 

@@ -9,10 +9,10 @@
 #include <memory>
 #include <set>
 
-#include "archive_reader.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "error.hpp"
+#include "core/archive_reader.hpp"
+#include "core/error.hpp"
 #include "staged_folder.hpp"
 
 namespace kiln::cli {

@@ -6,14 +6,14 @@
 #include <memory>
 #include <sstream>
 
-#include "archive_reader.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "json.hpp"
-#include "launch_features.hpp"
-#include "shape_expr.hpp"
-#include "shape_program.hpp"
-#include "store.hpp"
+#include "core/archive_reader.hpp"
+#include "core/json.hpp"
+#include "core/launch_features.hpp"
+#include "core/shape_expr.hpp"
+#include "core/shape_program.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 namespace {

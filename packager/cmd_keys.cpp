@@ -3,11 +3,11 @@
 #include <iostream>
 #include <memory>
 
-#include "archive_writer.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "ed25519.hpp"
-#include "file_io.hpp"
+#include "core/archive_writer.hpp"
+#include "core/ed25519.hpp"
+#include "core/file_io.hpp"
 
 namespace kiln::cli {
 

@@ -5,9 +5,9 @@
 #include <iostream>
 #include <memory>
 
-#include "archive_writer.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "core/archive_writer.hpp"
 #include "pack_plan.hpp"
 #include "progress.hpp"
 

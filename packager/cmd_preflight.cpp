@@ -8,12 +8,12 @@
 #include <memory>
 #include <string>
 
-#include "api_support.hpp"
+#include "api/api_support.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "described_target.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
+#include "engine/described_target.hpp"
 #include "kiln/kiln.h"
 #include "preflight_targets.hpp"
 

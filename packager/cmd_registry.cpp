@@ -6,12 +6,12 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "attestation_facts.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/sha256.hpp"
+#include "registry/transfer.hpp"
 #include "registry_cli.hpp"
-#include "sha256.hpp"
-#include "transfer.hpp"
 
 namespace kiln::cli {
 

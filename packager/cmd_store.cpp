@@ -10,10 +10,10 @@
 #include "attestation_policy.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "oci.hpp"
-#include "store.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "store/oci.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 namespace {

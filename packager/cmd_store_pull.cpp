@@ -6,8 +6,8 @@
 #include "attestation_options.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "registry/store_pull.hpp"
 #include "registry_cli.hpp"
-#include "store_pull.hpp"
 
 namespace kiln::cli {
 

@@ -10,9 +10,9 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "dsse.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/dsse.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "trust_toml.hpp"
 
 namespace kiln::cli {

@@ -6,12 +6,12 @@
 #include <ctime>
 #include <optional>
 
-#include "archive_reader.hpp"
 #include "attestation.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
+#include "core/archive_reader.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
 #include "progress.hpp"
 #include "verify_run.hpp"
 

@@ -8,15 +8,15 @@
 #include <map>
 #include <thread>
 
-#include "json.hpp"
-#include "code_object.hpp"
-#include "kernel_table.hpp"
-#include "npy.hpp"
-#include "error.hpp"
-#include "parallel.hpp"
-#include "file_io.hpp"
-#include "archive_semantics.hpp"
-#include "format.hpp"
+#include "core/archive_semantics.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/format.hpp"
+#include "core/json.hpp"
+#include "core/kernel_table.hpp"
+#include "core/npy.hpp"
+#include "core/parallel.hpp"
 
 namespace kiln::cli {
 namespace {

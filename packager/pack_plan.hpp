@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "archive_writer.hpp"
-#include "manifest.hpp"
+#include "core/archive_writer.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln::cli {
 

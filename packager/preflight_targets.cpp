@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "archive.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
-#include "manifest_toml.hpp"
-#include "runtime.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
+#include "core/manifest_toml.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::cli {
 

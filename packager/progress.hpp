@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "archive_reader.hpp"
+#include "core/archive_reader.hpp"
 
 namespace kiln::cli {
 

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <iostream>
 
-#include "archive.hpp"
 #include "cli_common.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
 #include "preflight_targets.hpp"
-#include "runtime.hpp"
 
 namespace kiln::cli {
 

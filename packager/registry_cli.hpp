@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "client.hpp"
-#include "transfer.hpp"
-#include "trust.hpp"
+#include "core/trust.hpp"
+#include "registry/client.hpp"
+#include "registry/transfer.hpp"
 
 namespace CLI {
 class App;

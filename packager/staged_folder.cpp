@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::cli {
 namespace {

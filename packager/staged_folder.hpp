@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
-#include "file_io.hpp"
-#include "sha256.hpp"
+#include "core/file_io.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::cli {
 

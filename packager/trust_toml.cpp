@@ -3,9 +3,9 @@
 #include <ctime>
 #include <set>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "manifest_toml.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/manifest_toml.hpp"
 
 namespace kiln::cli {
 namespace {

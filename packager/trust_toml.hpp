@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include "trust_file.hpp"
+#include "core/trust_file.hpp"
 
 namespace kiln::cli {
 

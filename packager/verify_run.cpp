@@ -5,12 +5,13 @@
 #include <cstring>
 #include <set>
 
-#include "archive.hpp"
-#include "error.hpp"
-#include "float_formats.hpp"
-#include "kernel.hpp"
-#include "npy.hpp"
-#include "runtime.hpp"
+#include "core/error.hpp"
+#include "core/float_formats.hpp"
+#include "core/npy.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "engine/archive.hpp"
+#include "engine/kernel.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -44,9 +45,16 @@ void check(const cuda::Driver& d, cuda::CUresult r, const std::string& what) {
   if (r != cuda::CUDA_SUCCESS) fail(Errc::driver, what + ": " + d.describe(r));
 }
 
+// The runtime's CUDA backend: verify --run allocates, copies and times on its devices.
+cuda::CudaBackend& cuda_backend(engine::Runtime& rt) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(rt.backend(format::Backend::cuda));
+  if (b == nullptr) fail(Errc::internal, "this libkiln has no CUDA backend");
+  return *b;
+}
+
 void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, const TestSpec& test, const RunOptions& o,
              TestResult& result) {
-  const cuda::Driver& d = *rt.cuda_driver().driver();
+  const cuda::Driver& d = *cuda_backend(rt).driver();
   const cuda::DriverApi& cu = d.api();
   if (!cu.has_tools()) {
     fail(Errc::unsupported, "the CUDA driver lacks the memory and event calls verify --run needs (cuMemAlloc, "
@@ -54,7 +62,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
   }
   cuda::Unavailable unavailable = cuda::Unavailable::none;
   std::string why;
-  const cuda::Device* device = rt.cuda_driver().device(k.device(), &unavailable, &why);
+  const cuda::Device* device = cuda_backend(rt).native_device(k.device(), &unavailable, &why);
   if (device == nullptr) fail(Errc::driver, "CUDA device " + std::to_string(k.device()) + ": " + why);
   check(d, cu.cuCtxSetCurrent(device->primary), "cuCtxSetCurrent");
   const KernelSpec& spec = k.spec();
@@ -204,11 +212,11 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
 
 // The device's memory in bytes, where the driver has cuDeviceTotalMem (0 otherwise).
 std::uint64_t device_memory(engine::Runtime& rt, int ordinal) {
-  const cuda::Driver* d = rt.cuda_driver().driver();
+  const cuda::Driver* d = cuda_backend(rt).driver();
   if (d == nullptr || d->api().cuDeviceTotalMem == nullptr) return 0;
   cuda::Unavailable unavailable = cuda::Unavailable::none;
   std::string why;
-  const cuda::Device* device = rt.cuda_driver().device(ordinal, &unavailable, &why);
+  const cuda::Device* device = cuda_backend(rt).native_device(ordinal, &unavailable, &why);
   std::size_t bytes = 0;
   if (device == nullptr || d->api().cuDeviceTotalMem(&bytes, device->handle) != cuda::CUDA_SUCCESS) return 0;
   return bytes;
@@ -224,7 +232,7 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device)
   for (const KernelSpec& spec : manifest.kernels) {
     engine::Kernel* k = archive.kernel(spec.name, o.device);
     if (device != nullptr && !device->known && k->device_info() != nullptr && k->runs_on_device()) {
-      const engine::DeviceInfo& info = *k->device_info();
+      const backend::DeviceInfo& info = *k->device_info();
       device->known = true;
       device->vendor = info.cc_major > 0 ? "cuda" : "hip";
       device->name = info.name;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "npy.hpp"
+#include "core/npy.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 4) {

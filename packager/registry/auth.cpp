@@ -1,4 +1,4 @@
-#include "auth.hpp"
+#include "registry/auth.hpp"
 
 #include <unistd.h>
 
@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "base64.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
+#include "core/base64.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
 
 namespace kiln::registry {
 namespace {

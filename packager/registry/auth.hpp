@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "base64.hpp"
+#include "core/base64.hpp"
 
 namespace kiln::registry {
 

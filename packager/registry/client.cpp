@@ -1,8 +1,8 @@
-#include "client.hpp"
+#include "registry/client.hpp"
 
-#include "error.hpp"
-#include "json.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::registry {
 namespace {

@@ -9,10 +9,10 @@
 #include <optional>
 #include <string>
 
-#include "auth.hpp"
-#include "http.hpp"
-#include "oci_manifest.hpp"
-#include "reference.hpp"
+#include "registry/auth.hpp"
+#include "registry/http.hpp"
+#include "registry/reference.hpp"
+#include "store/oci_manifest.hpp"
 
 namespace kiln::registry {
 

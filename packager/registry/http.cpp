@@ -1,4 +1,4 @@
-#include "http.hpp"
+#include "registry/http.hpp"
 
 #include <curl/curl.h>
 
@@ -7,7 +7,7 @@
 #include <exception>
 #include <mutex>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::registry {
 namespace {

@@ -1,11 +1,11 @@
-#include "reference.hpp"
+#include "registry/reference.hpp"
 
 #include <arpa/inet.h>
 
 #include <cctype>
 
-#include "error.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::registry {
 namespace {

@@ -1,7 +1,7 @@
-#include "store_pull.hpp"
+#include "registry/store_pull.hpp"
 
-#include "attestation_facts.hpp"
-#include "file_io.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/file_io.hpp"
 
 namespace kiln::registry {
 

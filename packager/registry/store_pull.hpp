@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "store.hpp"
-#include "transfer.hpp"
+#include "registry/transfer.hpp"
+#include "store/store.hpp"
 
 namespace kiln::registry {
 

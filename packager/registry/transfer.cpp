@@ -1,4 +1,4 @@
-#include "transfer.hpp"
+#include "registry/transfer.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,13 +9,13 @@
 #include <memory>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "attestation_facts.hpp"
-#include "error.hpp"
-#include "oci_attestation.hpp"
-#include "sha256.hpp"
-#include "sparse.hpp"
-#include "sparse_writer.hpp"
+#include "core/archive_reader.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
+#include "core/sparse.hpp"
+#include "core/sparse_writer.hpp"
+#include "store/oci_attestation.hpp"
 
 namespace kiln::registry {
 namespace {

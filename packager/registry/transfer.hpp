@@ -9,10 +9,10 @@
 #include <vector>
 #include <string>
 
-#include "client.hpp"
-#include "file_io.hpp"
-#include "store.hpp"
-#include "trust.hpp"
+#include "core/file_io.hpp"
+#include "core/trust.hpp"
+#include "registry/client.hpp"
+#include "store/store.hpp"
 
 namespace kiln::registry {
 

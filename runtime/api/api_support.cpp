@@ -1,10 +1,10 @@
-#include "api_support.hpp"
+#include "api/api_support.hpp"
 
 #include <mutex>
 #include <unordered_set>
 #include <utility>
 
-#include "runtime.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::api {
 namespace {

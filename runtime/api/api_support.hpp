@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "error.hpp"
-#include "handles.hpp"
+#include "api/handles.hpp"
+#include "core/error.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::api {

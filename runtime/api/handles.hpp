@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "archive.hpp"
+#include "engine/archive.hpp"
+#include "engine/package.hpp"
+#include "engine/runtime.hpp"
 #include "kiln/kiln.h"
-#include "package.hpp"
-#include "runtime.hpp"
 
 struct kiln_runtime {
   explicit kiln_runtime(const kiln_runtime_options& options) : impl(options) {}

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "api_support.hpp"
-#include "archive.hpp"
-#include "handles.hpp"
-#include "error.hpp"
-#include "kernel.hpp"
+#include "api/api_support.hpp"
+#include "api/handles.hpp"
+#include "core/error.hpp"
+#include "engine/archive.hpp"
+#include "engine/kernel.hpp"
+#include "engine/package.hpp"
+#include "engine/runtime.hpp"
 #include "kiln/kiln.h"
-#include "package.hpp"
-#include "runtime.hpp"
 
 using kiln::api::copy_message;
 using kiln::api::engine_of;

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "code_object.hpp"
-#include "elf64.hpp"
-#include "error.hpp"
+#include "core/code_object.hpp"
+#include "core/elf64.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "archive_reader.hpp"
+#include "core/archive_reader.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,11 +6,11 @@
 #include <optional>
 #include <thread>
 
-#include "archive_semantics.hpp"
-#include "compress.hpp"
-#include "parallel.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/archive_semantics.hpp"
+#include "core/compress.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/parallel.hpp"
 
 namespace kiln {
 

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "bytes.hpp"
-#include "format.hpp"
-#include "kernel_table.hpp"
-#include "manifest.hpp"
-#include "once.hpp"
-#include "sparse.hpp"
-#include "trust.hpp"
+#include "core/bytes.hpp"
+#include "core/format.hpp"
+#include "core/kernel_table.hpp"
+#include "core/manifest.hpp"
+#include "core/once.hpp"
+#include "core/sparse.hpp"
+#include "core/trust.hpp"
 
 namespace kiln {
 

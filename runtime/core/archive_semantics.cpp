@@ -1,10 +1,10 @@
-#include "archive_semantics.hpp"
+#include "core/archive_semantics.hpp"
 
 #include <map>
 
-#include "archive_reader.hpp"
-#include "error.hpp"
-#include "parallel.hpp"
+#include "core/archive_reader.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
 
 namespace kiln {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "code_object.hpp"
-#include "format.hpp"
-#include "manifest.hpp"
+#include "core/code_object.hpp"
+#include "core/format.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "archive_writer.hpp"
+#include "core/archive_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <mutex>
 #include <thread>
 
-#include "compress.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/compress.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
 
 namespace kiln {
 

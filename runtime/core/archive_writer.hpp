@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "ed25519.hpp"
-#include "file_io.hpp"
-#include "format.hpp"
+#include "core/archive_reader.hpp"
+#include "core/ed25519.hpp"
+#include "core/file_io.hpp"
+#include "core/format.hpp"
 
 namespace kiln {
 

@@ -1,7 +1,7 @@
-#include "attestation_facts.hpp"
+#include "core/attestation_facts.hpp"
 
-#include "error.hpp"
-#include "json.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace kiln {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dsse.hpp"
-#include "trust.hpp"
+#include "core/dsse.hpp"
+#include "core/trust.hpp"
 
 namespace kiln {
 

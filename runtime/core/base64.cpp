@@ -1,4 +1,4 @@
-#include "base64.hpp"
+#include "core/base64.hpp"
 
 namespace kiln {
 namespace {

@@ -1,6 +1,6 @@
-#include "bytes.hpp"
+#include "core/bytes.hpp"
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 

@@ -1,9 +1,9 @@
-#include "code_object.hpp"
+#include "core/code_object.hpp"
 
 #include <cstring>
 
-#include "elf64.hpp"
-#include "error.hpp"
+#include "core/elf64.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bytes.hpp"
-#include "format.hpp"
+#include "core/bytes.hpp"
+#include "core/format.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "compress.hpp"
+#include "core/compress.hpp"
 
 // ZSTD_getFrameHeader (the window size) is in zstd's stable-but-static section; libzstd.so exports it.
 #define ZSTD_STATIC_LINKING_ONLY
@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bytes.hpp"
+#include "core/bytes.hpp"
 
 namespace kiln {
 

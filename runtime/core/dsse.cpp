@@ -1,10 +1,10 @@
-#include "dsse.hpp"
+#include "core/dsse.hpp"
 
 #include <set>
 
-#include "base64.hpp"
-#include "error.hpp"
-#include "json.hpp"
+#include "core/base64.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace kiln {
 

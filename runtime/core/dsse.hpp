@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ed25519.hpp"
-#include "trust.hpp"
+#include "core/ed25519.hpp"
+#include "core/trust.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "ed25519.hpp"
+#include "core/ed25519.hpp"
 
 #include <cstring>
 
@@ -6,10 +6,10 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "sha256.hpp"
-#include "verification_cache.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/sha256.hpp"
+#include "core/verification_cache.hpp"
 
 namespace kiln {
 namespace {

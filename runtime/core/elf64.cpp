@@ -1,8 +1,8 @@
-#include "elf64.hpp"
+#include "core/elf64.hpp"
 
 #include <cstring>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::elf64 {
 

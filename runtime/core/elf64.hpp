@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "bytes.hpp"
+#include "core/bytes.hpp"
 
 namespace kiln::elf64 {
 

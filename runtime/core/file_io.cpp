@@ -1,4 +1,4 @@
-#include "file_io.hpp"
+#include "core/file_io.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <climits>
 #include <cstring>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 namespace {

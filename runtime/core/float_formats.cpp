@@ -1,4 +1,4 @@
-#include "float_formats.hpp"
+#include "core/float_formats.hpp"
 
 #include <cmath>
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "manifest.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

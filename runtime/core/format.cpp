@@ -1,11 +1,11 @@
-#include "format.hpp"
+#include "core/format.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::format {
 namespace {

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "bytes.hpp"
-#include "ed25519.hpp"
-#include "sha256.hpp"
+#include "core/bytes.hpp"
+#include "core/ed25519.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::format {
 

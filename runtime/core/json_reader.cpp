@@ -1,8 +1,8 @@
-#include "json.hpp"
+#include "core/json.hpp"
 
 #include <charconv>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::json {
 namespace {

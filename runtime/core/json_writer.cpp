@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "json.hpp"
+#include "core/json.hpp"
 
 namespace kiln::json {
 namespace {

@@ -1,14 +1,14 @@
-#include "kernel_table.hpp"
+#include "core/kernel_table.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <set>
 
-#include "bytes.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "shape_expr.hpp"
+#include "core/bytes.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln {
 namespace {

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "bytes.hpp"
-#include "manifest.hpp"
+#include "core/bytes.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

@@ -1,6 +1,6 @@
-#include "launch_features.hpp"
+#include "core/launch_features.hpp"
 
-#include "shape_expr.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln {
 

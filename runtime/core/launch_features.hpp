@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "json.hpp"
-#include "manifest.hpp"
+#include "core/json.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

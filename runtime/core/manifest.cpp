@@ -1,9 +1,9 @@
-#include "manifest.hpp"
+#include "core/manifest.hpp"
 
-#include "float_formats.hpp"
+#include "core/float_formats.hpp"
 
-#include "manifest_toml.hpp"
-#include "manifest_pieces.hpp"
+#include "core/manifest_pieces.hpp"
+#include "core/manifest_toml.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 #include <set>
 #include <unordered_set>
 
-#include "error.hpp"
-#include "format.hpp"
-#include "parallel.hpp"
-#include "shape_expr.hpp"
-#include "shape_program.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/parallel.hpp"
+#include "core/shape_expr.hpp"
+#include "core/shape_program.hpp"
 
 namespace kiln {
 namespace {

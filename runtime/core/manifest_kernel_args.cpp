@@ -3,7 +3,7 @@
 // everything checkable without a call is checked here, at pack, with its position.
 #include <set>
 
-#include "manifest_toml.hpp"
+#include "core/manifest_toml.hpp"
 
 namespace kiln {
 

@@ -1,8 +1,8 @@
-#include "manifest_pieces.hpp"
+#include "core/manifest_pieces.hpp"
 
 #include <algorithm>
 
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace kiln {
 namespace {

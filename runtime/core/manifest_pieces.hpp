@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "manifest_toml.hpp"
+#include "core/manifest_toml.hpp"
 
 namespace kiln {
 

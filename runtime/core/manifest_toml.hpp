@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "error.hpp"
-#include "format.hpp"
-#include "manifest.hpp"
-#include "shape_expr.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln::manifest_toml {
 

@@ -4,8 +4,8 @@
 // the files is checked here, with its position (the files' real targets are checked at pack).
 #include <set>
 
-#include "format.hpp"
-#include "manifest_toml.hpp"
+#include "core/format.hpp"
+#include "core/manifest_toml.hpp"
 
 namespace kiln::manifest_toml {
 

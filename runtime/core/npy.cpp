@@ -1,10 +1,10 @@
-#include "npy.hpp"
+#include "core/npy.hpp"
 
 #include <cmath>
 #include <cstring>
 
-#include "error.hpp"
-#include "float_formats.hpp"
+#include "core/error.hpp"
+#include "core/float_formats.hpp"
 
 namespace kiln {
 namespace {

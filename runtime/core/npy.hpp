@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bytes.hpp"
-#include "manifest.hpp"
+#include "core/bytes.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 

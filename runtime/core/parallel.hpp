@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 

@@ -1,11 +1,11 @@
-#include "sha256.hpp"
+#include "core/sha256.hpp"
 
 #include <openssl/evp.h>
 
 #include <memory>
 
-#include "bytes.hpp"
-#include "error.hpp"
+#include "core/bytes.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 namespace {

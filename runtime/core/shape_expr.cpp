@@ -1,4 +1,4 @@
-#include "shape_expr.hpp"
+#include "core/shape_expr.hpp"
 
 #include <algorithm>
 #include <cctype>

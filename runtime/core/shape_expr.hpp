@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "manifest.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 

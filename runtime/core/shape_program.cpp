@@ -1,4 +1,4 @@
-#include "shape_program.hpp"
+#include "core/shape_program.hpp"
 
 namespace kiln {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "launch_config.hpp"
-#include "manifest.hpp"
-#include "shape_expr.hpp"
+#include "core/launch_config.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln {
 

@@ -1,10 +1,10 @@
-#include "sparse.hpp"
+#include "core/sparse.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::format {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "bytes.hpp"
-#include "format.hpp"
+#include "core/bytes.hpp"
+#include "core/format.hpp"
 
 namespace kiln::format {
 

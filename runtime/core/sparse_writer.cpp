@@ -1,9 +1,9 @@
-#include "sparse_writer.hpp"
+#include "core/sparse_writer.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 

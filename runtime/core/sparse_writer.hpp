@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "file_io.hpp"
-#include "sparse.hpp"
+#include "core/archive_reader.hpp"
+#include "core/file_io.hpp"
+#include "core/sparse.hpp"
 
 namespace kiln {
 

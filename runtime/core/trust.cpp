@@ -1,4 +1,4 @@
-#include "trust.hpp"
+#include "core/trust.hpp"
 
 #include <sys/stat.h>
 
@@ -6,8 +6,8 @@
 #include <ctime>
 #include <set>
 
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
 
 namespace kiln {
 namespace {

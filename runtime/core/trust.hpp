@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "ed25519.hpp"
-#include "format.hpp"
-#include "trust_file.hpp"
+#include "core/ed25519.hpp"
+#include "core/format.hpp"
+#include "core/trust_file.hpp"
 
 namespace kiln {
 

@@ -1,12 +1,12 @@
-#include "trust_file.hpp"
+#include "core/trust_file.hpp"
 
 #include <algorithm>
 #include <ctime>
 #include <set>
 
-#include "dsse.hpp"
-#include "error.hpp"
-#include "json.hpp"
+#include "core/dsse.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace kiln {
 namespace {

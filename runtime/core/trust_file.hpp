@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ed25519.hpp"
+#include "core/ed25519.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "verification_cache.hpp"
+#include "core/verification_cache.hpp"
 
 #include <cstring>
 #include <deque>
@@ -7,7 +7,7 @@
 
 #include <openssl/evp.h>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln {
 namespace {

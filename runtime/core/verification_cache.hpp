@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ed25519.hpp"
+#include "core/ed25519.hpp"
 
 namespace kiln {
 

@@ -1,6 +1,9 @@
-#include "cuda_backend.hpp"
+#include "cuda/cuda_backend.hpp"
 
-#include "manifest.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
+#include "core/manifest.hpp"
+#include "cuda/cuda_features.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +55,7 @@ std::string Device::describe() const {
          std::to_string(spec.cc_minor) + ", driver " + driver_version_text(spec.driver_version) + ")";
 }
 
-Backend::~Backend() {
+CudaBackend::~CudaBackend() {
   const Driver* d = driver();
   if (d == nullptr) return;
   const DriverApi& api = d->api();
@@ -110,7 +113,7 @@ std::string device_properties(const Driver& driver, int ordinal, DevicePropertie
 
 }  // namespace
 
-const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) {
+const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::string* why) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = devices_.find(ordinal);
   if (it != devices_.end()) return it->second.get();
@@ -143,10 +146,17 @@ const Device* Backend::device(int ordinal, Unavailable* kind, std::string* why) 
     return nullptr;
   }
   d->spec.driver_version = driver->version();
+  d->info.ordinal = ordinal;
+  d->info.name = d->name;
+  d->info.describe = d->describe();
+  d->info.arch = "sm_" + std::to_string(d->spec.cc_major) + std::to_string(d->spec.cc_minor);
+  d->info.driver_version = driver_version_text(d->spec.driver_version);
+  d->info.cc_major = d->spec.cc_major;
+  d->info.cc_minor = d->spec.cc_minor;
   return devices_.emplace(ordinal, std::move(d)).first->second.get();
 }
 
-LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
+LoadResult CudaBackend::load_image(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
   const Driver* driver = this->driver();
   const DriverApi& api = driver->api();
   LoadResult result;
@@ -199,7 +209,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   return result;
 }
 
-void Backend::unload(LoadedCode& code) {
+void CudaBackend::unload(LoadedCode& code) {
   const Driver* driver = this->driver();
   if (driver == nullptr) return;
   if (code.library != nullptr) driver->api().cuLibraryUnload(code.library);
@@ -207,7 +217,7 @@ void Backend::unload(LoadedCode& code) {
   code = LoadedCode{};
 }
 
-CUresult Backend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
+CUresult CudaBackend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
                          void** args) const {
   const DriverApi& api = driver()->api();
   // A CUkernel may be passed where cuLaunchKernel takes a CUfunction (CUDA 12.0+); it runs
@@ -229,7 +239,7 @@ CUresult Backend::launch(const Device& device, const LoadedCode& code, const Lau
   return api.cuLaunchKernelEx(&config, f, args, nullptr);
 }
 
-CUresult Backend::encode_tensor_map(const Device&, const TensorMapRequest& request, void* out) const {
+CUresult CudaBackend::encode_tensor_map(const Device&, const TensorMapRequest& request, void* out) const {
   const TensorMapRecipe& r = *request.recipe;
   unsigned box[5] = {}, element_strides[5] = {};
   for (std::size_t d = 0; d < r.box.size() && d < 5; ++d) {
@@ -243,7 +253,7 @@ CUresult Backend::encode_tensor_map(const Device&, const TensorMapRequest& reque
       element_strides, r.interleave, r.swizzle, r.l2_promotion, r.oob_fill);
 }
 
-CUresult Backend::scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+CUresult CudaBackend::scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
                           std::uint64_t* address) const {
   *address = 0;
   if (bytes == 0) return CUDA_SUCCESS;
@@ -263,6 +273,95 @@ CUresult Backend::scratch(const Device& device, std::size_t slot, std::uint64_t 
   }
   *address = (buffer.address + align - 1) & ~static_cast<std::uint64_t>(align - 1);
   return CUDA_SUCCESS;
+}
+
+const backend::DeviceInfo* CudaBackend::device(int ordinal, kiln_reason* reason, std::string* why) {
+  Unavailable unavailable = Unavailable::none;
+  const Device* d = native_device(ordinal, &unavailable, why);
+  if (d == nullptr) {
+    *reason = unavailable == Unavailable::no_driver ? KILN_REASON_NO_DRIVER : KILN_REASON_NO_DEVICE;
+    return nullptr;
+  }
+  return &d->info;
+}
+
+const Device& CudaBackend::device_of(const backend::DeviceInfo& device) {
+  Unavailable unavailable = Unavailable::none;
+  std::string why;
+  const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
+  if (d == nullptr) throw Error(Errc::internal, "CUDA device " + std::to_string(device.ordinal) + " vanished: " + why);
+  return *d;
+}
+
+std::string CudaBackend::unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) {
+  const std::string* min = table.toolchain_value("min_cuda_driver");
+  int major = 0, minor = 0;
+  if (min == nullptr || !parse_version_pair(*min, &major, &minor)) return "";  // the manifest parser checks its form
+  if (device_of(device).spec.driver_version >= major * 1000 + minor * 10) return "";
+  return "the manifest needs a CUDA " + *min + " driver (min_cuda_driver)";
+}
+
+std::string CudaBackend::unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) {
+  const DriverApi& api = driver()->api();  // a device was found: the driver is loaded
+  DriverFeatures features;
+  features.launch_ex = api.cuLaunchKernelEx != nullptr;
+  features.tensor_map_encode = api.cuTensorMapEncodeTiled != nullptr;
+  features.memory = api.cuMemAlloc != nullptr && api.cuMemFree != nullptr;
+  return feature_problem(kernel, device_of(device).spec, features, device.describe);
+}
+
+backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
+                         const std::string& what) {
+  backend::TagFit fit;
+  Target target;
+  if (!parse_target(tag, &target)) return fit;
+  fit.recognised = true;
+  fit.jit = target.is_ptx;
+  // A PTX member's ISA version can be read only from its verified bytes: asked for later, and
+  // only when no native code object fits (a PTX member can be hundreds of KiB).
+  if (kind == format::CodeKind::ptx && target.is_ptx && content.size == 0) {
+    fit.needs_content = true;
+    return fit;
+  }
+  std::string isa;
+  if (content.size > 0) isa = inspect_ptx(content, what).ptx_isa;
+  Judgement j = cuda::judge(target, spec, isa);
+  fit.fits = j.verdict == Verdict::fits;
+  fit.driver_too_old = j.verdict == Verdict::driver_too_old;
+  fit.rank = j.rank;
+  fit.why = j.why;
+  return fit;
+}
+
+backend::TagFit CudaBackend::judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
+                                    ByteView content, const std::string& what) {
+  return judge_tag(device_of(device).spec, tag, kind, content, what);
+}
+
+backend::LoadOutcome CudaBackend::load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
+                                        const std::string& entry, unsigned max_dynamic_smem) {
+  const Device& d = device_of(device);
+  std::vector<std::uint8_t> ptx;
+  if (kind == format::CodeKind::ptx) {  // the driver reads PTX as a C string
+    ptx.assign(image.data, image.data + image.size);
+    ptx.push_back('\0');
+    image = ByteView(ptx);
+  }
+  LoadResult r = load_image(d, image, entry, max_dynamic_smem);
+  backend::LoadOutcome out;
+  out.nanoseconds = r.nanoseconds;
+  if (!r.ok) {
+    out.error = r.cuda_error;
+    out.message = r.error;
+    return out;
+  }
+  out.code = std::make_unique<backend::CodeOn<CudaBackend, Device, LoadedCode>>(*this, d, r.code);
+  return out;
+}
+
+std::string CudaBackend::describe_error(int error) const {
+  const Driver* d = driver();
+  return d ? d->describe(error) : "CUDA error " + std::to_string(error);
 }
 
 }  // namespace kiln::cuda

@@ -1,5 +1,6 @@
-// The CUDA side of the runtime: which devices exist and what they are, loading a verified
-// code object for one of them, and launching. The HIP backend (runtime/hip) is its twin.
+// The CUDA backend (backend/backend.hpp): the driver's devices, kiln's CUDA matching rules
+// (cuda_target), loading a verified code object for a device, and launching it. The HIP
+// backend (runtime/hip) is its twin.
 #pragma once
 
 #include <atomic>
@@ -11,14 +12,16 @@
 #include <utility>
 #include <vector>
 
-#include "bytes.hpp"
-#include "cuda_driver.hpp"
-#include "cuda_target.hpp"
-#include "launch_config.hpp"
+#include "backend/backend.hpp"
+#include "core/bytes.hpp"
+#include "core/kernel_table.hpp"
+#include "core/launch_config.hpp"
+#include "cuda/cuda_driver.hpp"
+#include "cuda/cuda_target.hpp"
 
 namespace kiln::cuda {
 
-enum class Unavailable { none, no_driver, no_device };
+using backend::Unavailable;
 
 // The scratch memory of one device (MANIFEST.md, scratch): a buffer per stream and scratch slot,
 // grown when a launch needs more. A smaller buffer is retired, not freed, since launches queued
@@ -34,6 +37,7 @@ struct ScratchPool {
 };
 
 struct Device {
+  backend::DeviceInfo info;     // what the engine, reasons and logs see of it
   int ordinal = 0;
   CUdevice handle = 0;
   CUcontext primary = nullptr;  // retained for the backend's lifetime
@@ -61,34 +65,55 @@ struct LoadResult {
 
 using LaunchConfig = kiln::LaunchConfig;  // the same for every backend
 
-class Backend {
- public:
-  explicit Backend(std::string driver_path) : driver_path_(std::move(driver_path)) {}
-  ~Backend();
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
+// kiln's verdict on one target tag for a device of `spec` (the body of every CUDA backend's
+// judge: the driver's and a described target's, kiln preflight --target).
+backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
+                          const std::string& what);
 
-  // The device, or null with why it is unavailable. Queried once per ordinal; thread-safe.
-  const Device* device(int ordinal, Unavailable* kind, std::string* why);
+class CudaBackend final : public backend::Backend {
+ public:
+  explicit CudaBackend(std::string driver_path) : driver_path_(std::move(driver_path)) {}
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  // backend::Backend
+  const char* vendor() const override { return "CUDA"; }
+  format::Backend format_backend() const override { return format::Backend::cuda; }
+  const char* launch_call() const override { return "cuLaunchKernel"; }
+  const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
+  std::string unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) override;
+  std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;
+  backend::TagFit judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
+                        ByteView content, const std::string& what) override;
+  backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
+                            const std::string& entry, unsigned max_dynamic_smem) override;
+  std::string describe_error(int error) const override;
+
+  // The driver and a device of it, for kiln's own tools (verify --run allocates and times on the
+  // device's primary context). Queried once per ordinal, then cached; thread-safe.
+  const Device* native_device(int ordinal, Unavailable* kind, std::string* why);
   const Driver* driver() const { return driver_.load(std::memory_order_acquire); }
 
+  // What loaded code does (backend::CodeOn): launches on `stream` in the device's primary context
+  // (made current for the call if the calling thread has another one current), encodes a tensor
+  // map (cuTensorMapEncodeTiled, a host-side call), hands out scratch memory for `slot` of
+  // launches on `stream` (at least `bytes`, aligned to `align`), and unloads.
+  CUresult launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream,
+                  void** args) const;
+  CUresult encode_tensor_map(const Device& device, const TensorMapRequest& request, void* out) const;
+  CUresult scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
+                   std::uint64_t* address) const;
+  void unload(LoadedCode& code);
+
+ private:
+  // The device a DeviceInfo this backend made describes (found before: cached).
+  const Device& device_of(const backend::DeviceInfo& info);
   // Loads a verified image (a cubin, fatbin, or NUL-terminated PTX) and finds `entry` in it.
   // Any `max_dynamic_smem` is granted to the kernel explicitly (static + dynamic above 48 KiB
   // needs it: Triton and TileLang kernels do).
-  LoadResult load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
-  void unload(LoadedCode& code);
+  LoadResult load_image(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
 
-  // Launches on `stream` in the device's primary context (made current for the call if the
-  // calling thread has another one current).
-  CUresult launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream,
-                  void** args) const;
-  // cuTensorMapEncodeTiled over a recipe and a call's values (a host-side call: no context).
-  CUresult encode_tensor_map(const Device& device, const TensorMapRequest& request, void* out) const;
-  // Scratch memory for `slot` of launches on `stream`: at least `bytes`, aligned to `align`.
-  CUresult scratch(const Device& device, std::size_t slot, std::uint64_t bytes, std::uint32_t align, void* stream,
-                   std::uint64_t* address) const;
-
- private:
   std::string driver_path_;
   // Set once under mutex_ by the first device query; read without the lock by unload and
   // launch on other threads (an archive may be destroyed while another is being resolved).

@@ -1,4 +1,4 @@
-#include "cuda_driver.hpp"
+#include "cuda/cuda_driver.hpp"
 
 #include <dlfcn.h>
 

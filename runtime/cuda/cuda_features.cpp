@@ -1,6 +1,6 @@
-#include "cuda_features.hpp"
+#include "cuda/cuda_features.hpp"
 
-#include "launch_features.hpp"
+#include "core/launch_features.hpp"
 
 namespace kiln::cuda {
 

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "cuda_target.hpp"
-#include "manifest.hpp"
+#include "core/manifest.hpp"
+#include "cuda/cuda_target.hpp"
 
 namespace kiln::cuda {
 

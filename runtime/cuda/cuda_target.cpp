@@ -1,4 +1,4 @@
-#include "cuda_target.hpp"
+#include "cuda/cuda_target.hpp"
 
 #include <cstdio>
 

@@ -1,11 +1,11 @@
-#include "archive.hpp"
+#include "engine/archive.hpp"
 
 #include <algorithm>
 #include <thread>
 
-#include "parallel.hpp"
-#include "error.hpp"
-#include "runtime.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::engine {
 
@@ -32,7 +32,7 @@ Archive::Archive(Runtime& runtime, std::vector<std::uint8_t> bytes)
   digest_ = kiln::digest_string(reader_->digest());
 }
 
-// The kernels' loaded code unloads itself as the slots go (engine::Code's destructor).
+// The kernels' loaded code unloads itself as the slots go (backend::Code's destructor).
 Archive::~Archive() = default;
 
 void Archive::add_attestation(const std::string& envelope, const std::string& what) {
@@ -52,7 +52,7 @@ void Archive::add_attestation(const std::string& envelope, const std::string& wh
   attestations_.push_back(std::move(f));
 }
 
-std::string Archive::attestation_gap(const DeviceInfo& device) const {
+std::string Archive::attestation_gap(const backend::DeviceInfo& device) const {
   std::lock_guard<std::mutex> lock(attestations_mutex_);
   std::string seen;
   for (const kiln::AttestationFacts& f : attestations_) {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "attestation_facts.hpp"
-#include "kernel.hpp"
+#include "core/archive_reader.hpp"
+#include "core/attestation_facts.hpp"
+#include "engine/kernel.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::engine {
@@ -68,21 +68,21 @@ class Archive {
   };
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.
   void resolve(Kernel& k);
-  void resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip);
+  void resolve(Kernel& k, const kiln::backend::BackendList& backends);
   // The member each of k's code references names, in the manifest's order, once checked.
   std::vector<std::size_t> check_code_references(const Kernel& k) const;
-  void resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members);
-  bool load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+  void resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members);
+  bool load_first(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,
                   const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);
-  std::string load_variants(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+  std::string load_variants(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                             const kiln::engine::Candidate& chosen);
   void settle_without_code(Kernel& k, kiln_reason reason, const std::string& text);
   // Why no attestation this archive holds covers `device` ("" when one does).
-  std::string attestation_gap(const kiln::engine::DeviceInfo& device) const;
+  std::string attestation_gap(const kiln::backend::DeviceInfo& device) const;
   kiln::ReadOptions read_options() const;
   // preflight.cpp: every kernel resolved in planning mode on `device` of these backends.
-  std::vector<std::size_t> planned_code(kiln::engine::Backend& cuda, kiln::engine::Backend& hip, int device);
+  std::vector<std::size_t> planned_code(const kiln::backend::BackendList& backends, int device);
 
   Runtime& runtime_;
   std::vector<std::uint8_t> owned_bytes_;

@@ -1,12 +1,13 @@
-#include "described_target.hpp"
+#include "engine/described_target.hpp"
 
 #include <climits>
 
-#include "code_object.hpp"
-#include "cuda_engine.hpp"
-#include "cuda_features.hpp"
-#include "error.hpp"
-#include "hip_engine.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/cuda_features.hpp"
+#include "hip/hip_backend.hpp"
+#include "hip/hip_features.hpp"
 
 namespace kiln::engine {
 
@@ -16,15 +17,15 @@ using kiln::Error;
 namespace {
 
 // A described device's "loaded" code: never launches (nothing was loaded).
-class UnlaunchableCode final : public Code {
+class UnlaunchableCode final : public backend::Code {
  public:
   int launch(const LaunchConfig&, void*, void**) const override { return -1; }
   int encode_tensor_map(const TensorMapRequest&, void*) const override { return -1; }
   int scratch(std::size_t, std::uint64_t, std::uint32_t, void*, std::uint64_t*) const override { return -1; }
 };
 
-LoadOutcome simulated_load(ByteView image, const std::string& entry) {
-  LoadOutcome out;
+backend::LoadOutcome simulated_load(ByteView image, const std::string& entry) {
+  backend::LoadOutcome out;
   // The resolver has already checked the verified bytes' header against the index; the entry
   // symbol is not looked up (that takes the driver).
   (void)image;
@@ -34,7 +35,7 @@ LoadOutcome simulated_load(ByteView image, const std::string& entry) {
   return out;
 }
 
-class DescribedCuda final : public Backend {
+class DescribedCuda final : public backend::Backend {
  public:
   explicit DescribedCuda(const DescribedTarget& t) : spec_(t.spec), driver_given_(t.spec.driver_version > 0) {
     if (!driver_given_) spec_.driver_version = INT_MAX;  // "new enough for anything"
@@ -49,29 +50,29 @@ class DescribedCuda final : public Backend {
   const char* vendor() const override { return "CUDA"; }
   format::Backend format_backend() const override { return format::Backend::cuda; }
   const char* launch_call() const override { return "cuLaunchKernel"; }
-  const DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
+  const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
     return &info_;
   }
-  std::string unmet_requirement(const DeviceInfo&, const KernelTable& table) override {
+  std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable& table) override {
     const std::string* min = table.toolchain_value("min_cuda_driver");
     int major = 0, minor = 0;
     if (min == nullptr || !cuda::parse_version_pair(*min, &major, &minor)) return "";
     if (spec_.driver_version >= major * 1000 + minor * 10) return "";
     return "the manifest needs a CUDA " + *min + " driver (min_cuda_driver)";
   }
-  std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) override {
+  std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override {
     // A driver of the CUDA 12+ era has cuLaunchKernelEx, cuTensorMapEncodeTiled and the
     // allocator; what a described device can lack is compute capability.
     cuda::DriverFeatures features;
     features.launch_ex = features.tensor_map_encode = features.memory = true;
     return cuda::feature_problem(kernel, spec_, features, device.describe);
   }
-  TagFit judge(const DeviceInfo&, const std::string& tag, format::CodeKind kind, ByteView content,
+  backend::TagFit judge(const backend::DeviceInfo&, const std::string& tag, format::CodeKind kind, ByteView content,
                const std::string& what) override {
     return cuda::judge_tag(spec_, tag, kind, content, what);
   }
-  LoadOutcome load(const DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
+  backend::LoadOutcome load(const backend::DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
     return simulated_load(image, entry);
   }
   std::string describe_error(int) const override { return "no driver: a described target"; }
@@ -79,10 +80,10 @@ class DescribedCuda final : public Backend {
  private:
   cuda::DeviceSpec spec_;
   bool driver_given_;
-  DeviceInfo info_;
+  backend::DeviceInfo info_;
 };
 
-class DescribedHip final : public Backend {
+class DescribedHip final : public backend::Backend {
  public:
   explicit DescribedHip(const DescribedTarget& t) : target_(t.amd) {
     info_.name = t.text;
@@ -96,46 +97,46 @@ class DescribedHip final : public Backend {
   const char* vendor() const override { return "HIP"; }
   format::Backend format_backend() const override { return format::Backend::hip; }
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
-  const DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
+  const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
     return &info_;
   }
-  std::string unmet_requirement(const DeviceInfo&, const KernelTable&) override { return ""; }
-  std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) override {
-    return hip::amd_feature_problem(device, kernel);
+  std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override {
+    return hip::feature_problem(device, kernel);
   }
-  TagFit judge(const DeviceInfo&, const std::string& tag, format::CodeKind, ByteView, const std::string&) override {
+  backend::TagFit judge(const backend::DeviceInfo&, const std::string& tag, format::CodeKind, ByteView, const std::string&) override {
     return hip::judge_tag(target_, tag);
   }
-  LoadOutcome load(const DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
+  backend::LoadOutcome load(const backend::DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
     return simulated_load(image, entry);
   }
   std::string describe_error(int) const override { return "no runtime: a described target"; }
 
  private:
   hip::TargetId target_;
-  DeviceInfo info_;
+  backend::DeviceInfo info_;
 };
 
 // The vendor the described target is not: no device of it.
-class NoDevice final : public Backend {
+class NoDevice final : public backend::Backend {
  public:
   NoDevice(format::Backend which, std::string why) : which_(which), why_(std::move(why)) {}
   const char* vendor() const override { return which_ == format::Backend::cuda ? "CUDA" : "HIP"; }
   format::Backend format_backend() const override { return which_; }
   const char* launch_call() const override { return ""; }
-  const DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
+  const backend::DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
     *reason = KILN_REASON_NO_DEVICE;
     *why = why_;
     return nullptr;
   }
-  std::string unmet_requirement(const DeviceInfo&, const KernelTable&) override { return ""; }
-  std::string unmet_feature(const DeviceInfo&, const KernelSpec&) override { return ""; }
-  TagFit judge(const DeviceInfo&, const std::string&, format::CodeKind, ByteView, const std::string&) override {
-    return TagFit();
+  std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const backend::DeviceInfo&, const KernelSpec&) override { return ""; }
+  backend::TagFit judge(const backend::DeviceInfo&, const std::string&, format::CodeKind, ByteView, const std::string&) override {
+    return backend::TagFit();
   }
-  LoadOutcome load(const DeviceInfo&, ByteView, format::CodeKind, const std::string&, unsigned) override {
-    return LoadOutcome();
+  backend::LoadOutcome load(const backend::DeviceInfo&, ByteView, format::CodeKind, const std::string&, unsigned) override {
+    return backend::LoadOutcome();
   }
   std::string describe_error(int) const override { return ""; }
 
@@ -178,7 +179,7 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
                                               "." + std::to_string(code.minor) + ", which no NVIDIA GPU has (known: " +
                                               known_cuda_devices() + ")");
     }
-    t.cuda = true;
+    t.vendor = format::Backend::cuda;
     t.spec.cc_major = code.major;
     t.spec.cc_minor = code.minor;
     if (!driver.empty()) {
@@ -191,6 +192,7 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
     return t;
   }
   if (hip::parse_target_id(text, &t.amd)) {
+    t.vendor = format::Backend::hip;
     if (!hip::generic_family(t.amd.processor).empty()) {
       throw Error(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
     }
@@ -205,16 +207,16 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
                                           "' is neither a CUDA GPU (sm_80, sm_90, sm_100, ...) nor an AMD target ID (gfx90a:xnack-, gfx942, ...)");
 }
 
-DescribedBackends described_backends(const DescribedTarget& target) {
-  DescribedBackends b;
-  if (target.cuda) {
-    b.cuda = std::make_unique<DescribedCuda>(target);
-    b.hip = std::make_unique<NoDevice>(format::Backend::hip, "target " + target.text + " is an NVIDIA GPU");
-  } else {
-    b.cuda = std::make_unique<NoDevice>(format::Backend::cuda, "target " + target.text + " is an AMD GPU");
-    b.hip = std::make_unique<DescribedHip>(target);
-  }
-  return b;
+std::unique_ptr<backend::Backend> described_cuda(const DescribedTarget& target) {
+  return std::make_unique<DescribedCuda>(target);
+}
+
+std::unique_ptr<backend::Backend> described_hip(const DescribedTarget& target) {
+  return std::make_unique<DescribedHip>(target);
+}
+
+std::unique_ptr<backend::Backend> described_without_device(format::Backend vendor, const std::string& why) {
+  return std::make_unique<NoDevice>(vendor, why);
 }
 
 }  // namespace kiln::engine

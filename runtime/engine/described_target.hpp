@@ -11,15 +11,15 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
-#include "cuda_target.hpp"
-#include "amd_target.hpp"
+#include "backend/backend.hpp"
+#include "cuda/cuda_target.hpp"
+#include "hip/hip_target.hpp"
 
 namespace kiln::engine {
 
 struct DescribedTarget {
   std::string text;         // as given: "sm_90a", "gfx90a:xnack-"
-  bool cuda = false;        // else AMD
+  format::Backend vendor = format::Backend::none;  // cuda or hip
   cuda::DeviceSpec spec;    // CUDA: cc and driver (driver_version 0: not given)
   hip::TargetId amd;        // AMD: the device's target ID
 };
@@ -29,11 +29,11 @@ struct DescribedTarget {
 // naming what is wrong.
 DescribedTarget parse_described_target(const std::string& text, const std::string& driver);
 
-// The two backends a Runtime's resolver uses for a described target: that vendor's, judging
-// against it, and the other vendor's, which has no device ("the target is an NVIDIA GPU").
-struct DescribedBackends {
-  std::unique_ptr<Backend> cuda, hip;
-};
-DescribedBackends described_backends(const DescribedTarget& target);
+// A vendor's backend for a described target of that vendor: it judges code against the target
+// and "loads" nothing (LoadOutcome::simulated). engine/backends.cpp lists them.
+std::unique_ptr<backend::Backend> described_cuda(const DescribedTarget& target);
+std::unique_ptr<backend::Backend> described_hip(const DescribedTarget& target);
+// A vendor's backend with no device, every query answered with `why`.
+std::unique_ptr<backend::Backend> described_without_device(format::Backend vendor, const std::string& why);
 
 }  // namespace kiln::engine

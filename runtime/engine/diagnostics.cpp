@@ -1,4 +1,4 @@
-#include "diagnostics.hpp"
+#include "engine/diagnostics.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,10 +9,10 @@
 #include <ctime>
 #include <sstream>
 
-#include "archive.hpp"
-#include "file_io.hpp"
-#include "runtime.hpp"
-#include "json.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::engine {
 namespace {
@@ -87,7 +87,7 @@ void Archive::diagnose(const Kernel& k, const std::string& event, const std::str
   e.target = target;
   e.member = member;
   e.device = k.device();
-  if (const DeviceInfo* info = k.device_info()) {  // every backend's device: CUDA and HIP alike
+  if (const backend::DeviceInfo* info = k.device_info()) {  // every backend's device: CUDA and HIP alike
     e.device_name = info->name;
     e.device_arch = info->arch;
     e.cc_major = info->cc_major;

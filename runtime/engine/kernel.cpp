@@ -1,8 +1,8 @@
-#include "kernel.hpp"
+#include "engine/kernel.hpp"
 
-#include "archive.hpp"
-#include "error.hpp"
-#include "runtime.hpp"
+#include "core/error.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::engine {
 
@@ -114,7 +114,7 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
     if (shapes_.match(args, &launch_config) != nullptr) {
       const kiln::LaunchConfig* config = &launch_config;
       int variant = variant_code_.empty() ? -1 : variant_for(args);
-      const Code& code = variant < 0 ? *code_ : *variant_code_[static_cast<std::size_t>(variant)];
+      const backend::Code& code = variant < 0 ? *code_ : *variant_code_[static_cast<std::size_t>(variant)];
       const KernelAbi& abi = variant >= 0 && variant_abi_[static_cast<std::size_t>(variant)]
                                  ? *variant_abi_[static_cast<std::size_t>(variant)]
                                  : abi_;

@@ -5,12 +5,12 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "backend/backend.hpp"
+#include "core/manifest.hpp"
+#include "engine/kernel_abi.hpp"
+#include "engine/shape_match.hpp"
+#include "engine/variant_choice.hpp"
 #include "kiln/kiln.h"
-#include "manifest.hpp"
-#include "kernel_abi.hpp"
-#include "shape_match.hpp"
-#include "variant_choice.hpp"
 
 namespace kiln::engine {
 
@@ -46,7 +46,7 @@ class Kernel {
   const std::string& code_path(int variant = -1) const;
   // The device the kernel was judged against: set when its backend found one, also when no
   // code fitted or a load failed (diagnostics name it); null when there was no device.
-  const kiln::engine::DeviceInfo* device_info() const { return device_info_; }
+  const kiln::backend::DeviceInfo* device_info() const { return device_info_; }
 
   // The variant a call takes on this device: the first whose conditions hold and whose code is
   // loaded; -1 for the kernel's own code (also when it does not run here).
@@ -79,14 +79,14 @@ class Kernel {
   std::string reason_text_;
   std::string target_;
   // Where the code runs, when it does: the backend that loaded it, its device, the code.
-  kiln::engine::Backend* backend_ = nullptr;
-  const kiln::engine::DeviceInfo* device_info_ = nullptr;
-  std::unique_ptr<kiln::engine::Code> code_;
+  kiln::backend::Backend* backend_ = nullptr;
+  const kiln::backend::DeviceInfo* device_info_ = nullptr;
+  std::unique_ptr<kiln::backend::Code> code_;
   std::string code_path_;
   // The variants (kiln.toml [[kernel.variant]]), loaded for the target code_ was chosen for;
   // a null entry failed to load, and its calls take code_ (which assumes less).
   kiln::engine::VariantChoice variants_;
-  std::vector<std::unique_ptr<kiln::engine::Code>> variant_code_;
+  std::vector<std::unique_ptr<kiln::backend::Code>> variant_code_;
   std::vector<std::string> variant_paths_;  // per variant, where its code loaded
   // Planning a sparse pull (Archive::code_for_target): absent code is judged on its index entry
   // as if present, and what the route would read is listed in planned_ (code that must be read

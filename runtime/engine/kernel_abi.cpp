@@ -1,8 +1,8 @@
-#include "kernel_abi.hpp"
+#include "engine/kernel_abi.hpp"
 
 #include <cstring>
 
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace kiln::engine {
 
@@ -32,7 +32,7 @@ bool evaluate(const std::vector<ExprInstr>& code, void* const* call, std::int64_
 }
 
 // The driver's name for a status; a bare number without a backend (benchmarks).
-std::string describe(const Backend* backend, int status) {
+std::string describe(const backend::Backend* backend, int status) {
   return backend != nullptr ? backend->describe_error(status) : "driver status " + std::to_string(status);
 }
 
@@ -71,8 +71,8 @@ void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const 
   throw Error(Errc::invalid_argument, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': " + what);
 }
 
-unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code,
-                      const Backend* backend, Frame* frame) const {
+unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code,
+                      const backend::Backend* backend, Frame* frame) const {
   unsigned encoded = 0;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
@@ -133,8 +133,8 @@ unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* s
   return encoded;
 }
 
-bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
-                                 const Backend* backend, void* out) const {
+bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const backend::Code& code,
+                                 const backend::Backend* backend, void* out) const {
   const TensorMapRecipe& r = arg.tensor_map;
   TensorMapRequest request;
   request.recipe = &r;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "launch_config.hpp"
-#include "manifest.hpp"
-#include "shape_expr.hpp"
+#include "backend/backend.hpp"
+#include "core/launch_config.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln::engine {
 
@@ -37,7 +37,7 @@ class KernelAbi {
   // invalid (a fault, a size out of range, a misaligned pointer), driver for a driver refusal.
   // Returns how many tensor maps it encoded (cache misses).
   // `backend` names driver statuses in errors (null: the number alone).
-  unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const Code& code, const Backend* backend,
+  unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code, const backend::Backend* backend,
                  Frame* frame) const;
 
  private:
@@ -65,8 +65,8 @@ class KernelAbi {
 
   [[noreturn]] void fail_value(const KernelArg& arg, const std::string& what) const;
   // True when it encoded (a cache miss).
-  bool build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const Code& code,
-                        const Backend* backend, void* out) const;
+  bool build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const backend::Code& code,
+                        const backend::Backend* backend, void* out) const;
 
   std::string kernel_;
   std::vector<KernelParam> params_;  // the call's, for expression texts in errors

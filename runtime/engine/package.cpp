@@ -1,9 +1,9 @@
-#include "package.hpp"
+#include "engine/package.hpp"
 
-#include "error.hpp"
-#include "kernel_table.hpp"
-#include "runtime.hpp"
-#include "store.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
+#include "engine/runtime.hpp"
+#include "store/store.hpp"
 
 namespace kiln::engine {
 

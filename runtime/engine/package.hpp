@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "archive.hpp"
+#include "engine/archive.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::engine {

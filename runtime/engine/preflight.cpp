@@ -3,11 +3,12 @@
 // `kiln preflight --json` cannot drift apart.
 #include <algorithm>
 
-#include "archive.hpp"
-#include "described_target.hpp"
-#include "json.hpp"
-#include "launch_features.hpp"
-#include "runtime.hpp"
+#include "core/json.hpp"
+#include "core/launch_features.hpp"
+#include "engine/archive.hpp"
+#include "engine/backends.hpp"
+#include "engine/described_target.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::engine {
 
@@ -48,7 +49,7 @@ std::string Archive::preflight_json(int device) {
 
 std::string Archive::preflight_target_json(const std::string& target, const std::string& driver) {
   DescribedTarget described = parse_described_target(target, driver);
-  DescribedBackends backends = described_backends(described);
+  backend::BackendList backends = described_backends(described);
   kiln::json::Writer w;
   w.begin_object().field("digest", digest_).field("target", target);
   if (driver.empty()) {
@@ -61,7 +62,7 @@ std::string Archive::preflight_target_json(const std::string& target, const std:
     kiln::KernelSpec spec = reader_->kernel(name);
     bool reference_allowed = runtime_.policy() == KILN_POLICY_FALLBACK && spec.fallback == kiln::FallbackPolicy::reference;
     Kernel k(*this, std::move(spec), 0, reference_allowed);
-    resolve(k, *backends.cuda, *backends.hip);
+    resolve(k, backends);
     kernel_report(w, name, k);
   }
   w.end_array().end_object();
@@ -77,12 +78,12 @@ void sort_unique(std::vector<std::size_t>& v) {
 
 }  // namespace
 
-std::vector<std::size_t> Archive::planned_code(Backend& cuda, Backend& hip, int device) {
+std::vector<std::size_t> Archive::planned_code(const backend::BackendList& backends, int device) {
   std::vector<std::size_t> out;
   for (const std::string& name : reader_->kernel_names()) {
     Kernel k(*this, reader_->kernel(name), device, true);
     k.planning_ = true;
-    resolve(k, cuda, hip);
+    resolve(k, backends);
     out.insert(out.end(), k.planned_.begin(), k.planned_.end());
   }
   sort_unique(out);
@@ -91,26 +92,31 @@ std::vector<std::size_t> Archive::planned_code(Backend& cuda, Backend& hip, int 
 
 std::vector<std::size_t> Archive::code_for_target(const std::string& target, const std::string& driver) {
   DescribedTarget described = parse_described_target(target, driver);
-  DescribedBackends backends = described_backends(described);
-  return planned_code(*backends.cuda, *backends.hip, 0);
+  backend::BackendList backends = described_backends(described);
+  return planned_code(backends, 0);
 }
 
 std::vector<std::size_t> Archive::code_for_host(std::vector<std::string>* found) {
   std::vector<std::size_t> out;
   std::string why_none;
   for (int d = 0; d < 64; ++d) {
-    kiln_reason reason = KILN_REASON_NO_DEVICE;
-    std::string cuda_why, hip_why;
-    const DeviceInfo* cuda = runtime_.cuda().device(d, &reason, &cuda_why);
-    const DeviceInfo* hip = runtime_.hip().device(d, &reason, &hip_why);
-    if (cuda == nullptr && hip == nullptr) {
-      why_none = "CUDA: " + cuda_why + "; HIP: " + hip_why;
+    bool any = false;
+    std::string why;
+    for (const auto& b : runtime_.backends()) {
+      kiln_reason reason = KILN_REASON_NO_DEVICE;
+      std::string b_why;
+      if (const backend::DeviceInfo* info = b->device(d, &reason, &b_why)) {
+        found->push_back(info->describe);
+        any = true;
+      } else {
+        why += std::string(why.empty() ? "" : "; ") + b->vendor() + ": " + b_why;
+      }
+    }
+    if (!any) {
+      why_none = why;
       break;
     }
-    for (const DeviceInfo* info : {cuda, hip}) {
-      if (info != nullptr) found->push_back(info->describe);
-    }
-    std::vector<std::size_t> more = planned_code(runtime_.cuda(), runtime_.hip(), d);
+    std::vector<std::size_t> more = planned_code(runtime_.backends(), d);
     out.insert(out.end(), more.begin(), more.end());
   }
   if (found->empty()) throw kiln::Error(kiln::Errc::not_found, "this host has no GPU kiln can use (" + why_none + ")");

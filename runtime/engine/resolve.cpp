@@ -6,11 +6,12 @@
 // was rejected, and why.
 #include <algorithm>
 
-#include "archive.hpp"
-#include "archive_semantics.hpp"
-#include "code_object.hpp"
-#include "error.hpp"
-#include "runtime.hpp"
+#include "core/archive_semantics.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
+#include "engine/archive.hpp"
+#include "engine/backends.hpp"
+#include "engine/runtime.hpp"
 
 namespace kiln::engine {
 
@@ -23,7 +24,7 @@ struct Candidate {
   std::string path;
   kiln::format::CodeKind kind = kiln::format::CodeKind::none;
   std::string tag;
-  kiln::engine::TagFit fit;
+  kiln::backend::TagFit fit;
   std::vector<std::uint8_t> content;  // read (and verified) while judging, kept for the load
 };
 
@@ -51,7 +52,7 @@ std::vector<std::string> split_tags(const std::string& tags) {
   return out;
 }
 
-bool better(const kiln::engine::TagFit& a, const kiln::engine::TagFit& b) {
+bool better(const kiln::backend::TagFit& a, const kiln::backend::TagFit& b) {
   return a.fits && (!b.fits || a.rank > b.rank);
 }
 
@@ -102,32 +103,37 @@ std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
   return members;
 }
 
-void Archive::resolve(Kernel& k) { resolve(k, runtime_.cuda(), runtime_.hip()); }
+void Archive::resolve(Kernel& k) { resolve(k, runtime_.backends()); }
 
-void Archive::resolve(Kernel& k, kiln::engine::Backend& cuda, kiln::engine::Backend& hip) {
+void Archive::resolve(Kernel& k, const kiln::backend::BackendList& backends) {
   const std::vector<std::size_t> code_members = check_code_references(k);
-  if (k.spec_.backend == "cuda") return resolve_on(cuda, k, code_members);
-  if (k.spec_.backend == "hip") return resolve_on(hip, k, code_members);
-  if (k.spec_.backend == "any") {
-    // One kernel with code for both vendors: the CUDA device of this ordinal first, then the
-    // AMD one; where neither fits, the reason names both.
-    resolve_on(cuda, k, code_members);
-    if (k.runs_on_device()) return;
-    kiln_reason cuda_reason = k.reason_;
-    std::string cuda_text = k.reason_text_;
-    resolve_on(hip, k, code_members);
-    if (k.runs_on_device()) return;
-    bool cuda_had_a_device = cuda_reason != KILN_REASON_NO_DRIVER && cuda_reason != KILN_REASON_NO_DEVICE;
-    return settle_without_code(k, cuda_had_a_device ? cuda_reason : k.reason_, "CUDA: " + cuda_text + "; HIP: " + k.reason_text_);
+  kiln::format::Backend vendor = kiln::format::Backend::none;
+  if (kiln::format::parse_backend(k.spec_.backend, &vendor) && vendor != kiln::format::Backend::none) {
+    if (kiln::backend::Backend* b = find_backend(backends, vendor)) return resolve_on(*b, k, code_members);
+  } else if (k.spec_.backend == "any" && !backends.empty()) {
+    // One kernel with code for several vendors: this ordinal's device of each vendor in turn
+    // (CUDA, then HIP); where none fits, the reason names each. The reason kept is the first
+    // vendor's that had a device, else the last one's.
+    std::string texts;
+    kiln_reason kept = KILN_REASON_NO_DEVICE;
+    bool kept_had_a_device = false;
+    for (const auto& b : backends) {
+      resolve_on(*b, k, code_members);
+      if (k.runs_on_device()) return;
+      const bool had_a_device = k.reason_ != KILN_REASON_NO_DRIVER && k.reason_ != KILN_REASON_NO_DEVICE;
+      if (!kept_had_a_device) kept = k.reason_, kept_had_a_device = had_a_device;
+      texts += std::string(texts.empty() ? "" : "; ") + b->vendor() + ": " + k.reason_text_;
+    }
+    return settle_without_code(k, kept, texts);
   }
   settle_without_code(k, KILN_REASON_BACKEND_UNAVAILABLE,
                       "kernel '" + k.spec_.name + "' has backend '" + k.spec_.backend + "', which this libkiln cannot run");
 }
 
-void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members) {
+void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members) {
   kiln_reason unavailable = KILN_REASON_NO_DEVICE;
   std::string why;
-  const kiln::engine::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
+  const kiln::backend::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
   if (device == nullptr) return settle_without_code(k, unavailable, why);
   k.device_info_ = device;
   const std::string& where = device->describe;
@@ -154,7 +160,7 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
     // otherwise rejected with its reason: nothing absent is read.
     const bool absent = !reader_->member_present(m);
     if (absent && !k.planning_) {
-      kiln::engine::TagFit fit;
+      kiln::backend::TagFit fit;
       fit.recognised = true;
       fit.why = "absent from this sparse archive";
       rejected.push_back(Candidate{m, entry.path, entry.kind, entry.arch, fit, {}});
@@ -163,7 +169,7 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
     Candidate best;
     bool have = false;
     for (const std::string& tag : split_tags(entry.arch)) {
-      kiln::engine::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
+      kiln::backend::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
       if (!fit.recognised) {
         throw Error(Errc::integrity, "archive " + digest_ + ": member '" + entry.path + "' is indexed as " +
                                          backend.vendor() + " code but '" + tag + "' is not a " + backend.vendor() + " target");
@@ -218,7 +224,7 @@ void Archive::resolve_on(kiln::engine::Backend& backend, Kernel& k, const std::v
 // code loaded from it; returns what the reason text says of them ("" without variants). A
 // variant that fails to load is left out, logged, counted and diagnosed: the calls it would take
 // run the kernel's own code, which assumes less.
-std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                                    const Candidate& chosen) {
   const kiln::KernelSpec& spec = k.spec_;
   if (spec.variants.empty()) return "";
@@ -246,7 +252,7 @@ std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, co
     if (std::string p = kiln::code_entry_problem(reader_->entry(member), info); !p.empty()) {
       throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
     }
-    kiln::engine::LoadOutcome r = backend.load(device, kiln::ByteView(image), chosen.kind, spec.entry, k.shapes_.max_shared_mem());
+    kiln::backend::LoadOutcome r = backend.load(device, kiln::ByteView(image), chosen.kind, spec.entry, k.shapes_.max_shared_mem());
     if (!r.code) {
       kiln::engine::Stats::bump(chosen.fit.jit ? s.jit_failures : s.load_failures);
       diagnose(k, "load", chosen.tag, ref.file.path, r.error, r.message, "");
@@ -269,7 +275,7 @@ std::string Archive::load_variants(kiln::engine::Backend& backend, Kernel& k, co
 
 // Loads the first candidate the driver accepts and settles the route on it; false if none did
 // (each failure is logged, counted, left in a diagnostic bundle and added to *failures).
-bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::engine::DeviceInfo& device,
+bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                               std::vector<Candidate>& candidates, const std::vector<Candidate>& rejected,
                               std::string* failures) {
   kiln::engine::Stats& s = runtime_.stats();
@@ -297,7 +303,7 @@ bool Archive::load_first(kiln::engine::Backend& backend, Kernel& k, const kiln::
     if (std::string p = kiln::code_entry_problem(reader_->entry(c.member), info); !p.empty()) {
       throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
     }
-    kiln::engine::LoadOutcome r =
+    kiln::backend::LoadOutcome r =
         backend.load(device, kiln::ByteView(image), c.kind, k.spec_.entry, k.shapes_.max_shared_mem());
     if (r.simulated) {  // a described target: the route a device of its kind would take, nothing loaded
       k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;

@@ -1,8 +1,9 @@
-#include "runtime.hpp"
+#include "engine/runtime.hpp"
 
 #include <cstdlib>
 
-#include "error.hpp"
+#include "core/error.hpp"
+#include "engine/backends.hpp"
 
 namespace kiln::engine {
 
@@ -17,8 +18,7 @@ Runtime::Runtime(const kiln_runtime_options& o)
       log_fn_(o.log_fn),
       log_user_(o.log_user),
       max_member_size_(o.max_member_size),
-      cuda_(o.cuda_driver_path ? o.cuda_driver_path : ""),
-      hip_(o.hip_runtime_path ? o.hip_runtime_path : "") {
+      backends_(device_backends(o)) {
   if (threshold_ < 1 || threshold_ > 64) {
     throw kiln::Error(kiln::Errc::invalid_argument, "signature_threshold must be 1 to 64, not " + std::to_string(threshold_));
   }
@@ -82,5 +82,7 @@ std::string Runtime::last_error() const {
   std::lock_guard<std::mutex> lock(error_mutex_);
   return last_error_;
 }
+
+backend::Backend* Runtime::backend(format::Backend vendor) const { return find_backend(backends_, vendor); }
 
 }  // namespace kiln::engine

@@ -8,11 +8,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "cuda_engine.hpp"
-#include "hip_engine.hpp"
+#include "backend/backend.hpp"
+#include "core/trust.hpp"
+#include "engine/stats.hpp"
 #include "kiln/kiln.h"
-#include "stats.hpp"
-#include "trust.hpp"
 
 namespace kiln::engine {
 
@@ -66,11 +65,11 @@ class Runtime {
   unsigned threshold() const { return threshold_; }
   kiln_policy policy() const { return policy_; }
   std::uint64_t max_member_size() const { return max_member_size_; }
-  // The GPU backends, one interface (engine/backend.hpp); `cuda_driver` is the CUDA driver level
-  // under it, for kiln's own tools (verify --run allocates and times on a device's context).
-  kiln::engine::Backend& cuda() { return cuda_; }
-  kiln::engine::Backend& hip() { return hip_; }
-  kiln::cuda::Backend& cuda_driver() { return cuda_.native(); }
+  // The GPU backends, one per vendor (engine/backends.cpp), in the order a kernel with code for
+  // several vendors tries them; `backend` finds one vendor's (kiln's own tools: verify --run
+  // allocates and times on a CUDA device's context), or null.
+  const kiln::backend::BackendList& backends() const { return backends_; }
+  kiln::backend::Backend* backend(kiln::format::Backend vendor) const;
   kiln::engine::Stats& stats() { return stats_; }
   // Where diagnostic bundles go ("" for nowhere): the option, else KILN_DIAG_DIR.
   const std::string& diag_dir() const { return diag_dir_; }
@@ -86,8 +85,7 @@ class Runtime {
   kiln_log_fn log_fn_;
   void* log_user_;
   std::uint64_t max_member_size_;
-  kiln::cuda::EngineBackend cuda_;
-  kiln::hip::EngineBackend hip_;
+  kiln::backend::BackendList backends_;
   kiln::engine::Stats stats_;
   std::string diag_dir_;
 

@@ -1,9 +1,9 @@
-#include "shape_match.hpp"
+#include "engine/shape_match.hpp"
 
 #include <atomic>
 #include <cstring>
 
-#include "shape_expr.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln::engine {
 

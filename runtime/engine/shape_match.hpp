@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "launch_config.hpp"
-#include "manifest.hpp"
-#include "shape_program.hpp"
+#include "core/launch_config.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_program.hpp"
 
 namespace kiln::engine {
 

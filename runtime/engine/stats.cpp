@@ -1,4 +1,4 @@
-#include "stats.hpp"
+#include "engine/stats.hpp"
 
 #include <cstddef>
 #include <cstring>

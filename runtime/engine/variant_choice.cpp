@@ -1,4 +1,4 @@
-#include "variant_choice.hpp"
+#include "engine/variant_choice.hpp"
 
 namespace kiln::engine {
 

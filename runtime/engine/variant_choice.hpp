@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "manifest.hpp"
-#include "shape_expr.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_expr.hpp"
 
 namespace kiln::engine {
 

@@ -1,6 +1,6 @@
-#include "hip_backend.hpp"
-
-#include <dlfcn.h>
+#include "hip/hip_backend.hpp"
+#include "hip/hip_driver.hpp"
+#include "hip/hip_features.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -18,78 +18,7 @@
 #endif
 
 namespace kiln::hip {
-
-struct HipApi {
-  int (*hipInit)(unsigned) = nullptr;
-  int (*hipRuntimeGetVersion)(int*) = nullptr;
-  int (*hipGetDeviceCount)(int*) = nullptr;
-  int (*hipGetDeviceProperties)(void*, int) = nullptr;
-  int (*hipSetDevice)(int) = nullptr;
-  int (*hipGetDevice)(int*) = nullptr;
-  int (*hipFuncSetAttribute)(const void*, int, int) = nullptr;  // optional: dynamic shared memory above the default
-  int (*hipModuleLoadData)(void**, const void*) = nullptr;
-  int (*hipModuleUnload)(void*) = nullptr;
-  int (*hipModuleGetFunction)(void**, void*, const char*) = nullptr;
-  int (*hipModuleLaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
-                               void**) = nullptr;
-  const char* (*hipGetErrorName)(int) = nullptr;
-  int runtime_version = 0;
-};
-
 namespace {
-
-const HipApi* load_api(const std::string& path, std::string* why, bool* no_device) {
-  static std::mutex mutex;
-  static std::map<std::string, std::pair<std::unique_ptr<HipApi>, std::pair<std::string, bool>>> loaded;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = loaded.find(path);
-  if (it == loaded.end()) {
-    auto api = std::make_unique<HipApi>();
-    std::string error;
-    bool nodev = false;
-    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* e = ::dlerror();
-      error = "the HIP runtime (" + path + ") could not be loaded: " + (e ? e : "unknown error");
-    } else {
-      bool ok = true;
-      auto bind = [&](auto& fn, const char* name) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-        if (fn == nullptr && ok) error = "the HIP runtime (" + path + ") lacks " + name, ok = false;
-      };
-      bind(api->hipInit, "hipInit");
-      bind(api->hipRuntimeGetVersion, "hipRuntimeGetVersion");
-      bind(api->hipGetDeviceCount, "hipGetDeviceCount");
-      bind(api->hipGetDeviceProperties, "hipGetDeviceProperties");
-      bind(api->hipSetDevice, "hipSetDevice");
-      bind(api->hipGetDevice, "hipGetDevice");
-      bind(api->hipModuleLoadData, "hipModuleLoadData");
-      bind(api->hipModuleUnload, "hipModuleUnload");
-      bind(api->hipModuleGetFunction, "hipModuleGetFunction");
-      bind(api->hipModuleLaunchKernel, "hipModuleLaunchKernel");
-      bind(api->hipGetErrorName, "hipGetErrorName");
-      api->hipFuncSetAttribute = reinterpret_cast<decltype(api->hipFuncSetAttribute)>(::dlsym(lib, "hipFuncSetAttribute"));
-      if (ok) {
-        int count = 0;
-        int r = api->hipInit(0);
-        int c = api->hipGetDeviceCount(&count);
-        if (r != 0 || c != 0 || count == 0) {
-          nodev = true;
-          error = std::string("the HIP runtime reports no AMD device (") + api->hipGetErrorName(c != 0 ? c : r) + ")";
-        } else {
-          api->hipRuntimeGetVersion(&api->runtime_version);
-        }
-      }
-    }
-    it = loaded.emplace(path, std::make_pair(error.empty() ? std::move(api) : nullptr, std::make_pair(error, nodev))).first;
-  }
-  if (!it->second.first) {
-    *why = it->second.second.first;
-    *no_device = it->second.second.second;
-    return nullptr;
-  }
-  return it->second.first.get();
-}
 
 // Makes `ordinal` the calling thread's current HIP device for a scope, and puts the thread's
 // own device back after: libkiln must not leave a serving thread on another GPU (the CUDA
@@ -121,12 +50,12 @@ std::string Device::describe() const {
   return "AMD device " + std::to_string(ordinal) + " '" + name + "' (" + target.text + ")";
 }
 
-std::string Backend::describe(int error) const {
+std::string HipBackend::describe_error(int error) const {
   const HipApi* api = api_.load(std::memory_order_acquire);
   return api ? std::string(api->hipGetErrorName(error)) : "HIP error " + std::to_string(error);
 }
 
-const Device* Backend::device(int ordinal, cuda::Unavailable* kind, std::string* why) {
+const Device* HipBackend::native_device(int ordinal, backend::Unavailable* kind, std::string* why) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = devices_.find(ordinal);
   if (it != devices_.end()) return it->second.get();
@@ -138,12 +67,12 @@ const Device* Backend::device(int ordinal, cuda::Unavailable* kind, std::string*
     api_.store(api, std::memory_order_release);
   }
   if (api == nullptr) {
-    *kind = no_device ? cuda::Unavailable::no_device : cuda::Unavailable::no_driver;
+    *kind = no_device ? backend::Unavailable::no_device : backend::Unavailable::no_driver;
     return nullptr;
   }
 #if KILN_HAVE_HIP_HEADERS
   if (api->runtime_version / 10000000 != HIP_VERSION_MAJOR) {
-    *kind = cuda::Unavailable::no_driver;
+    *kind = backend::Unavailable::no_driver;
     *why = "the HIP runtime is version " + std::to_string(api->runtime_version) + " but this libkiln was built with HIP " +
            std::to_string(HIP_VERSION_MAJOR) + " headers; the device properties layout differs";
     return nullptr;
@@ -151,8 +80,8 @@ const Device* Backend::device(int ordinal, cuda::Unavailable* kind, std::string*
   std::vector<unsigned char> props(sizeof(hipDeviceProp_t) + 4096, 0);
   int r = api->hipGetDeviceProperties(props.data(), ordinal);
   if (r != 0) {
-    *kind = cuda::Unavailable::no_device;
-    *why = "no AMD device " + std::to_string(ordinal) + ": " + describe(r);
+    *kind = backend::Unavailable::no_device;
+    *why = "no AMD device " + std::to_string(ordinal) + ": " + describe_error(r);
     return nullptr;
   }
   auto d = std::make_unique<Device>();
@@ -162,19 +91,26 @@ const Device* Backend::device(int ordinal, cuda::Unavailable* kind, std::string*
   d->name.assign(name, strnlen(name, 256));
   std::string id(arch, strnlen(arch, 256));
   if (!parse_target_id(id, &d->target)) {
-    *kind = cuda::Unavailable::no_device;
+    *kind = backend::Unavailable::no_device;
     *why = "AMD device " + std::to_string(ordinal) + " reports target ID '" + id + "', which kiln cannot read";
     return nullptr;
   }
+  d->info.ordinal = ordinal;
+  d->info.name = d->name;
+  d->info.describe = d->describe();
+  d->info.arch = d->target.text;
+  // HIP_VERSION's encoding: major * 10^7 + minor * 10^5 + patch
+  d->info.driver_version = "HIP " + std::to_string(api->runtime_version / 10000000) + "." +
+                           std::to_string(api->runtime_version / 100000 % 100);
   return devices_.emplace(ordinal, std::move(d)).first->second.get();
 #else
-  *kind = cuda::Unavailable::no_driver;
+  *kind = backend::Unavailable::no_driver;
   *why = "this libkiln was built without HIP headers, so it cannot read an AMD device's target ID";
   return nullptr;
 #endif
 }
 
-LoadResult Backend::load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
+LoadResult HipBackend::load_image(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
   const HipApi* api = api_.load(std::memory_order_acquire);
   LoadResult result;
   auto start = std::chrono::steady_clock::now();
@@ -200,7 +136,7 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   if (r != 0 || result.hip_error != 0) {
     if (r != 0) {
       result.hip_error = r;
-      result.error = describe(r);
+      result.error = describe_error(r);
     }
     unload(result.code);
     return result;
@@ -209,13 +145,13 @@ LoadResult Backend::load(const Device& device, ByteView image, const std::string
   return result;
 }
 
-void Backend::unload(LoadedCode& code) {
+void HipBackend::unload(LoadedCode& code) {
   const HipApi* api = api_.load(std::memory_order_acquire);
   if (api != nullptr && code.module != nullptr) api->hipModuleUnload(code.module);
   code = LoadedCode{};
 }
 
-int Backend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
+int HipBackend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
                     void** args) const {
   const HipApi* api = api_.load(std::memory_order_acquire);
   DeviceScope scope(*api, device.ordinal);  // a module runs on the device it was loaded on
@@ -224,9 +160,63 @@ int Backend::launch(const Device& device, const LoadedCode& code, const LaunchCo
                                     c.shared_mem, stream, args, nullptr);
 }
 
-int Backend::runtime_version() const {
+int HipBackend::runtime_version() const {
   const HipApi* api = api_.load(std::memory_order_acquire);
   return api ? api->runtime_version : 0;
+}
+
+const backend::DeviceInfo* HipBackend::device(int ordinal, kiln_reason* reason, std::string* why) {
+  backend::Unavailable unavailable = backend::Unavailable::none;
+  const Device* d = native_device(ordinal, &unavailable, why);
+  if (d == nullptr) {
+    *reason = unavailable == backend::Unavailable::no_driver ? KILN_REASON_NO_DRIVER : KILN_REASON_NO_DEVICE;
+    return nullptr;
+  }
+  return &d->info;
+}
+
+const Device& HipBackend::device_of(const backend::DeviceInfo& device) {
+  backend::Unavailable unavailable = backend::Unavailable::none;
+  std::string why;
+  const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
+  if (d == nullptr) throw Error(Errc::internal, "AMD device " + std::to_string(device.ordinal) + " vanished: " + why);
+  return *d;
+}
+
+std::string HipBackend::unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) {
+  return feature_problem(device, kernel);
+}
+
+backend::TagFit judge_tag(const TargetId& device, const std::string& tag) {
+  backend::TagFit fit;
+  TargetId id;
+  if (!parse_target_id(tag, &id)) return fit;
+  fit.recognised = true;
+  Judgement j = hip::judge(id, device);
+  fit.fits = j.fits;
+  fit.rank = j.rank;
+  fit.why = j.why;
+  return fit;
+}
+
+backend::TagFit HipBackend::judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind,
+                                    ByteView, const std::string&) {
+  return judge_tag(device_of(device).target, tag);
+}
+
+backend::LoadOutcome HipBackend::load(const backend::DeviceInfo& device, ByteView image, format::CodeKind,
+                                        const std::string& entry, unsigned max_dynamic_smem) {
+  const Device& d = device_of(device);
+  LoadResult r = load_image(d, image, entry, max_dynamic_smem);
+  backend::LoadOutcome out;
+  out.nanoseconds = r.nanoseconds;
+  if (!r.ok) {
+    out.error = r.hip_error;
+    out.message = r.error;
+    return out;
+  }
+  out.code = std::make_unique<backend::CodeOn<HipBackend, Device, LoadedCode>>(*this, d, r.code);
+  return out;
 }
 
 }  // namespace kiln::hip

@@ -1,5 +1,6 @@
-// The HIP side of the runtime, the twin of cuda_backend: which AMD devices exist and their
-// target IDs, loading a verified code object (or clang offload bundle) for one, launching.
+// The HIP backend (backend/backend.hpp), the twin of cuda_backend: which AMD devices exist and
+// their target IDs, kiln's target-ID matching (hip_target), loading a verified code object (or
+// clang offload bundle) for one, launching.
 // libamdhip64 is loaded with dlopen, so libkiln builds and runs where ROCm is absent.
 #pragma once
 
@@ -9,16 +10,18 @@
 #include <mutex>
 #include <string>
 
-#include "amd_target.hpp"
-#include "bytes.hpp"
-#include "cuda_backend.hpp"  // Unavailable
-#include "launch_config.hpp"
+#include "backend/backend.hpp"
+#include "core/bytes.hpp"
+#include "core/kernel_table.hpp"
+#include "core/launch_config.hpp"
+#include "hip/hip_target.hpp"
 
 namespace kiln::hip {
 
 struct HipApi;
 
 struct Device {
+  backend::DeviceInfo info;  // what the engine, reasons and logs see of it
   int ordinal = 0;
   std::string name;
   TargetId target;  // from hipGetDeviceProperties' gcnArchName
@@ -39,28 +42,50 @@ struct LoadResult {
   std::uint64_t nanoseconds = 0;
 };
 
-class Backend {
- public:
-  explicit Backend(std::string library_path) : library_path_(std::move(library_path)) {}
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
+// kiln's verdict on one target tag for an AMD device whose own target ID is `device` (the body
+// of every HIP backend's judge: the runtime's and a described target's).
+backend::TagFit judge_tag(const TargetId& device, const std::string& tag);
 
-  const Device* device(int ordinal, cuda::Unavailable* kind, std::string* why);
-  // Loads on `device` and grants `max_dynamic_smem` above the default limit; the calling
-  // thread's current device is put back afterwards.
-  LoadResult load(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
-  void unload(LoadedCode& code);
-  // Launches on `device` (made current for the call, then the thread's own put back).
+class HipBackend final : public backend::Backend {
+ public:
+  explicit HipBackend(std::string library_path) : library_path_(std::move(library_path)) {}
+  HipBackend(const HipBackend&) = delete;
+  HipBackend& operator=(const HipBackend&) = delete;
+
+  // backend::Backend
+  const char* vendor() const override { return "HIP"; }
+  format::Backend format_backend() const override { return format::Backend::hip; }
+  const char* launch_call() const override { return "hipModuleLaunchKernel"; }
+  const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
+  std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }
+  std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;
+  backend::TagFit judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
+                        ByteView content, const std::string& what) override;
+  backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
+                            const std::string& entry, unsigned max_dynamic_smem) override;
+  std::string describe_error(int error) const override;
+
+  // A device of the HIP runtime, queried once per ordinal, then cached; thread-safe.
+  const Device* native_device(int ordinal, backend::Unavailable* kind, std::string* why);
+  int runtime_version() const;  // hipRuntimeGetVersion's, 0 before the runtime is loaded
+
+  // What loaded code does (backend::CodeOn). Launches on `device` (made current for the call,
+  // then the thread's own put back). HIP has no tensor maps, and kiln provides no scratch on it:
+  // resolution refuses a kernel that needs either (hip_features.cpp), so these only answer
+  // hipErrorNotSupported.
   int launch(const Device& device, const LoadedCode& code, const LaunchConfig& config, void* stream, void** args) const;
-  // HIP has no tensor maps, and kiln provides no scratch on it: resolution refuses a kernel
-  // that needs either (hip_engine.cpp), so these only answer hipErrorNotSupported.
   static constexpr int kNotSupported = 801;
   int encode_tensor_map(const Device&, const TensorMapRequest&, void*) const { return kNotSupported; }
   int scratch(const Device&, std::size_t, std::uint64_t, std::uint32_t, void*, std::uint64_t*) const { return kNotSupported; }
-  std::string describe(int error) const;
-  int runtime_version() const;  // hipRuntimeGetVersion's, 0 before the runtime is loaded
+  void unload(LoadedCode& code);
 
  private:
+  // The device a DeviceInfo this backend made describes (found before: cached).
+  const Device& device_of(const backend::DeviceInfo& info);
+  // Loads on `device` and grants `max_dynamic_smem` above the default limit; the calling
+  // thread's current device is put back afterwards.
+  LoadResult load_image(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem);
+
   std::string library_path_;
   std::atomic<const HipApi*> api_{nullptr};
   std::mutex mutex_;

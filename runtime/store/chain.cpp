@@ -1,9 +1,9 @@
-#include "chain.hpp"
+#include "store/chain.hpp"
 
 #include <algorithm>
 
-#include "error.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::store {
 namespace {

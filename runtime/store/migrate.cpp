@@ -6,10 +6,10 @@
 // (and nothing else) accepts and finishes.
 #include <sstream>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "layout.hpp"
-#include "store.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "store/layout.hpp"
+#include "store/store.hpp"
 
 namespace kiln::store {
 namespace {

@@ -1,4 +1,4 @@
-#include "oci.hpp"
+#include "store/oci.hpp"
 
 #include <sys/stat.h>
 
@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <memory>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "json.hpp"
-#include "sha256.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln::store {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "oci_attestation.hpp"
-#include "oci_manifest.hpp"
-#include "store.hpp"
+#include "store/oci_attestation.hpp"
+#include "store/oci_manifest.hpp"
+#include "store/store.hpp"
 
 namespace kiln::store {
 

@@ -1,8 +1,8 @@
-#include "oci_attestation.hpp"
+#include "store/oci_attestation.hpp"
 
-#include "attestation_facts.hpp"
-#include "error.hpp"
-#include "json.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace kiln::store {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "oci_manifest.hpp"
+#include "store/oci_manifest.hpp"
 
 namespace kiln::store {
 

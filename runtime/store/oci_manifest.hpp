@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "json.hpp"
-#include "store.hpp"
+#include "core/json.hpp"
+#include "store/store.hpp"
 
 namespace kiln::store {
 

@@ -1,6 +1,6 @@
-#include "store.hpp"
+#include "store/store.hpp"
 
-#include "sparse_writer.hpp"
+#include "core/sparse_writer.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,13 +12,13 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "archive_reader.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "format.hpp"
-#include "layout.hpp"
-#include "sha256.hpp"
-#include "sparse_writer.hpp"
+#include "core/archive_reader.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/format.hpp"
+#include "core/sha256.hpp"
+#include "core/sparse_writer.hpp"
+#include "store/layout.hpp"
 
 namespace kiln::store {
 namespace {

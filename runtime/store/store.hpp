@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "attestation_facts.hpp"
-#include "chain.hpp"
-#include "trust.hpp"
+#include "core/archive_reader.hpp"
+#include "core/attestation_facts.hpp"
+#include "core/trust.hpp"
+#include "store/chain.hpp"
 
 namespace kiln::store {
 

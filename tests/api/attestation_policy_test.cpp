@@ -9,13 +9,13 @@
 #include <fstream>
 #include <string>
 
-#include "api_test_env.hpp"
-#include "dsse.hpp"
-#include "ed25519.hpp"
-#include "kiln/kiln.h"
-#include "store.hpp"
 #include "../unit/attestation_text.hpp"
 #include "../unit/temp_dirs.hpp"
+#include "api_test_env.hpp"
+#include "core/dsse.hpp"
+#include "core/ed25519.hpp"
+#include "kiln/kiln.h"
+#include "store/store.hpp"
 
 namespace {
 

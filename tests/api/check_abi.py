@@ -11,7 +11,7 @@
                                                                  under a newer version node
 
 Any difference fails, additions included: a new function belongs in a new version node of
-runtime/kiln.map, and the baseline is then regenerated on purpose (update) in the same commit.
+runtime/api/kiln.map, and the baseline is then regenerated on purpose (update) in the same commit.
 The baseline holds what the public header declares (abidw --headers-dir --drop-private-types).
 """
 import os
@@ -65,7 +65,7 @@ def check(tool, baseline, lib, headers):
         return 0
     print(r.stdout + r.stderr)
     print(f"ABI of {lib} differs from {baseline} (abidiff exit {r.returncode}). If the change "
-          f"is intended and compatible, put new functions in a new version node of runtime/kiln.map "
+          f"is intended and compatible, put new functions in a new version node of runtime/api/kiln.map "
           f"and regenerate the baseline: {sys.argv[0]} update abidw {baseline} {lib} {headers}")
     return 1
 

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/kiln.h"
-#include "store.hpp"
 #include "../unit/temp_dirs.hpp"
+#include "kiln/kiln.h"
+#include "store/store.hpp"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "archive_reader.hpp"
+#include "core/archive_reader.hpp"
+#include "core/sparse_writer.hpp"
 #include "kiln/kiln.h"
-#include "sparse_writer.hpp"
 
 namespace {
 

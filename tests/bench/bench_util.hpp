@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "verification_cache.hpp"
+#include "core/verification_cache.hpp"
 
 extern char** environ;
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "cuda_driver.hpp"
+#include "cuda/cuda_driver.hpp"
 #include "kiln/kiln.h"
 #include "kiln_cold_start.hpp"
 #include "signed_baseline.hpp"

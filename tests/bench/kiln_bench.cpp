@@ -56,13 +56,13 @@
 #include <thread>
 #include <vector>
 
-#include "archive_reader.hpp"
 #include "bench_util.hpp"
-#include "kernel_abi.hpp"
-#include "kernel_table.hpp"
-#include "manifest.hpp"
-#include "shape_match.hpp"
-#include "trust.hpp"
+#include "core/archive_reader.hpp"
+#include "core/kernel_table.hpp"
+#include "core/manifest.hpp"
+#include "core/trust.hpp"
+#include "engine/kernel_abi.hpp"
+#include "engine/shape_match.hpp"
 
 namespace {
 
@@ -439,7 +439,7 @@ namespace {
 
 // Stands in for the driver: "encodes" by copying 128 bytes, allocates nothing. The launch path's
 // own work is what is timed; the driver's is measured on the GPU (kiln_runtime_bench).
-class HostOnlyCode final : public kiln::engine::Code {
+class HostOnlyCode final : public kiln::backend::Code {
  public:
   int launch(const kiln::LaunchConfig&, void*, void**) const override { return 0; }
   int encode_tensor_map(const kiln::TensorMapRequest& r, void* out) const override {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda_driver.hpp"
+#include "core/verification_cache.hpp"
+#include "cuda/cuda_driver.hpp"
 #include "kiln/kiln.h"
 #include "kiln_cold_start.hpp"
-#include "verification_cache.hpp"
 
 using namespace kiln::cuda;
 

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "archive_writer.hpp"
-#include "ed25519.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "trust.hpp"
+#include "core/archive_reader.hpp"
+#include "core/archive_writer.hpp"
+#include "core/ed25519.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/trust.hpp"
 
 namespace {
 

@@ -3,8 +3,8 @@
 // and each reader directly, so that a reader is exercised even on bytes another would claim.
 #include <cstdint>
 
-#include "code_object.hpp"
-#include "error.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
 
 namespace {
 

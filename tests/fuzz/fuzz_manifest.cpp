@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "error.hpp"
-#include "manifest.hpp"
+#include "core/error.hpp"
+#include "core/manifest.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -2,8 +2,8 @@
 // whatever it accepts.
 #include <cstdint>
 
-#include "error.hpp"
-#include "npy.hpp"
+#include "core/error.hpp"
+#include "core/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "error.hpp"
-#include "oci_manifest.hpp"
+#include "core/error.hpp"
+#include "store/oci_manifest.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "archive.hpp"
-#include "cuda_driver.hpp"
-#include "dsse.hpp"
-#include "ed25519.hpp"
-#include "kiln/kiln.h"
-#include "runtime.hpp"
-#include "store.hpp"
 #include "../unit/attestation_text.hpp"
 #include "../unit/temp_dirs.hpp"
+#include "core/dsse.hpp"
+#include "core/ed25519.hpp"
+#include "cuda/cuda_driver.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
+#include "kiln/kiln.h"
+#include "store/store.hpp"
 
 namespace {
 

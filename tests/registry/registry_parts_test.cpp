@@ -6,12 +6,12 @@
 #include <fstream>
 #include <string>
 
-#include "auth.hpp"
-#include "error.hpp"
-#include "oci_manifest.hpp"
-#include "reference.hpp"
-#include "sha256.hpp"
 #include "../unit/temp_dirs.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
+#include "registry/auth.hpp"
+#include "registry/reference.hpp"
+#include "store/oci_manifest.hpp"
 
 namespace kiln {
 namespace {

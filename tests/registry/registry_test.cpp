@@ -8,18 +8,18 @@
 #include <cstdio>
 #include <string>
 
-#include "client.hpp"
-#include "dsse.hpp"
-#include "oci_attestation.hpp"
-#include "file_io.hpp"
-#include "oci.hpp"
-#include "oci_manifest.hpp"
-#include "registry_fixture.hpp"
-#include "../unit/run_command.hpp"
-#include "sha256.hpp"
-#include "store.hpp"
 #include "../store/store_fixture.hpp"
 #include "../unit/attestation_text.hpp"
+#include "../unit/run_command.hpp"
+#include "core/dsse.hpp"
+#include "core/file_io.hpp"
+#include "core/sha256.hpp"
+#include "registry/client.hpp"
+#include "registry_fixture.hpp"
+#include "store/oci.hpp"
+#include "store/oci_attestation.hpp"
+#include "store/oci_manifest.hpp"
+#include "store/store.hpp"
 
 namespace kiln {
 namespace {

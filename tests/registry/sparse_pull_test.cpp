@@ -9,11 +9,11 @@
 #include <map>
 #include <string>
 
-#include "json.hpp"
-#include "store.hpp"
-#include "registry_fixture.hpp"
 #include "../store/store_fixture.hpp"
 #include "../unit/run_command.hpp"
+#include "core/json.hpp"
+#include "registry_fixture.hpp"
+#include "store/store.hpp"
 
 namespace kiln {
 namespace {

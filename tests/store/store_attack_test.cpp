@@ -14,10 +14,10 @@
 #include <sstream>
 #include <string>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "oci.hpp"
-#include "store.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "store/oci.hpp"
+#include "store/store.hpp"
 #include "store_fixture.hpp"
 
 namespace kiln {

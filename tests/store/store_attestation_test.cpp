@@ -8,12 +8,12 @@
 
 #include <string>
 
-#include "dsse.hpp"
-#include "ed25519.hpp"
-#include "error.hpp"
-#include "store.hpp"
-#include "store_fixture.hpp"
 #include "../unit/attestation_text.hpp"
+#include "core/dsse.hpp"
+#include "core/ed25519.hpp"
+#include "core/error.hpp"
+#include "store/store.hpp"
+#include "store_fixture.hpp"
 
 namespace kiln {
 namespace {

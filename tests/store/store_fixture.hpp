@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "archive_writer.hpp"
-#include "kernel_table.hpp"
 #include "../unit/temp_dirs.hpp"
+#include "core/archive_writer.hpp"
+#include "core/kernel_table.hpp"
 
 namespace kiln {
 

@@ -10,10 +10,10 @@
 #include <sstream>
 #include <string>
 
-#include "error.hpp"
-#include "oci.hpp"
-#include "sparse_writer.hpp"
-#include "store.hpp"
+#include "core/error.hpp"
+#include "core/sparse_writer.hpp"
+#include "store/oci.hpp"
+#include "store/store.hpp"
 #include "store_fixture.hpp"
 
 namespace kiln {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "attestation.hpp"
-#include "base64.hpp"
-#include "error.hpp"
-#include "json.hpp"
+#include "core/base64.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 #include "run_command.hpp"
 #include "test_support.hpp"
 

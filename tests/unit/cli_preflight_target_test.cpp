@@ -11,9 +11,9 @@
 #include <string>
 
 #include "attestation_text.hpp"
-#include "dsse.hpp"
-#include "ed25519.hpp"
-#include "json.hpp"
+#include "core/dsse.hpp"
+#include "core/ed25519.hpp"
+#include "core/json.hpp"
 #include "run_command.hpp"
 #include "temp_dirs.hpp"
 

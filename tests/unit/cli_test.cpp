@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "file_io.hpp"
-#include "json.hpp"
+#include "core/file_io.hpp"
+#include "core/json.hpp"
 #include "run_command.hpp"
 #include "test_support.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "code_object.hpp"
-#include "error.hpp"
+#include "core/code_object.hpp"
+#include "core/error.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "cuda_driver.hpp"
+#include "cuda/cuda_driver.hpp"
 
 namespace k = kiln::cuda;
 

@@ -2,7 +2,7 @@
 // own driver was measured on (tests/gpu/RESULTS.md): kiln must decide what the driver would.
 #include <gtest/gtest.h>
 
-#include "cuda_target.hpp"
+#include "cuda/cuda_target.hpp"
 
 namespace kiln::cuda {
 namespace {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "float_formats.hpp"
-#include "npy.hpp"
+#include "core/float_formats.hpp"
+#include "core/npy.hpp"
 
 namespace kiln {
 namespace {

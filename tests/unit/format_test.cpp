@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "format.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace kiln {
 namespace {

@@ -2,9 +2,9 @@
 // signed — are refused at open or at first use, each with a reason naming the problem.
 #include <gtest/gtest.h>
 
-#include "compress.hpp"
-#include "error.hpp"
-#include "kernel_table.hpp"
+#include "core/compress.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "error.hpp"
-#include "json.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace kiln::json {
 namespace {

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "kernel_abi.hpp"
-#include "manifest.hpp"
+#include "core/error.hpp"
+#include "core/manifest.hpp"
+#include "engine/kernel_abi.hpp"
 
 namespace {
 
 using namespace kiln;
 
 // Records what libkiln asks of the driver; encodes a map as 128 copies of the address's low byte.
-class RecordingCode final : public engine::Code {
+class RecordingCode final : public backend::Code {
  public:
   int launch(const LaunchConfig&, void*, void**) const override { return 0; }
   int encode_tensor_map(const TensorMapRequest& r, void* out) const override {

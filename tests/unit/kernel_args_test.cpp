@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda_features.hpp"
-#include "error.hpp"
-#include "kernel_table.hpp"
-#include "manifest.hpp"
-#include "shape_program.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_program.hpp"
+#include "cuda/cuda_features.hpp"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "manifest.hpp"
+#include "core/error.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln {
 namespace {

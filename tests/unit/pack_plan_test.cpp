@@ -10,9 +10,9 @@
 
 #include <fstream>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "npy.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/npy.hpp"
 #include "pack_plan.hpp"
 #include "test_support.hpp"
 

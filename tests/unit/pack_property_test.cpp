@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "archive_writer.hpp"
-#include "error.hpp"
+#include "core/archive_reader.hpp"
+#include "core/archive_writer.hpp"
+#include "core/error.hpp"
 #include "pack_plan.hpp"
 #include "test_support.hpp"
 

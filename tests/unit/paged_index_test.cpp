@@ -6,11 +6,11 @@
 
 #include <cstring>
 
-#include "archive_writer.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "manifest.hpp"
-#include "sha256.hpp"
+#include "core/archive_writer.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/manifest.hpp"
+#include "core/sha256.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

@@ -6,9 +6,9 @@
 
 #include <tuple>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "kernel_table.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/kernel_table.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

@@ -4,16 +4,16 @@
 // zstd rules of FORMAT.md §4 hold without --deep.
 #include <gtest/gtest.h>
 
-#include "archive_semantics.hpp"
-#include "bytes.hpp"
-#include "compress.hpp"
-#include "error.hpp"
-#include "kernel_table.hpp"
-#include "test_support.hpp"
-#include "archive.hpp"
+#include "core/archive_semantics.hpp"
+#include "core/bytes.hpp"
+#include "core/compress.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
+#include "engine/archive.hpp"
+#include "engine/runtime.hpp"
 #include "kiln/kiln.h"
-#include "runtime.hpp"
 #include "temp_dirs.hpp"
+#include "test_support.hpp"
 
 namespace kiln {
 namespace {

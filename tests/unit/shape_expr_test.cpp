@@ -6,11 +6,11 @@
 #include <climits>
 #include <iterator>
 
-#include "error.hpp"
-#include "kernel_table.hpp"
-#include "manifest.hpp"
-#include "shape_expr.hpp"
-#include "shape_program.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
+#include "core/manifest.hpp"
+#include "core/shape_expr.hpp"
+#include "core/shape_program.hpp"
 
 namespace kiln {
 namespace {

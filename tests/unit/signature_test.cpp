@@ -1,8 +1,8 @@
 // Trust: which signatures count, and what is refused.
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "file_io.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

@@ -5,11 +5,11 @@
 
 #include <cstring>
 
-#include "archive_reader.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "sparse.hpp"
-#include "sparse_writer.hpp"
+#include "core/archive_reader.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/sparse.hpp"
+#include "core/sparse_writer.hpp"
 #include "test_support.hpp"
 
 namespace kiln {

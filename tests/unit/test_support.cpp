@@ -8,9 +8,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kernel_table.hpp"
-#include "sha256.hpp"
-#include "trust.hpp"
+#include "core/kernel_table.hpp"
+#include "core/sha256.hpp"
+#include "core/trust.hpp"
 
 namespace kiln::test {
 

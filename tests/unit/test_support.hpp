@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "archive_writer.hpp"
-#include "ed25519.hpp"
-#include "format.hpp"
+#include "core/archive_reader.hpp"
+#include "core/archive_writer.hpp"
+#include "core/ed25519.hpp"
+#include "core/format.hpp"
 
 namespace kiln::test {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "archive_reader.hpp"
-#include "base64.hpp"
-#include "dsse.hpp"
-#include "error.hpp"
+#include "core/archive_reader.hpp"
+#include "core/base64.hpp"
+#include "core/dsse.hpp"
+#include "core/error.hpp"
+#include "core/trust.hpp"
+#include "core/trust_file.hpp"
 #include "test_support.hpp"
-#include "trust.hpp"
-#include "trust_file.hpp"
 
 namespace kiln {
 namespace {

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "kernel_table.hpp"
-#include "manifest.hpp"
-#include "archive_semantics.hpp"
+#include "core/archive_semantics.hpp"
+#include "core/error.hpp"
+#include "core/kernel_table.hpp"
+#include "core/manifest.hpp"
+#include "engine/variant_choice.hpp"
 #include "pack_plan.hpp"
 #include "test_support.hpp"
-#include "variant_choice.hpp"
 
 namespace {
 

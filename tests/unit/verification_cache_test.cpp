@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "error.hpp"
+#include "core/error.hpp"
+#include "core/verification_cache.hpp"
 #include "test_support.hpp"
-#include "verification_cache.hpp"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "amd_target.hpp"
+#include "hip/hip_target.hpp"
 
 #include <algorithm>
 #include <tuple>

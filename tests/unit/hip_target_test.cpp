@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "amd_target.hpp"
-#include "code_object.hpp"
+#include "core/code_object.hpp"
+#include "hip/hip_target.hpp"
 
 namespace kiln::hip {
 namespace {

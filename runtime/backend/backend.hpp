@@ -1,8 +1,9 @@
-// One interface for every GPU vendor libkiln runs on. The engine asks a Backend for a device,
-// has it judge each code object's target tag against that device, loads the best fit through
-// it and launches the loaded code; which code object wins, in what order the rest are tried,
-// and how the route is explained is decided once, in resolve.cpp, for all vendors.
-// CUDA (runtime/cuda/cuda_engine.cpp) and HIP (runtime/hip/hip_engine.cpp) implement it.
+// One interface for every GPU vendor libkiln runs on, on its own floor: the vendors (runtime/cuda,
+// runtime/hip) implement it and the engine uses it, and neither includes the other's headers
+// for it. The engine asks a Backend for a device, has it judge each code object's target tag
+// against that device, loads the best fit through it and launches the loaded code; which code
+// object wins, in what order the rest are tried, and how the route is explained is decided once,
+// in engine/resolve.cpp, for all vendors. engine/backends.cpp lists the implementations.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +11,19 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
-#include "bytes.hpp"
-#include "format.hpp"
-#include "kernel_table.hpp"
+#include "core/bytes.hpp"
+#include "core/format.hpp"
+#include "core/kernel_table.hpp"
+#include "core/launch_config.hpp"
 #include "kiln/kiln.h"
-#include "launch_config.hpp"
 
-namespace kiln::engine {
+namespace kiln::backend {
+
+// Why a backend has no device of an ordinal: its library (driver, runtime) is missing, or it has
+// fewer devices.
+enum class Unavailable { none, no_driver, no_device };
 
 // A device as reasons, logs and diagnostic bundles describe it, whatever its vendor.
 struct DeviceInfo {
@@ -56,7 +62,7 @@ class Code {
                       std::uint64_t* address) const = 0;
 };
 
-// A backend's loaded code as engine::Code, for any driver-level backend B whose launch(device,
+// A backend's loaded code as backend::Code, for any driver-level backend B whose launch(device,
 // code, config, stream, args) and unload(code) take its own Device and LoadedCode types.
 template <class B, class Device, class Loaded>
 class CodeOn final : public Code {
@@ -136,4 +142,7 @@ class Backend {
   virtual std::string describe_error(int error) const = 0;
 };
 
-}  // namespace kiln::engine
+// The backends a resolver chooses among, in the order a kernel of backend "any" tries them.
+using BackendList = std::vector<std::unique_ptr<Backend>>;
+
+}  // namespace kiln::backend
