@@ -29,12 +29,12 @@ import sys
 import threading
 
 from . import _capi
-from ._capi import DTYPE_NAMES, Dtype, Route, Status  # noqa: F401 (the package's names, as kiln.h's)
+from ._capi import DTYPE_NAMES, Dtype, Route, Status
 from ._capi import DTYPES as _DTYPES, INT_BOUNDS as _INT_BOUNDS, NARROW_FLOATS as _NARROW_FLOATS
 from ._capi import REFERENCE_FN as _REFERENCE_FN, RELEASE_FN as _RELEASE_FN, ROUTE_WORDS as _ROUTES
 from ._capi import text as _text
 
-__all__ = ["Runtime", "Archive", "Kernel", "KilnError", "library_version"]
+__all__ = ["Runtime", "Archive", "Kernel", "KilnError", "Status", "Route", "Dtype", "library_version"]
 
 
 def narrow_float_bits(dtype, value):
