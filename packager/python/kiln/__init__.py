@@ -17,60 +17,24 @@ fills the argument array in C, where it was built: inside the package (the wheel
 the libkiln that was loaded (a build folder's lib/, ci/gpu-build.sh's stage). Without it, or with
 KILN_PYTHON_NO_EXTENSION=1 when the kernel is resolved, calls go through ctypes; both behave the
 same (Kernel.launcher says which one a kernel uses).
+
+kiln/_capi.py is the C side: kiln.h's enums (Status, Route, Dtype, all importable from here), its
+structs and prototypes, and the loading of libkiln and kiln._fastlaunch. This file is what a call
+means: the classes below.
 """
 import ctypes
-import enum
-import ctypes.util
 import math
 import os
 import sys
 import threading
 
-__all__ = ["Runtime", "Archive", "Kernel", "KilnError", "library_version"]
+from . import _capi
+from ._capi import DTYPE_NAMES, Dtype, Route, Status
+from ._capi import DTYPES as _DTYPES, INT_BOUNDS as _INT_BOUNDS, NARROW_FLOATS as _NARROW_FLOATS
+from ._capi import REFERENCE_FN as _REFERENCE_FN, RELEASE_FN as _RELEASE_FN, ROUTE_WORDS as _ROUTES
+from ._capi import text as _text
 
-_STATUS_NAMES = {
-    0: "ok", 1: "invalid argument", 2: "I/O error", 3: "malformed archive", 4: "integrity check failed",
-    5: "signature check failed", 6: "invalid manifest", 7: "code object mismatch", 8: "limit exceeded",
-    9: "unsupported", 10: "not found", 11: "refused", 12: "GPU driver error", 13: "reference failed",
-    14: "buffer too small", 15: "out of memory", 16: "internal error",
-}
-_ROUTES = {1: "native", 2: "ptx-jit", 3: "reference", 4: "refused"}
-# kiln_dtype -> (ctypes type for a scalar's slot, element size, PyTorch dtype name)
-_DTYPES = {
-    1: (ctypes.c_int8, 1, "int8"), 2: (ctypes.c_int16, 2, "int16"), 3: (ctypes.c_int32, 4, "int32"),
-    4: (ctypes.c_int64, 8, "int64"), 5: (ctypes.c_uint8, 1, "uint8"), 6: (ctypes.c_uint16, 2, "uint16"),
-    7: (ctypes.c_uint32, 4, "uint32"), 8: (ctypes.c_uint64, 8, "uint64"), 9: (ctypes.c_uint16, 2, "float16"),
-    10: (ctypes.c_uint16, 2, "bfloat16"), 11: (ctypes.c_float, 4, "float32"), 12: (ctypes.c_double, 8, "float64"),
-    13: (ctypes.c_uint8, 1, "float8_e4m3fn"), 14: (ctypes.c_uint8, 1, "float8_e5m2"),
-}
-class Dtype(enum.IntEnum):
-    """kiln.h's kiln_dtype: a parameter's scalar type, or a pointer's element type. An int (the C
-    value), shown by name: `k.params[0]["dtype"]` prints as Dtype.F32."""
-    I8 = 1
-    I16 = 2
-    I32 = 3
-    I64 = 4
-    U8 = 5
-    U16 = 6
-    U32 = 7
-    U64 = 8
-    F16 = 9
-    BF16 = 10
-    F32 = 11
-    F64 = 12
-    F8E4M3 = 13
-    F8E5M2 = 14
-
-    def __repr__(self):
-        return f"Dtype.{self.name}"
-
-
-# kiln_dtype -> the manifest's name for it (what k.params shows as "type")
-DTYPE_NAMES = {1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "u8", 6: "u16", 7: "u32", 8: "u64", 9: "f16", 10: "bf16",
-               11: "f32", 12: "f64", 13: "f8e4m3", 14: "f8e5m2"}
-# The narrow float kiln_dtypes -> (exponent bits, mantissa bits, IEEE-like): their scalars are passed
-# as bits, rounded to nearest even (schema/MANIFEST.md); E4M3 has no infinities and one NaN code.
-_NARROW_FLOATS = {9: (5, 10, True), 10: (8, 7, True), 13: (4, 3, False), 14: (5, 2, True)}
+__all__ = ["Runtime", "Archive", "Kernel", "KilnError", "Status", "Route", "Dtype", "library_version"]
 
 
 def narrow_float_bits(dtype, value):
@@ -99,11 +63,6 @@ def narrow_float_bits(dtype, value):
     return sign | (field << mantissa) | man
 
 
-# kiln_dtype -> (lowest, highest) for the integer types
-_INT_BOUNDS = {1: (-2**7, 2**7 - 1), 2: (-2**15, 2**15 - 1), 3: (-2**31, 2**31 - 1), 4: (-2**63, 2**63 - 1),
-               5: (0, 2**8 - 1), 6: (0, 2**16 - 1), 7: (0, 2**32 - 1), 8: (0, 2**64 - 1)}
-
-
 def _address_of(value, name):
     """The address a pointer parameter gets for an array-like argument: CUDA arrays (CuPy, Numba:
     __cuda_array_interface__), NumPy arrays (host memory, for references), ctypes objects."""
@@ -113,50 +72,24 @@ def _address_of(value, name):
     try:
         return ctypes.addressof(value)
     except TypeError:
-        raise KilnError(1, f"argument '{name}' is a pointer: pass a tensor, an array (NumPy, CuPy), a ctypes "
-                           f"object or an int address, not {type(value).__name__}") from None
+        raise KilnError(Status.INVALID_ARGUMENT, f"argument '{name}' is a pointer: pass a tensor, an array (NumPy, "
+                                                 f"CuPy), a ctypes object or an int address, not {type(value).__name__}") from None
 
 
 class KilnError(RuntimeError):
-    """A libkiln call failed; `status` is the kiln_status value, the message says what and where."""
+    """A libkiln call failed; `status` is its kiln_status as a Status (a plain int where a newer
+    libkiln returned a value this package does not know), the message says what and where."""
 
     def __init__(self, status, message):
-        super().__init__(f"{_STATUS_NAMES.get(status, 'status %d' % status)}: {message}")
+        try:
+            status = Status(status)
+        except ValueError:
+            super().__init__(f"status {status}: {message}")
+        else:
+            super().__init__(f"{status.text}: {message}")
         self.status = status
 
 
-class _Options(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32), ("signature_threshold", ctypes.c_uint32), ("trust_path", ctypes.c_char_p),
-                ("policy", ctypes.c_uint32), ("log_level", ctypes.c_uint32), ("log_fn", ctypes.c_void_p),
-                ("log_user", ctypes.c_void_p), ("max_member_size", ctypes.c_uint64),
-                ("cuda_driver_path", ctypes.c_char_p), ("error_buffer", ctypes.c_char_p),
-                ("error_buffer_size", ctypes.c_size_t), ("diag_dir", ctypes.c_char_p),
-                ("hip_runtime_path", ctypes.c_char_p), ("attestation_trust_path", ctypes.c_char_p),
-                ("attestation_threshold", ctypes.c_uint32)]
-
-
-class _CallInfo(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32), ("kernel", ctypes.c_char_p), ("device", ctypes.c_int),
-                ("reason", ctypes.c_uint32), ("reason_text", ctypes.c_char_p), ("archive_digest", ctypes.c_char_p)]
-
-
-class _ParamInfo(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32), ("is_pointer", ctypes.c_uint32), ("dtype", ctypes.c_uint32),
-                ("access", ctypes.c_uint32), ("name", ctypes.c_char_p)]
-
-
-_STAT_FIELDS = ["archives_opened", "archive_open_failures", "loads", "load_failures", "load_time_ns", "jit_compiles",
-                "jit_failures", "jit_time_ns", "launches_native", "launches_ptx_jit", "launches_reference",
-                "launches_refused", "launch_failures", "undeclared_shape_calls"]
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [(f, ctypes.c_uint64) for f in _STAT_FIELDS]
-
-
-_REFERENCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CallInfo), ctypes.POINTER(ctypes.c_void_p),
-                                 ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
-_RELEASE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # Registered references stay alive here until libkiln releases them (kiln_runtime_set_reference):
 # a call in flight on another thread may still be running the one just replaced.
 _registrations = {}
@@ -170,123 +103,7 @@ def _release(token):
         _registrations.pop(token, None)
 
 
-def _text(raw):
-    """libkiln's messages are UTF-8 but may quote a path that is not: never fail to say why."""
-    return raw.decode("utf-8", "replace") if raw is not None else ""
-
-
-def _load():
-    named = os.environ.get("KILN_LIBRARY")
-    # The wheel carries libkiln inside the package (kiln/lib); a checkout or an installed tree
-    # falls back to the loader's path.
-    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libkiln.so.0")
-    path = named or (bundled if os.path.exists(bundled) else None) or ctypes.util.find_library("kiln") or "libkiln.so.0"
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        where = (f"KILN_LIBRARY names {named!r}, which could not be loaded" if named else
-                 "libkiln.so.0 is not on the loader's path: install it (cmake --install build, then ldconfig) "
-                 "or set KILN_LIBRARY to the library's path")
-        raise KilnError(2, f"{where} ({e})") from None
-    p, u32, sz, st = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_int
-    sigs = {
-        "kiln_version": ([], ctypes.c_uint), "kiln_runtime_options_init": ([ctypes.POINTER(_Options), sz], st),
-        "kiln_runtime_create": ([ctypes.POINTER(p), ctypes.POINTER(_Options)], st), "kiln_runtime_destroy": ([p], None),
-        "kiln_runtime_last_error": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
-        "kiln_runtime_register_reference": ([p, ctypes.c_char_p, _REFERENCE_FN, p], st),
-        "kiln_runtime_set_reference": ([p, ctypes.c_char_p, _REFERENCE_FN, p, _RELEASE_FN], st),
-        "kiln_call_set_error": ([p, ctypes.c_char_p], None),
-        "kiln_archive_open": ([p, ctypes.c_char_p, ctypes.POINTER(p)], st),
-        "kiln_archive_open_memory": ([p, ctypes.c_char_p, sz, ctypes.POINTER(p)], st),
-        "kiln_archive_destroy": ([p], None), "kiln_archive_digest": ([p], ctypes.c_char_p),
-        "kiln_archive_package": ([p], ctypes.c_char_p), "kiln_archive_revision": ([p], ctypes.c_char_p),
-        "kiln_archive_sequence": ([p], ctypes.c_uint64), "kiln_archive_kernel_count": ([p], sz),
-        "kiln_archive_kernel_name": ([p, sz], ctypes.c_char_p), "kiln_archive_warm": ([p, ctypes.c_int], st),
-        "kiln_archive_get_kernel": ([p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(p)], st),
-        "kiln_archive_preflight": ([p, ctypes.c_int, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
-        "kiln_archive_preflight_target": ([p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
-        "kiln_archive_read_member": ([p, ctypes.c_char_p, p, sz, ctypes.POINTER(sz)], st),
-        "kiln_archive_add_attestation": ([p, ctypes.c_char_p, sz], st),
-        "kiln_kernel_route": ([p], st), "kiln_kernel_reason": ([p], st), "kiln_kernel_reason_text": ([p], ctypes.c_char_p),
-        "kiln_kernel_target": ([p], ctypes.c_char_p), "kiln_kernel_name": ([p], ctypes.c_char_p), "kiln_reason_string": ([st], ctypes.c_char_p),
-        "kiln_kernel_param_count": ([p], sz), "kiln_kernel_param": ([p, sz, ctypes.POINTER(_ParamInfo)], st),
-        "kiln_kernel_launch": ([p, ctypes.POINTER(ctypes.c_void_p), sz, p, ctypes.POINTER(st)], st),
-        "kiln_kernel_explain": ([p, ctypes.POINTER(ctypes.c_void_p), sz, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
-        "kiln_runtime_stats": ([p, ctypes.POINTER(_Stats)], st),
-        "kiln_runtime_stats_prometheus": ([p, ctypes.c_char_p, sz, ctypes.POINTER(sz)], st),
-    }
-    for name, (args, res) in sigs.items():
-        fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, res
-    return lib
-
-
-_EXTENSION_PROTOCOL = 1  # packager/python/src/fastlaunch.c's KILN_FASTLAUNCH_PROTOCOL
-_EXTENSION_FILE = "_fastlaunch.abi3.so"
-
-
-def _load_extension(library_path):
-    """(module, how it was found) for kiln._fastlaunch: the package's own copy (a wheel), else the
-    one built beside the libkiln just loaded (the build folder's lib/, ci/gpu-build.sh's stage);
-    (None, why not) where there is none, or it was built from another version of this file."""
-    if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
-        return None, "the extension needs CPython 3.11 or later"
-    import importlib
-    import importlib.util
-    try:
-        module = importlib.import_module(__name__ + "._fastlaunch")
-        where = "in the package"
-    except ModuleNotFoundError:
-        beside = os.path.join(os.path.dirname(os.path.abspath(library_path)), _EXTENSION_FILE)
-        if os.sep not in library_path or not os.path.exists(beside):  # a bare name: found by the loader
-            return None, f"no {_EXTENSION_FILE} in the package or beside {library_path}"
-        try:
-            spec = importlib.util.spec_from_file_location(__name__ + "._fastlaunch", beside)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        except (ImportError, OSError) as e:
-            return None, f"{beside} could not be loaded: {e}"
-        where = beside
-    except ImportError as e:  # there, but not loadable (another platform, a libc too old)
-        return None, f"kiln/{_EXTENSION_FILE} could not be loaded: {e}"
-    if getattr(module, "PROTOCOL", None) != _EXTENSION_PROTOCOL:
-        return None, (f"{getattr(module, '__file__', where)} speaks protocol {getattr(module, 'PROTOCOL', None)}, "
-                      f"this kiln/__init__.py {_EXTENSION_PROTOCOL}: rebuild it")
-    return module, where
-
-
-def _extension_disabled():
-    return os.environ.get("KILN_PYTHON_NO_EXTENSION", "") not in ("", "0")
-
-
-class _Library:
-    """libkiln, loaded at its first use rather than at import, so that `import kiln.export` (which
-    needs no libkiln) works anywhere, and a missing library is reported by the call that needs it."""
-
-    def __init__(self):
-        self._lib, self._lock = None, threading.Lock()
-
-    def get(self):
-        with self._lock:
-            if self._lib is None:
-                lib = _load()
-                # The launch, called per kernel call, through a second function pointer to the same
-                # symbol with no argtypes: every argument is passed as a prebuilt ctypes object
-                # (handle, argument array, count, stream, route out), which ctypes hands to C as is
-                # instead of converting each through argtypes' from_param on every call.
-                launch = type(lib.kiln_kernel_launch)(("kiln_kernel_launch", lib))
-                launch.restype = ctypes.c_int
-                lib.raw_launch = launch
-                lib.launch_address = ctypes.cast(lib.kiln_kernel_launch, ctypes.c_void_p).value
-                lib.extension, lib.extension_status = _load_extension(lib._name)
-                self._lib = lib
-            return self._lib
-
-    def __getattr__(self, name):
-        return getattr(self.get(), name)
-
-
-_lib = _Library()
+_lib = _capi.Library()
 _call = threading.local()  # the Python arguments of the launch in progress on this thread
 
 
@@ -303,7 +120,7 @@ class Runtime:
         """`attestations` (a PEM key or folder of keys): kernels run only on the kinds of GPU an
         attestation signed by them covers (Archive.add_attestation; a store's for packages), and
         route as "unattested" elsewhere."""
-        o = _Options()
+        o = _capi.Options()
         _lib.kiln_runtime_options_init(ctypes.byref(o), ctypes.sizeof(o))
         self._trust = os.fsencode(trust)
         self._driver = os.fsencode(cuda_driver_path) if cuda_driver_path else None
@@ -380,10 +197,10 @@ class Runtime:
         self._references.add(kernel)
 
     def stats(self):
-        s = _Stats()
+        s = _capi.Stats()
         s.size = ctypes.sizeof(s)
         self._check(_lib.kiln_runtime_stats(self._handle, ctypes.byref(s)))
-        return {f: getattr(s, f) for f in _STAT_FIELDS}
+        return {f: getattr(s, f) for f in _capi.STAT_FIELDS}
 
     def prometheus(self):
         needed = ctypes.c_size_t()
@@ -429,7 +246,7 @@ class Archive:
         before any byte is returned (kiln_archive_read_member)."""
         size = ctypes.c_size_t()
         status = _lib.kiln_archive_read_member(self._handle, os.fsencode(path), None, 0, ctypes.byref(size))
-        if status not in (0, 14):
+        if status not in (Status.OK, Status.BUFFER_TOO_SMALL):
             self._runtime._check(status)
         buf = ctypes.create_string_buffer(max(size.value, 1))
         self._runtime._check(_lib.kiln_archive_read_member(self._handle, os.fsencode(path), buf, size.value, None))
@@ -448,7 +265,7 @@ class Archive:
             return _lib.kiln_archive_preflight_target(self._handle, target.encode(),
                                                       driver.encode() if driver else None, buf, cap, out)
         status = call(None, 0, ctypes.byref(needed))
-        if status not in (0, 14):
+        if status not in (Status.OK, Status.BUFFER_TOO_SMALL):
             self._runtime._check(status)
         buf = ctypes.create_string_buffer(needed.value)
         self._runtime._check(call(buf, len(buf), None))
@@ -472,7 +289,7 @@ class Kernel:
         self._archive, self._handle, self.device = archive, handle, device
         self.params = []
         for i in range(_lib.kiln_kernel_param_count(handle)):
-            info = _ParamInfo()
+            info = _capi.ParamInfo()
             info.size = ctypes.sizeof(info)
             _lib.kiln_kernel_param(handle, i, ctypes.byref(info))
             self.params.append({"name": info.name.decode(), "pointer": bool(info.is_pointer), "dtype": Dtype(info.dtype),
@@ -531,7 +348,7 @@ class Kernel:
         bounds = self._bounds[i]
         if bounds is not None and not bounds[0] <= value <= bounds[1]:
             p = self.params[i]
-            raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
+            raise KilnError(Status.INVALID_ARGUMENT, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {value} does not fit "
                                f"({bounds[0]} to {bounds[1]})")
         if self._narrow[i] is not None:
             value = self._narrow_bits(i, value)
@@ -547,7 +364,7 @@ class Kernel:
         try:
             return narrow_float_bits(p["dtype"], value)
         except ValueError as e:
-            raise KilnError(1, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {e}") from None
+            raise KilnError(Status.INVALID_ARGUMENT, f"argument '{p['name']}' is {_DTYPES[p['dtype']][2]}: {e}") from None
 
     @staticmethod
     def _stream_value(stream):
@@ -628,7 +445,7 @@ class Kernel:
         argv = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
         needed = ctypes.c_size_t()
         status = _lib.kiln_kernel_explain(self._handle, argv, len(slots), None, 0, ctypes.byref(needed))
-        if status not in (0, 14):
+        if status not in (Status.OK, Status.BUFFER_TOO_SMALL):
             self._raise_status(status)
         buf = ctypes.create_string_buffer(needed.value)
         self._raise_status(_lib.kiln_kernel_explain(self._handle, argv, len(slots), buf, len(buf), None))
@@ -645,7 +462,7 @@ _extension_kernel = [None]  # the class, made once the extension is loaded
 def _kernel_class():
     """Kernel, or _ExtensionKernel where kiln._fastlaunch is there and not turned off."""
     lib = _lib.get()
-    if lib.extension is None or _extension_disabled():
+    if lib.extension is None or _capi.extension_disabled():
         return Kernel
     if _extension_kernel[0] is None:
         class _ExtensionKernel(lib.extension.Launcher, Kernel):
@@ -662,7 +479,7 @@ def _kernel_class():
                 for p in self.params:
                     if p["pointer"]:
                         spec.append((ext.KIND_POINTER, 8, 0, 0))
-                    elif p["dtype"] in (11, 12):
+                    elif p["dtype"] in (Dtype.F32, Dtype.F64):
                         spec.append((ext.KIND_FLOAT, _DTYPES[p["dtype"]][1], 0, 0))
                     else:
                         lo, hi = _INT_BOUNDS[p["dtype"]]

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Raised by kiln/__init__.py when it finds another PROTOCOL: the two are built together. */
+/* Refused by kiln/_capi.py when it finds another PROTOCOL: the two are built together. */
 #define KILN_FASTLAUNCH_PROTOCOL 1
 #define STACK_PARAMS 32
 

@@ -195,7 +195,7 @@ def test_the_command_line_exports_and_packs(tmp_path):
 def test_sample_dtypes_are_stable_objects(tmp_path):
     # Triton caches what a dtype object maps to by the object: a short-lived stand-in whose id()
     # a later one reused once made an f32 tensor compile as fp16 (CI, in this order of exports).
-    from kiln.export.from_triton import _FakeDtype
+    from kiln.export.triton_compile import _FakeDtype
     assert _FakeDtype("f16") is _FakeDtype("f16") and _FakeDtype("f32") is not _FakeDtype("f16")
     assert {_FakeDtype("f32"): 1}[_FakeDtype("f32")] == 1 and str(_FakeDtype("bf16")) == "torch.bfloat16"
     import gc

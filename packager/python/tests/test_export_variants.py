@@ -131,12 +131,11 @@ def test_the_user_bounds_and_chooses_them(tmp_path):
 
 
 def test_alignment_conditions_share_entries_when_a_variant_has_no_room_left():
-    from kiln.export.from_triton import _joined_within
     checks = [f"addr(t{i}) % 16 == 0" for i in range(5)]
-    assert _joined_within(checks, 5, "v") == checks
-    assert _joined_within(checks, 2, "v") == [" && ".join(checks[:3]), " && ".join(checks[3:])]
+    assert triton_variants.joined_within(checks, 5, "v") == checks
+    assert triton_variants.joined_within(checks, 2, "v") == [" && ".join(checks[:3]), " && ".join(checks[3:])]
     with pytest.raises(kx.ExportError, match="export with max_variants=0"):
-        _joined_within(checks, 0, "v")
+        triton_variants.joined_within(checks, 0, "v")
 
 
 class _B:

@@ -255,8 +255,8 @@ def capture_launches(rt, name, sizes):
         seen.append((tuple(ctypes.string_at(argv[i], size).hex() for i, size in enumerate(sizes)), stream))
         return 0
 
-    callback = kiln._REFERENCE_FN(reference)
-    assert kiln._lib.kiln_runtime_set_reference(rt._handle, name.encode(), callback, None, kiln._RELEASE_FN()) == 0
+    callback = kiln._capi.REFERENCE_FN(reference)
+    assert kiln._lib.kiln_runtime_set_reference(rt._handle, name.encode(), callback, None, kiln._capi.RELEASE_FN()) == 0
     return seen, callback
 
 
@@ -285,7 +285,7 @@ def both_paths(monkeypatch, archive_name, kernel_name):
         if os.environ.get("KILN_TEST_EXPECT_EXTENSION"):
             pytest.fail(f"kiln._fastlaunch is not loaded: {kiln._lib.get().extension_status}")
         pytest.skip(f"no kiln._fastlaunch: {kiln._lib.get().extension_status}")
-    sizes = [8 if p["pointer"] else kiln._DTYPES[p["dtype"]][1] for p in by_ctypes.params]
+    sizes = [8 if p["pointer"] else kiln._capi.DTYPES[p["dtype"]][1] for p in by_ctypes.params]
     seen, keep = capture_launches(rt, kernel_name, sizes)
     return rt, by_ctypes, by_extension, seen, keep
 

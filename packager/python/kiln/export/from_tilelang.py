@@ -10,6 +10,9 @@ pointers, scalars) and its launch (grid, block, dynamic shared memory, cluster).
 one TileLang's own nvcc callback produced, with TileLang's flags; the PTX is compiled with the
 same command and --ptx.
 
+The steps, named as in from_triton.py: compiler, parse_target, program, compile_for,
+declarations, kernel_abi, build_for, merge, code_files, toolchain_pin, export.
+
 Cross-compilation: TileLang compiles for any CUDA arch with nvcc and no GPU
 (targets=["sm_80", "sm_90a"]); its lowering differs by arch (TMA and warp specialisation on
 sm_90a, plain pointers on sm_80), so such targets usually need separate exports (refused together
@@ -24,11 +27,16 @@ import re
 from . import manifest, toolchain, vectors
 from .declare import Scalar, Shape, Tensor, check_call
 from .errors import ExportError
+from .exported import Export, require_distinct_archs
+
+__all__ = ["GENERATOR", "compiler", "parse_target", "program", "compile_for", "declarations", "kernel_abi",
+           "build_for", "merge", "code_files", "toolchain_pin", "Export", "export"]
 
 GENERATOR = "kiln.export.tilelang"
 
 
-def _tilelang():
+def compiler():
+    """The tilelang module; ExportError where TileLang is not installed."""
     try:
         import tilelang
         return tilelang
@@ -36,7 +44,8 @@ def _tilelang():
         raise ExportError("kiln.export.tilelang needs TileLang (pip install tilelang)") from None
 
 
-def _target(arch):
+def parse_target(arch):
+    """'sm_90a' / 'sm_80' / '90a' -> TileLang's target dict. None: TileLang's auto (the GPU here)."""
     if arch is None:
         return None
     m = re.fullmatch(r"(?:sm_)?(\d+[af]?)", str(arch).strip())
@@ -80,7 +89,7 @@ class _NvccRecorder:
 
 def program(kernel, args, pass_configs):
     """(prim_func, compile settings, source file) of what the user has."""
-    _tilelang()
+    compiler()
     from .tilelang_ir import _tir
     settings = {"out_idx": None, "execution_backend": "auto", "target_host": None, "compile_flags": None,
                 "pass_configs": {}}
@@ -115,7 +124,7 @@ def program(kernel, args, pass_configs):
 def compile_for(prim_func, settings, target):
     """(JITKernel, nvcc recorder) of TileLang's own compile for `target` (None: TileLang's auto),
     uncached so that the lowered modules and nvcc's run are there to read."""
-    tilelang = _tilelang()
+    tilelang = compiler()
     tilelang.disable_cache()
     try:
         with _NvccRecorder() as nvcc:
@@ -136,7 +145,7 @@ def compile_for(prim_func, settings, target):
     return kernel, nvcc
 
 
-def _declarations(info, prim_func):
+def declarations(info, prim_func):
     """kiln.export Tensor / Scalar objects of the call, tensors shaped by the program's buffers."""
     from .tilelang_ir import to_kiln
     shapes = {}
@@ -153,7 +162,30 @@ def _declarations(info, prim_func):
     return out
 
 
-def _merge(builds):
+def kernel_abi(compiled, prim_func, ranges):
+    """The device kernel's own parameters (kernel_args), the call they serve and the launch, as
+    TileLang's IR says them (tilelang_ir.describe)."""
+    from .tilelang_ir import describe
+    return describe(compiled, prim_func, ranges)
+
+
+def build_for(prim_func, settings, ranges, target):
+    """One target's build (a dict): compile_for, the kernel ABI derived from the result, and the
+    code TileLang compiled (its CUDA source, cubin and PTX, arch)."""
+    compiled, nvcc = compile_for(prim_func, settings, target)
+    info = kernel_abi(compiled, prim_func, ranges)
+    cuda = compiled.get_kernel_source()
+    if nvcc.calls[0]["code"] != cuda:
+        raise ExportError("the CUDA source TileLang compiled is not the one it reports")
+    ptx = nvcc.ptx()
+    arch = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M).group(1)
+    return dict(arch=arch, kernel=compiled, nvcc=nvcc, info=info, ptx=ptx, cubin=nvcc.cubin(), cuda=cuda)
+
+
+def merge(builds):
+    """One kernel for every target: the same entry, parameters and launch are required (else the
+    targets need separate exports); dynamic shared memory takes the largest any target asks for.
+    Returns the launch (the shape's grid, block, shared_mem, cluster, ranges, where)."""
     first = builds[0]
     for b in builds[1:]:
         for key in ("entry", "params", "kernel_args"):
@@ -174,42 +206,21 @@ def _merge(builds):
     return shape
 
 
-def export(kernel, out, *, args=None, targets=None, ranges=None, shape_name=None, pass_configs=None, reference=None,
-           tests=(), reference_kind="auto", tolerance=None, name=None, package=None, sequence=1, description="",
-           revision=None, sources=None):
-    """Compiles the TileLang program for each of `targets` and writes the kiln package folder `out`.
-    packager/python/README.md documents every argument."""
-    tilelang = _tilelang()
-    from .tilelang_ir import describe
+def _shape_table(shape, launch):
+    table = {"name": shape.name}
+    if shape.fixed:
+        table.update(grid=launch["grid"], block=launch["block"], shared_mem=launch["shared_mem"])
+    else:
+        table.update(ranges=launch["ranges"], where=launch.get("where"), grid=launch["grid"], block=launch["block"],
+                     shared_mem=launch["shared_mem"])
+    if launch.get("cluster"):
+        table["cluster"] = launch["cluster"]
+    return table
 
-    prim_func, settings, source_file = program(kernel, args, pass_configs)
-    builds = []
-    for target in [_target(t) for t in (targets or [None])]:
-        compiled, nvcc = compile_for(prim_func, settings, target)
-        info = describe(compiled, prim_func, ranges)
-        cuda = compiled.get_kernel_source()
-        if nvcc.calls[0]["code"] != cuda:
-            raise ExportError("the CUDA source TileLang compiled is not the one it reports")
-        ptx = nvcc.ptx()
-        arch = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M).group(1)
-        builds.append(dict(arch=arch, kernel=compiled, nvcc=nvcc, info=info, ptx=ptx, cubin=nvcc.cubin(), cuda=cuda))
-    archs = [b["arch"] for b in builds]
-    if len(set(archs)) != len(archs):
-        raise ExportError(f"targets {targets} compile to the same code targets {archs}")
-    launch = _merge(builds)
-    info = builds[0]["info"]
-    params = _declarations(info, prim_func)
 
-    kernel_name = name or info["entry"].removesuffix("_kernel")
-    stem = kernel_name
-    shape = Shape(shape_name or ("any_" + "_".join(info["dynamic"]) if info["dynamic"] else "fixed"),
-                  ranges=launch.get("ranges"), where=launch.get("where", ()))
-    tests = list(tests)
-    check_call(params, [], [])
-    for t in tests:
-        if t.shape != shape.name:
-            raise ExportError(f"test on shape {t.shape!r}: this export declares one shape, {shape.name!r}")
-
+def code_files(stem, builds, prim_func):
+    """{file: content} of every target's cubin, CUDA and host code, TIR and PTX, with the manifest's
+    `code`, `ir` and `sources` lists naming them."""
     files, code, ir, source_names = {}, [], [], []
     for b in builds:
         arch = b["arch"]
@@ -222,23 +233,12 @@ def export(kernel, out, *, args=None, targets=None, ranges=None, shape_name=None
         files[f"{stem}.{arch}.ptx"] = b["ptx"]
         source_names += [f"{stem}.{arch}.cu", f"{stem}.{arch}.host.cc"]
         ir += [f"{stem}.{arch}.tir", f"{stem}.{arch}.ptx"]
-    for s in sources or ([source_file] if source_file else []):
-        p = pathlib.Path(s)
-        files[p.name] = p.read_bytes()
-        source_names.insert(0, p.name)
+    return files, code, ir, source_names
 
-    table = {"name": shape.name}
-    if shape.fixed:
-        table.update(grid=launch["grid"], block=launch["block"], shared_mem=launch["shared_mem"])
-    else:
-        table.update(ranges=launch["ranges"], where=launch.get("where"), grid=launch["grid"], block=launch["block"],
-                     shared_mem=launch["shared_mem"])
-    if launch.get("cluster"):
-        table["cluster"] = launch["cluster"]
-    tolerance = tolerance or vectors.default_tolerance(params)
-    test_tables, test_files = vectors.build_tests(stem, params, [shape], tests, reference, reference_kind)
-    files.update(test_files)
 
+def toolchain_pin(tilelang, builds, archs, kernel, args, settings):
+    """The manifest's [toolchain] record: TileLang and its TVM, the Python stack, nvcc, the GPU here,
+    and what was compiled (targets, nvcc options, the program and its pass configs)."""
     nvcc_call = builds[0]["nvcc"].calls[0]
     pin = {"framework": "tilelang", "tilelang": tilelang.__version__}
     # TileLang bundles its own TVM (a modified fork) and exposes no commit for either: the TVM
@@ -267,6 +267,45 @@ def export(kernel, out, *, args=None, targets=None, ranges=None, shape_name=None
     for b in builds:
         pin[f"cubin_sha256_{b['arch']}"] = hashlib.sha256(b["cubin"]).hexdigest()
         pin[f"shared_mem_{b['arch']}"] = str(b["info"]["shape"]["shared_mem"])
+    return pin
+
+
+def export(kernel, out, *, args=None, targets=None, ranges=None, shape_name=None, pass_configs=None, reference=None,
+           tests=(), reference_kind="auto", tolerance=None, name=None, package=None, sequence=1, description="",
+           revision=None, sources=None):
+    """Compiles the TileLang program for each of `targets` and writes the kiln package folder `out`.
+    packager/python/README.md documents every argument."""
+    tilelang = compiler()
+    prim_func, settings, source_file = program(kernel, args, pass_configs)
+    wanted = [parse_target(t) for t in (targets or [None])]
+    builds = [build_for(prim_func, settings, ranges, target) for target in wanted]
+    archs = [b["arch"] for b in builds]
+    require_distinct_archs(archs, targets)
+    launch = merge(builds)
+    info = builds[0]["info"]
+    params = declarations(info, prim_func)
+    kernel_name = name or info["entry"].removesuffix("_kernel")
+    stem = kernel_name
+    shape = Shape(shape_name or ("any_" + "_".join(info["dynamic"]) if info["dynamic"] else "fixed"),
+                  ranges=launch.get("ranges"), where=launch.get("where", ()))
+    tests = list(tests)
+    check_call(params, [], [])
+    for t in tests:
+        if t.shape != shape.name:
+            raise ExportError(f"test on shape {t.shape!r}: this export declares one shape, {shape.name!r}")
+
+    files, code, ir, source_names = code_files(stem, builds, prim_func)
+    for s in sources or ([source_file] if source_file else []):
+        p = pathlib.Path(s)
+        files[p.name] = p.read_bytes()
+        source_names.insert(0, p.name)
+
+    table = _shape_table(shape, launch)
+    tolerance = tolerance or vectors.default_tolerance(params)
+    test_tables, test_files = vectors.build_tests(stem, params, [shape], tests, reference, reference_kind)
+    files.update(test_files)
+
+    pin = toolchain_pin(tilelang, builds, archs, kernel, args, settings)
     text = manifest.render(
         package=package or kernel_name.replace("_", "-"),
         revision=revision or f"tilelang-{tilelang.__version__}-{'-'.join(archs)}-{pin[f'cubin_sha256_{archs[0]}'][:12]}",
@@ -276,5 +315,4 @@ def export(kernel, out, *, args=None, targets=None, ranges=None, shape_name=None
                 "tolerance": tolerance, "shapes": [table], "tests": test_tables})
     files["kiln.toml"] = text
     manifest.write_files(out, files)
-    from .from_triton import Export
     return Export(out, text, {b["arch"]: b["kernel"] for b in builds})
