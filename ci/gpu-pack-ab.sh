@@ -6,6 +6,8 @@
 # rounds, each under /usr/bin/time; checks that old and new wrote the same bytes; profiles the
 # new kiln at the largest thread count where perf was staged; prints a table of medians last.
 #   ci/gpu-pack-ab.sh [ROUNDS] [REPS] [THREADS...]    (default: 2 3 1 8 16)
+# The whole output also goes to $OUT/gpu-pack-ab.log (the device tool's output folder; /tmp
+# without one), the per-run times to $OUT/gpu-pack-ab.times.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=$(pwd)/.gpu-ab
@@ -15,8 +17,10 @@ shift 2 2>/dev/null || shift $#
 threads=("${@:-}")
 [ -n "${threads[0]}" ] || threads=(1 8 16)
 work=/tmp/kiln-pack-ab
+out=${OUT:-/tmp}
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$work"
+exec > >(tee "$out/gpu-pack-ab.log") 2>&1
 echo "date: $(date -u +%FT%TZ); $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 if [ ! -f "$work/pack/kiln.toml" ]; then
   lib=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)/nvidia
@@ -82,3 +86,6 @@ for t in sorted(rows):
     print(f"{t:>3} | {cell('old')} | {cell('new')} | {cell('zstd')} | {m['old'][0] / m['zstd'][0]:8.2f} | "
           f"{m['new'][0] / m['zstd'][0]:8.2f} | {m['new'][0] / m['old'][0]:7.2f}")
 PY
+status=$?
+cp "$results" "$out/gpu-pack-ab.times.txt" 2>/dev/null || true
+exit $status

@@ -7,6 +7,8 @@
 #   ci/gpu-profile.sh [REPS]    (default 3000)
 # KILN_STAGE names the staged folder (.gpu-stage by default; ci/gpu-profile-stage.sh makes
 # .gpu-prof, which brings perf and its libraries in tools/: the GPU machine has none).
+# The whole output also goes to $OUT/gpu-profile.log (the device tool's output folder; /tmp
+# without one): the perf listings are longer than what a call prints back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=$(pwd)/${KILN_STAGE:-.gpu-stage}
@@ -15,6 +17,7 @@ work=/tmp/kiln-profile
 out=${OUT:-/tmp}
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$work"
+exec > >(tee "$out/gpu-profile.log") 2>&1
 echo "date: $(date -u +%FT%TZ); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 code=$stage/bench
 for n in 1 5000; do

@@ -2,7 +2,9 @@
 # The whole GPU run, in one call on the GPU machine, over what ci/gpu-build.sh staged:
 # the GPU test suite through libkiln on the real driver, the C API test, the runtime API
 # tests, and the runtime benchmark against the raw driver. Prints a short table last.
-# Full output goes to $OUT/gpu-run.log when $OUT is set (the device tool's output folder).
+# Full output goes to $OUT/gpu-run.log when $OUT is set (the device tool's output folder), and the
+# benchmark's raw files there too (kiln_bench.json, *.rows.json, report.json, scaling.csv, and
+# report.md: the run's summary table for tests/bench/RESULTS.md); none is written into the tree.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=$(pwd)/.gpu-stage
@@ -147,7 +149,7 @@ fi
 # The benchmark harness last (it packs gigabytes first): host side and GPU side, one table.
 run bench tests/bench/run.sh --bin "$stage/bin" --keys "$stage/keys" --code "$stage/bench" --work /tmp/kiln-bench --gpu
 if [ -n "${OUT:-}" ]; then
-  cp /tmp/kiln-bench/*.json /tmp/kiln-bench/scaling.csv "$OUT/" 2>/dev/null || true
+  cp /tmp/kiln-bench/*.json /tmp/kiln-bench/report.md /tmp/kiln-bench/scaling.csv "$OUT/" 2>/dev/null || true
   python3 tests/bench/plot_scaling.py /tmp/kiln-bench/scaling.csv "$OUT/scaling.png" >> "$log" 2>&1 || true
 fi
 steps_triton="bench python_tests $steps_triton"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Prints the comparison table of a benchmark run (every kiln figure against its baseline from
-the same run), with the machine and the date (UTC) at its top, and writes the same rows as JSON
-and the scaling data for plot_scaling.py as CSV.
+the same run), with the machine and the date (UTC) at its top, and writes the same rows as JSON,
+as a Markdown table (the run's summary for tests/bench/RESULTS.md) and the scaling data for
+plot_scaling.py as CSV.
 usage: report.py KILN_BENCH_JSON [RUNTIME_BENCH_JSON ...] [--csv SCALING_CSV] [--json REPORT_JSON]
+                 [--markdown REPORT_MD]
 KILN_BENCH_JSON is kiln_bench's --benchmark_out; the others are what kiln_runtime_bench and
 python_launch_bench.py write (each {"rows": [{name, kiln, baseline, unit, goal, goal_ratio}],
 and optionally device, driver, cpu_model, date_utc}).
@@ -119,12 +121,28 @@ def write_csv(bench, path, machine, date):
                 row("verify_openssl", "1GiB", "1", "", f"{to_us(b) / 1e3:.3f}", "ms")
 
 
+def write_markdown(path, machine, date, table, errors):
+    """The run's summary table as RESULTS.md keeps it: machine and date, then every row with kiln's
+    figure and its baseline's side by side."""
+    with open(path, "w") as f:
+        f.write(f"Machine: {machine}; date {date} (UTC).\n\n")
+        f.write("| benchmark | kiln | baseline | ratio | goal | |\n|---|---|---|---|---|---|\n")
+        for r in table:
+            ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
+            verdict = "" if r["verdict"] == "report" else r["verdict"]
+            f.write(f"| {r['name'].strip()} | {r['kiln']:.2f} {r['unit']} | {r['baseline']:.2f} {r['unit']} | {ratio} | "
+                    f"{r['goal'].replace('<=', '≤')} | {verdict} |\n")
+        for name, message in sorted(errors.items()):
+            f.write(f"| {name} | not run: {message} | | | | |\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("host")
     ap.add_argument("others", nargs="*")
     ap.add_argument("--csv")
     ap.add_argument("--json")
+    ap.add_argument("--markdown")
     args = ap.parse_args()
     context, bench, errors = load_host(args.host)
     rows = host_rows(bench)
@@ -154,6 +172,8 @@ def main():
     # A baseline that did not run leaves its comparison out; say so, and fail the run.
     for name, message in sorted(errors.items()):
         print(f"{name:82} NOT RUN: {message}")
+    if args.markdown:
+        write_markdown(args.markdown, machine, date, table, errors)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "cpu_model": cpu, "cores": context.get("num_cpus"), "gpu": gpus,

@@ -4,7 +4,9 @@
 #   tests/bench/run.sh --bin DIR --keys DIR --code DIR --work DIR [--counts "1 10 100 1000 5000"] [--gpu]
 # Prepared archives are kept in the work folder and reused; results are kiln_bench.json (every
 # repetition and the median aggregates report.py reads), *.rows.json, report.json (the table, with
-# the machine and the date) and scaling.csv there (tests/bench/plot_scaling.py draws the curves).
+# the machine and the date), report.md (the same table in Markdown: the run's summary for
+# tests/bench/RESULTS.md) and scaling.csv there (tests/bench/plot_scaling.py draws the curves).
+# Raw results stay in the work folder (or the device call's $OUT): none is written into the tree.
 # --bin holds kiln, kiln_bench, kiln_runtime_bench; --keys test.key and test.pub; --code the
 # code objects the build made in tests/bench (noop.* and big.*). After a build here:
 #   tests/bench/run.sh --bin build/bin --keys build/tests/keys --code build/tests/bench --work /tmp/kb
@@ -112,4 +114,4 @@ fi
 # Rows from other programs of the same run (kiln_runtime_bench, python_launch_bench.py) are
 # *.rows.json files in the work folder.
 python3 "$here/report.py" "$work/kiln_bench.json" $(ls "$work"/*.rows.json 2>/dev/null) --csv "$work/scaling.csv" \
-  --json "$work/report.json"
+  --json "$work/report.json" --markdown "$work/report.md"
