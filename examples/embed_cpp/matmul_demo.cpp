@@ -1,24 +1,22 @@
-// Embedding libkiln from C++: the same flow as examples/embed_c, with RAII owners for the
-// handles and a lambda-free reference. On a GPU the kernel runs natively; without one the
-// call routes to the CPU reference and the program prints why.
+// Embedding libkiln from C++ through its C++ face, kiln/kiln.hpp: the same flow as examples/embed_c,
+// with owners that destroy their handles, kiln::Error for every failed call, and a lambda-free
+// reference. On a GPU the kernel runs natively; without one the call routes to the CPU reference
+// and the program prints why.
 // usage: matmul_demo_cpp ARCHIVE TRUSTED_KEY
 #include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "kiln/kiln.h"
+#include "kiln/kiln.hpp"
 
 namespace {
 
-using RuntimePtr = std::unique_ptr<kiln_runtime, decltype(&kiln_runtime_destroy)>;
-using ArchivePtr = std::unique_ptr<kiln_archive, decltype(&kiln_archive_destroy)>;
 constexpr int M = 256, N = 256, K = 256;
 
 // Device memory through the CUDA driver, if this machine has one (loaded, never linked).
@@ -78,38 +76,20 @@ int reference(const kiln_call_info* info, void* const* args, size_t, void*, void
   return 0;
 }
 
-std::string last_error(kiln_runtime* rt) {
-  char buf[1024];
-  kiln_runtime_last_error(rt, buf, sizeof buf, nullptr);
-  return buf;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
   if (argc != 3) throw std::runtime_error(std::string("usage: ") + argv[0] + " ARCHIVE TRUSTED_KEY");
-  kiln_runtime_options options;
-  kiln_runtime_options_init(&options, sizeof options);
-  options.trust_path = argv[2];
-  char why[1024] = {};
-  options.error_buffer = why;
-  options.error_buffer_size = sizeof why;
-  kiln_runtime* raw_rt = nullptr;
-  if (kiln_runtime_create(&raw_rt, &options) != KILN_OK) throw std::runtime_error(why);
-  RuntimePtr rt(raw_rt, kiln_runtime_destroy);
-  kiln_runtime_register_reference(rt.get(), "matmul_relu", reference, nullptr);
+  // The runtime is declared first, so it outlives the archive (and the archive its kernel).
+  kiln::Runtime rt(kiln::RuntimeOptions().trust_path(argv[2]));
+  rt.register_reference("matmul_relu", reference, nullptr);
 
-  kiln_archive* raw_archive = nullptr;
-  if (kiln_archive_open(rt.get(), argv[1], &raw_archive) != KILN_OK) throw std::runtime_error(last_error(rt.get()));
-  ArchivePtr archive(raw_archive, kiln_archive_destroy);
-  kiln_kernel* kernel = nullptr;
-  if (kiln_archive_warm(archive.get(), 0) != KILN_OK || kiln_archive_get_kernel(archive.get(), "matmul_relu", 0, &kernel) != KILN_OK) {
-    throw std::runtime_error(last_error(rt.get()));
-  }
-  std::printf("archive %s: %s %s\n", kiln_archive_digest(archive.get()), kiln_archive_package(archive.get()),
-              kiln_archive_revision(archive.get()));
-  std::printf("kernel matmul_relu on device 0: route %s (%s)\n  %s\n", kiln_route_string(kiln_kernel_route(kernel)),
-              kiln_reason_string(kiln_kernel_reason(kernel)), kiln_kernel_reason_text(kernel));
+  kiln::Archive archive(rt, argv[1]);
+  archive.warm(0);
+  kiln::Kernel kernel = archive.kernel("matmul_relu", 0);
+  std::printf("archive %s: %s %s\n", archive.digest().c_str(), archive.package().c_str(), archive.revision().c_str());
+  std::printf("kernel matmul_relu on device 0: route %s (%s)\n  %s\n", kiln::to_string(kernel.route()),
+              kiln::to_string(kernel.reason()), kernel.reason_text().c_str());
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -125,8 +105,7 @@ int main(int argc, char** argv) try {
     cuda.h2d(da, a.data(), a.size() * 4), cuda.h2d(db, b.data(), b.size() * 4);
     args[0] = &da, args[1] = &db, args[2] = &dc;
   }
-  kiln_route route;
-  if (kiln_kernel_launch(kernel, args, 6, nullptr, &route) != KILN_OK) throw std::runtime_error(last_error(rt.get()));
+  kiln_route route = kernel.launch(args);
   if (cuda.ready) cuda.sync(), cuda.d2h(c.data(), dc, c.size() * 4);
   std::vector<float> want = matmul_relu(a, b, M, N, K);
   double max_error = 0;
@@ -134,7 +113,7 @@ int main(int argc, char** argv) try {
     max_error = std::isnan(c[i]) ? INFINITY : std::fmax(max_error, std::fabs(c[i] - want[i]));  // NaN: never written
   }
   bool ok = max_error < 1e-3;
-  std::printf("launched via %s: max abs error %.3g -> %s\n", kiln_route_string(route), max_error, ok ? "correct" : "WRONG");
+  std::printf("launched via %s: max abs error %.3g -> %s\n", kiln::to_string(route), max_error, ok ? "correct" : "WRONG");
   return ok ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "matmul_demo_cpp: %s\n", e.what());

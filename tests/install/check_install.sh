@@ -2,8 +2,10 @@
 # Installs a build into a fresh prefix and builds the embedders against the *installed* tree:
 # examples/c through CMake's find_package(kiln) and through pkg-config, examples/go through cgo
 # and pkg-config, examples/rust through plain extern "C" (cargo, offline). Each one must open ARCHIVE and print its kernels' routes.
+# The C++ face (kiln/kiln.hpp, installed beside kiln.h) compiles examples/embed_cpp through pkg-config.
 # With MATMUL_ARCHIVE (the example's matmul-relu archive), the README's C program
-# (examples/c/matmul_routes.c) is built through pkg-config and must run its kernel correctly.
+# (examples/c/matmul_routes.c) is built through pkg-config and must run its kernel correctly, and so
+# must examples/embed_cpp.
 #   usage: check_install.sh BUILD_DIR ARCHIVE TRUSTED_KEY [MATMUL_ARCHIVE]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +19,7 @@ lib=$(dirname "$(find "$prefix" -name 'libkiln.so.0' | head -1)")
 [ -n "$lib" ] || { echo "no libkiln.so.0 installed"; exit 1; }
 soname=$(readelf -d "$lib/libkiln.so.0" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = libkiln.so.0 ] || { echo "SONAME is '$soname'"; exit 1; }
-for f in include/kiln/kiln.h bin/kiln; do [ -e "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
+for f in include/kiln/kiln.h include/kiln/kiln.hpp bin/kiln; do [ -e "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
 [ -L "$lib/libkiln.so" ] || { echo "missing the libkiln.so development link"; exit 1; }
 "$prefix/bin/kiln" --version
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
@@ -48,6 +50,13 @@ if [ -n "$matmul_archive" ]; then
     *"c[0] = 4 via reference; launches through the reference: 1"*) ;;
     *) echo "matmul_routes printed something unexpected"; exit 1 ;;
   esac
+fi
+
+echo "== C++ through kiln/kiln.hpp (examples/embed_cpp) via pkg-config kiln"
+c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror "$root/examples/embed_cpp/matmul_demo.cpp" $(pkg-config --cflags --libs kiln) \
+  -ldl -Wl,-rpath,"$lib" -o "$work/matmul_demo_cpp"
+if [ -n "$matmul_archive" ]; then
+  "$work/matmul_demo_cpp" "$matmul_archive" "$key"
 fi
 
 echo "== Go via cgo (8 goroutines launching; the reference is a Go function of kiln_reference_cb's type; errors read without LockOSThread, go test -race)"
