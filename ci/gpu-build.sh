@@ -13,15 +13,20 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_STATIC_DEPS=ON -DKILN_R
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
 # kiln_open_profile travels in ci/gpu-profile-stage.sh's stage: with it this one no longer fits the 64 MiB a call carries.
-cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_runtime_bench,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
+cp "$build"/bin/{kiln,kiln_gpu_tests,kiln_backend_tests,kiln_runtime_bench,kiln_bench,kiln_c_api_test,kiln_runtime_api_tests,matmul_demo_c,matmul_demo_cpp} "$stage/bin/"
 # The current library and its two links only: an older libkiln.so.0.x.y left in the build folder
 # would take megabytes of the 64 MiB the device tool carries.
 cp -P "$build"/lib/libkiln.so "$build"/lib/libkiln.so.0 "$(readlink -f "$build"/lib/libkiln.so.0)" "$stage/lib/"
 # kiln._fastlaunch (packager/python/CMakeLists.txt), abi3 for CPython >= 3.11 (the GPU machine
-# runs 3.12): beside libkiln, where kiln/__init__.py finds it with PYTHONPATH=packager/python and
+# runs 3.12): beside libkiln, where kiln/_capi.py finds it with PYTHONPATH=packager/python and
 # KILN_LIBRARY=$stage/lib/libkiln.so.0 (ci/gpu-run.sh). Built wherever python3-dev is installed.
 cp "$build/lib/_fastlaunch.abi3.so" "$stage/lib/"
 cp -r "$build/tests/archives" "$build/tests/keys" "$stage/"
+# Real code objects for the backend conformance suite (tests/unit/backend_conformance_test.cpp):
+# nvcc's sm_90a cubin and hipcc's gfx90a bundle of the example matmul.
+mkdir -p "$stage/codeobjects"
+cp "$build"/examples/cuda_matmul_relu/matmul_relu.sm_90a.cubin "$stage/codeobjects/"
+cp "$build"/examples/cuda_matmul_relu/matmul_relu.gfx90a_xnack-.co "$stage/codeobjects/" 2>/dev/null || true
 # A sparse copy of matmul-relu.kiln pulled for sm_90 (kiln pull --target sm_90 --tests), by the
 # development build's kiln (KILN_PULL_WITH; this build has no registry client), from a local
 # registry; the GPU run proves it with kiln verify --run.

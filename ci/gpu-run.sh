@@ -26,6 +26,7 @@ run() {  # run NAME COMMAND...: records pass/fail, keeps the output in the log
 } 2>&1 | tee "$log"
 
 run gpu_tests "$stage/bin/kiln_gpu_tests" --gtest_color=no
+run backend_conformance env KILN_CODE_OBJECTS="$stage/codeobjects" "$stage/bin/kiln_backend_tests" --gtest_color=no
 run runtime_api_tests "$stage/bin/kiln_runtime_api_tests" --gtest_color=no
 run c_api_test "$stage/bin/kiln_c_api_test" "$stage/archives/scale.kiln" "$stage/keys/test.pub"
 run demo_c "$stage/bin/matmul_demo_c" "$stage/archives/matmul-relu.kiln" "$stage/keys/test.pub"

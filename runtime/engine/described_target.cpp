@@ -124,7 +124,9 @@ class NoDevice final : public backend::Backend {
   NoDevice(format::Backend which, std::string why) : which_(which), why_(std::move(why)) {}
   const char* vendor() const override { return which_ == format::Backend::cuda ? "CUDA" : "HIP"; }
   format::Backend format_backend() const override { return which_; }
-  const char* launch_call() const override { return ""; }
+  const char* launch_call() const override {
+    return which_ == format::Backend::cuda ? "cuLaunchKernel" : "hipModuleLaunchKernel";
+  }
   const backend::DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
     *reason = KILN_REASON_NO_DEVICE;
     *why = why_;
