@@ -164,6 +164,167 @@ void compare_declared(const Manifest& m, const std::vector<ObservedTool>& observ
   }
 }
 
+// What the manifest's kernels claim of their files: each code object with its kernel, each test
+// vector with its kernel and parameter.
+struct CodeClaim {
+  const KernelSpec* kernel;
+  const CodeObjectRef* code;
+  MemberInput* member;
+};
+struct VectorCheck {
+  const KernelSpec* kernel;
+  const std::string* param_name;
+  const FileRef* file;
+  MemberInput* member;
+};
+struct Claims {
+  std::vector<CodeClaim> code;
+  std::vector<VectorCheck> vectors;
+};
+
+// Every file the manifest names becomes a member (not yet opened); what the kernels claim of
+// them is returned for the checks below.
+Claims name_members(const Manifest& manifest, MemberSet& members) {
+  Claims out;
+  std::vector<CodeClaim>& claims = out.code;
+  std::vector<VectorCheck>& vectors = out.vectors;
+  for (const KernelSpec& k : manifest.kernels) {
+    for (const CodeObjectRef& c : k.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
+    for (const VariantSpec& v : k.variants) {
+      for (const CodeObjectRef& c : v.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
+    }
+    for (const TestSpec& test : k.tests) {
+      for (const auto* list : {&test.inputs, &test.outputs}) {
+        for (const auto& [param_name, file] : *list) {
+          vectors.push_back({&k, &param_name, &file, members.add(file, format::Role::testdata)});
+        }
+      }
+    }
+    for (const FileRef& f : k.sources) members.add(f, format::Role::source);
+    for (const FileRef& f : k.ir) members.add(f, format::Role::ir);
+  }
+  for (const FileRef& f : manifest.extra_files) members.add(f, format::Role::meta);
+  return out;
+}
+
+// Reads each distinct code object once, in parallel (a file two kernels share is read once),
+// checks it against every claim on it in manifest order, and records its backend, kind and arch.
+void check_code_objects(const std::vector<CodeClaim>& claims, const std::string& manifest_name, unsigned threads) {
+  // Each distinct code object read once, in parallel; a file two kernels share is read once.
+  std::map<const MemberInput*, std::size_t> code_slot;
+  std::vector<const CodeClaim*> first_claim;
+  for (const CodeClaim& c : claims) {
+    if (code_slot.emplace(c.member, first_claim.size()).second) first_claim.push_back(&c);
+  }
+  std::vector<CodeObjectInfo> infos(first_claim.size());
+  std::vector<std::string> inspect_errors(first_claim.size());
+  std::vector<Errc> inspect_codes(first_claim.size(), Errc::code_object);
+  parallel_for(first_claim.size(), threads, [&](std::size_t i) {
+    const CodeClaim& c = *first_claim[i];
+    thread_local std::vector<std::uint8_t> buffer;  // one per planning thread, reused
+    ByteView bytes;
+    try {
+      bytes = bytes_to_check(*c.member, buffer);
+    } catch (const Error& e) {  // the file, not its content: it changed since it was opened
+      inspect_codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;  // as open_all reports it
+      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
+      return;
+    }
+    try {
+      infos[i] = inspect_code_object(bytes, "'" + c.code->file.path + "'");
+    } catch (const Error& e) {
+      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
+    }
+  });
+  for (const CodeClaim& c : claims) {
+    std::size_t slot = code_slot.at(c.member);
+    if (!inspect_errors[slot].empty()) fail(inspect_codes[slot], inspect_errors[slot]);
+    const CodeObjectInfo& info = infos[slot];
+    // The same rule verify and the runtime apply to the sealed archive (archive_semantics.hpp).
+    if (std::string p = code_claim_problem(*c.kernel, *c.code, info); !p.empty()) {
+      fail(Errc::code_object, where(manifest_name, c.code->pos) + ": " + p);
+    }
+    c.member->backend = info.backend;
+    c.member->kind = info.kind;
+    c.member->arch = join(info.targets);
+  }
+}
+
+void check_variants(const Manifest& manifest, const std::vector<CodeClaim>& claims, const std::string& manifest_name) {
+  // A variant's code is what the kernel's own code is for the same arch, specialised: the same
+  // kind, the same targets (so the runtime's choice of target holds for every variant).
+  std::map<const CodeObjectRef*, const MemberInput*> member_of;
+  for (const CodeClaim& c : claims) member_of[c.code] = c.member;
+  auto indexed = [&](const CodeObjectRef& c) {
+    const MemberInput& m = *member_of.at(&c);
+    format::Entry e;
+    e.path = c.file.path;
+    e.backend = m.backend;
+    e.kind = m.kind;
+    e.arch = m.arch;
+    return e;
+  };
+  for (const KernelSpec& k : manifest.kernels) {
+    for (const VariantSpec& v : k.variants) {
+      for (std::size_t i = 0; i < v.code.size(); ++i) {
+        if (std::string p = variant_code_problem(k, v, i, indexed(k.code[i]), indexed(v.code[i])); !p.empty()) {
+          fail(Errc::code_object, where(manifest_name, v.code[i].pos) + ": " + p);
+        }
+      }
+    }
+  }
+}
+
+// Each test vector is a .npy of its parameter's type, and not empty.
+void check_test_vectors(const std::vector<VectorCheck>& vectors, const std::string& manifest_name) {
+  std::vector<std::uint8_t> vector_bytes;
+  for (const VectorCheck& v : vectors) {
+    NpyArray array;
+    ByteView bytes;
+    try {
+      bytes = bytes_to_check(*v.member, vector_bytes);
+    } catch (const Error& e) {
+      fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
+    }
+    try {
+      array = parse_npy(bytes, "'" + v.file->path + "'");
+    } catch (const Error& e) {
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
+    }
+    const KernelParam* param = nullptr;
+    for (const KernelParam& p : v.kernel->params) {
+      if (p.name == *v.param_name) param = &p;
+    }
+    if (!npy_view_as(&array, param->type)) {
+      std::string raw = param->type == ScalarType::bf16 ? " (a bf16 vector holds the raw bits as <u2)"
+                        : param->type == ScalarType::f8e4m3 || param->type == ScalarType::f8e5m2
+                            ? " (an fp8 vector holds the raw bits as |u1)"
+                            : "";
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' holds " +
+                               scalar_type_name(array.dtype) + " but parameter '" + *v.param_name + "' of kernel '" +
+                               v.kernel->name + "' points to " + scalar_type_name(param->type) + raw);
+    }
+    if (array.count() == 0) {
+      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' is empty");
+    }
+  }
+
+}
+
+// kiln/observed-toolchain.toml: the toolchain kiln pack saw on the packing machine.
+MemberInput observed_toolchain_member(const std::vector<ObservedTool>& observed) {
+  std::string record = "# The toolchain kiln pack saw on the packing machine, beside kiln.toml's [toolchain].\n";
+  for (const ObservedTool& t : observed) {
+    record += t.tool + " = " + json::quote(t.version) + "\n";  // JSON's escapes are TOML's: nothing dropped
+  }
+  if (observed.empty()) record += "# neither nvcc nor hipcc was on PATH\n";
+  MemberInput observed_member;
+  observed_member.path = "kiln/observed-toolchain.toml";
+  observed_member.role = format::Role::meta;
+  observed_member.content.assign(record.begin(), record.end());
+  return observed_member;
+}
+
 }  // namespace
 
 std::vector<ObservedTool> observe_toolchain() {
@@ -222,129 +383,12 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
 
   // Every file the manifest names becomes a member; their code objects are checked once the
   // files are opened (in parallel), and reported in manifest order.
-  struct CodeClaim {
-    const KernelSpec* kernel;
-    const CodeObjectRef* code;
-    MemberInput* member;
-  };
-  struct VectorCheck {
-    const KernelSpec* kernel;
-    const std::string* param_name;
-    const FileRef* file;
-    MemberInput* member;
-  };
-  std::vector<CodeClaim> claims;
-  std::vector<VectorCheck> vectors;
-  for (const KernelSpec& k : plan.manifest.kernels) {
-    for (const CodeObjectRef& c : k.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
-    for (const VariantSpec& v : k.variants) {
-      for (const CodeObjectRef& c : v.code) claims.push_back({&k, &c, members.add(c.file, format::Role::code)});
-    }
-    for (const TestSpec& test : k.tests) {
-      for (const auto* list : {&test.inputs, &test.outputs}) {
-        for (const auto& [param_name, file] : *list) {
-          vectors.push_back({&k, &param_name, &file, members.add(file, format::Role::testdata)});
-        }
-      }
-    }
-    for (const FileRef& f : k.sources) members.add(f, format::Role::source);
-    for (const FileRef& f : k.ir) members.add(f, format::Role::ir);
-  }
-  for (const FileRef& f : plan.manifest.extra_files) members.add(f, format::Role::meta);
+  Claims claims = name_members(plan.manifest, members);
   members.open_all(threads);
 
-  // Each distinct code object read once, in parallel; a file two kernels share is read once.
-  std::map<const MemberInput*, std::size_t> code_slot;
-  std::vector<const CodeClaim*> first_claim;
-  for (const CodeClaim& c : claims) {
-    if (code_slot.emplace(c.member, first_claim.size()).second) first_claim.push_back(&c);
-  }
-  std::vector<CodeObjectInfo> infos(first_claim.size());
-  std::vector<std::string> inspect_errors(first_claim.size());
-  std::vector<Errc> inspect_codes(first_claim.size(), Errc::code_object);
-  parallel_for(first_claim.size(), threads, [&](std::size_t i) {
-    const CodeClaim& c = *first_claim[i];
-    thread_local std::vector<std::uint8_t> buffer;  // one per planning thread, reused
-    ByteView bytes;
-    try {
-      bytes = bytes_to_check(*c.member, buffer);
-    } catch (const Error& e) {  // the file, not its content: it changed since it was opened
-      inspect_codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;  // as open_all reports it
-      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
-      return;
-    }
-    try {
-      infos[i] = inspect_code_object(bytes, "'" + c.code->file.path + "'");
-    } catch (const Error& e) {
-      inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
-    }
-  });
-  for (const CodeClaim& c : claims) {
-    std::size_t slot = code_slot.at(c.member);
-    if (!inspect_errors[slot].empty()) fail(inspect_codes[slot], inspect_errors[slot]);
-    const CodeObjectInfo& info = infos[slot];
-    // The same rule verify and the runtime apply to the sealed archive (archive_semantics.hpp).
-    if (std::string p = code_claim_problem(*c.kernel, *c.code, info); !p.empty()) {
-      fail(Errc::code_object, where(manifest_name, c.code->pos) + ": " + p);
-    }
-    c.member->backend = info.backend;
-    c.member->kind = info.kind;
-    c.member->arch = join(info.targets);
-  }
-  // A variant's code is what the kernel's own code is for the same arch, specialised: the same
-  // kind, the same targets (so the runtime's choice of target holds for every variant).
-  std::map<const CodeObjectRef*, const MemberInput*> member_of;
-  for (const CodeClaim& c : claims) member_of[c.code] = c.member;
-  auto indexed = [&](const CodeObjectRef& c) {
-    const MemberInput& m = *member_of.at(&c);
-    format::Entry e;
-    e.path = c.file.path;
-    e.backend = m.backend;
-    e.kind = m.kind;
-    e.arch = m.arch;
-    return e;
-  };
-  for (const KernelSpec& k : plan.manifest.kernels) {
-    for (const VariantSpec& v : k.variants) {
-      for (std::size_t i = 0; i < v.code.size(); ++i) {
-        if (std::string p = variant_code_problem(k, v, i, indexed(k.code[i]), indexed(v.code[i])); !p.empty()) {
-          fail(Errc::code_object, where(manifest_name, v.code[i].pos) + ": " + p);
-        }
-      }
-    }
-  }
-  std::vector<std::uint8_t> vector_bytes;
-  for (const VectorCheck& v : vectors) {
-    NpyArray array;
-    ByteView bytes;
-    try {
-      bytes = bytes_to_check(*v.member, vector_bytes);
-    } catch (const Error& e) {
-      fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
-    }
-    try {
-      array = parse_npy(bytes, "'" + v.file->path + "'");
-    } catch (const Error& e) {
-      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
-    }
-    const KernelParam* param = nullptr;
-    for (const KernelParam& p : v.kernel->params) {
-      if (p.name == *v.param_name) param = &p;
-    }
-    if (!npy_view_as(&array, param->type)) {
-      std::string raw = param->type == ScalarType::bf16 ? " (a bf16 vector holds the raw bits as <u2)"
-                        : param->type == ScalarType::f8e4m3 || param->type == ScalarType::f8e5m2
-                            ? " (an fp8 vector holds the raw bits as |u1)"
-                            : "";
-      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' holds " +
-                               scalar_type_name(array.dtype) + " but parameter '" + *v.param_name + "' of kernel '" +
-                               v.kernel->name + "' points to " + scalar_type_name(param->type) + raw);
-    }
-    if (array.count() == 0) {
-      fail(Errc::manifest, where(manifest_name, v.file->pos) + ": test vector '" + v.file->path + "' is empty");
-    }
-  }
-
+  check_code_objects(claims.code, manifest_name, threads);
+  check_variants(plan.manifest, claims.code, manifest_name);
+  check_test_vectors(claims.vectors, manifest_name);
   plan.timings.inputs = since(step);
   step = Clock::now();
   probe.join();
@@ -353,16 +397,7 @@ PackPlan plan_pack(const std::string& manifest_path, unsigned threads) {
   plan.timings.probe = probe_seconds;
   plan.observed = std::move(probed);
   compare_declared(plan.manifest, plan.observed, plan.warnings);
-  std::string record = "# The toolchain kiln pack saw on the packing machine, beside kiln.toml's [toolchain].\n";
-  for (const ObservedTool& t : plan.observed) {
-    record += t.tool + " = " + json::quote(t.version) + "\n";  // JSON's escapes are TOML's: nothing dropped
-  }
-  if (plan.observed.empty()) record += "# neither nvcc nor hipcc was on PATH\n";
-  MemberInput observed;
-  observed.path = "kiln/observed-toolchain.toml";
-  observed.role = format::Role::meta;
-  observed.content.assign(record.begin(), record.end());
-  members.add_generated(std::move(observed));
+  members.add_generated(observed_toolchain_member(plan.observed));
 
   step = Clock::now();
   for (MemberInput& table : kernel_table_inputs(plan.manifest)) members.add_generated(std::move(table));

@@ -165,12 +165,10 @@ void StagedFolder::write_file(const std::string& path, ByteView data, const Sha2
   std::vector<std::uint8_t> buf(std::min<std::size_t>(std::size_t{1} << 20, data.size + 1));
   std::uint64_t total = 0;
   for (;;) {
-    ssize_t n = ::pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(total));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, shown + ": cannot read back: " + errno_text(errno));
+    std::size_t n = pread_some(file.get(), buf.data(), buf.size(), total, shown + " (read back)");
     if (n == 0) break;
-    hash.update(buf.data(), static_cast<std::size_t>(n));
-    total += static_cast<std::uint64_t>(n);
+    hash.update(buf.data(), n);
+    total += n;
   }
   Sha256 got = hash.finish();
   if (total != data.size || got != digest) {

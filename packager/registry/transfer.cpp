@@ -12,6 +12,7 @@
 #include "core/archive_reader.hpp"
 #include "core/attestation_facts.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "core/sha256.hpp"
 #include "core/sparse.hpp"
 #include "core/sparse_writer.hpp"
@@ -29,14 +30,6 @@ std::unique_ptr<Archive> open_verified(const std::string& path, const TrustSet* 
   std::unique_ptr<Archive> a = Archive::open_file(path, options);
   a->verify_all(2, false, nullptr);
   return a;
-}
-
-std::size_t pread_some(int fd, std::uint64_t offset, char* buf, std::size_t n, const std::string& what) {
-  for (;;) {
-    ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(offset));
-    if (got >= 0) return static_cast<std::size_t>(got);
-    if (errno != EINTR) fail(Errc::io, what + ": cannot read: " + errno_text(errno));
-  }
 }
 
 // The referrers index the tag schema keeps for `manifest_digest` ("sha256-<hex>"); none when the
@@ -102,7 +95,7 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
   Sha256Stream hash;
   std::vector<char> piece(1 << 20);
   for (std::uint64_t at = 0; at < r.layer.size;) {
-    std::size_t n = pread_some(fd.get(), at, piece.data(), piece.size(), file);
+    std::size_t n = pread_some(fd.get(), piece.data(), piece.size(), at, file);
     if (n == 0) fail(Errc::io, file + ": shrank while being hashed");
     hash.update(piece.data(), n);
     at += n;
@@ -123,7 +116,7 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
   } else {
     int raw = fd.get();
     client.upload_blob(r.layer, [raw, &file](std::uint64_t offset, char* buf, std::size_t n) {
-      return pread_some(raw, offset, buf, n, file);
+      return pread_some(raw, buf, n, offset, file);
     });
     ++r.blobs_uploaded;
   }

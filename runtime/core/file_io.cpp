@@ -21,16 +21,6 @@ namespace {
 
 using Fd = FileDescriptor;
 
-void read_exact(int fd, std::uint8_t* out, std::size_t size, const std::string& path) {
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::read(fd, out + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, path + ": read failed: " + errno_text(errno));
-    if (n == 0) fail(Errc::io, path + ": file shrank while it was read");
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 std::uint64_t regular_size(int fd, const std::string& path) {
   struct stat st {};
@@ -190,14 +180,7 @@ void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* o
     std::memcpy(out, bytes().data + offset, size);
     return;
   }
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, path_ + ": cannot read: " + errno_text(errno));
-    if (n == 0) fail(Errc::io, path_ + ": shrank while being read");
-    done += static_cast<std::size_t>(n);
-  }
+  pread_exact(fd_, out, size, offset, path_);
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open_regular_nofollow(const std::string& path, std::uint64_t max_size) {
@@ -227,14 +210,7 @@ void MappedFile::open_fd(int fd, const std::string& path, bool opened_by_path) {
   constexpr std::size_t kReadInsteadOfMap = 256 << 10;
   if (opened_by_path && size_ <= kReadInsteadOfMap) {
     copy_.resize(size_);
-    std::size_t done = 0;
-    while (done < size_) {
-      ssize_t n = ::pread(fd, copy_.data() + done, size_ - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(Errc::io, path + ": cannot read: " + errno_text(errno));
-      if (n == 0) fail(Errc::io, path + ": shrank to " + std::to_string(done) + " bytes while being read");
-      done += static_cast<std::size_t>(n);
-    }
+    pread_exact(fd, copy_.data(), size_, 0, path);
     data_ = copy_.data();
     return;
   }
@@ -292,14 +268,7 @@ void AtomicFileWriter::write(const void* data, std::size_t size) {
 }
 
 void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::size_t size) {
-  auto* p = static_cast<const std::uint8_t*>(data);
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pwrite(fd_, p + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, path_ + ": write failed: " + errno_text(errno));
-    done += static_cast<std::size_t>(n);
-  }
+  pwrite_all(fd_, data, size, offset, path_);
 }
 
 void AtomicFileWriter::pwritev_at(std::uint64_t offset, const std::vector<ByteView>& pieces) {
@@ -394,11 +363,54 @@ FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
   return *this;
 }
 
+std::size_t read_some(int fd, void* buf, std::size_t size, const std::string& what) {
+  for (;;) {
+    ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR) fail(Errc::io, what + ": cannot read: " + errno_text(errno));
+  }
+}
+
+std::size_t pread_some(int fd, void* buf, std::size_t size, std::uint64_t offset, const std::string& what) {
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, size, static_cast<off_t>(offset));
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR) fail(Errc::io, what + ": cannot read: " + errno_text(errno));
+  }
+}
+
+void read_exact(int fd, void* out, std::size_t size, const std::string& what) {
+  auto* p = static_cast<std::uint8_t*>(out);
+  for (std::size_t done = 0; done < size;) {
+    std::size_t n = read_some(fd, p + done, size - done, what);
+    if (n == 0) fail(Errc::io, what + ": shrank while being read");
+    done += n;
+  }
+}
+
+void pread_exact(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& what) {
+  auto* p = static_cast<std::uint8_t*>(out);
+  for (std::size_t done = 0; done < size;) {
+    std::size_t n = pread_some(fd, p + done, size - done, offset + done, what);
+    if (n == 0) fail(Errc::io, what + ": shrank while being read");
+    done += n;
+  }
+}
+
 void write_all(int fd, const void* data, std::size_t size, const std::string& what) {
   auto* p = static_cast<const std::uint8_t*>(data);
-  std::size_t done = 0;
-  while (done < size) {
+  for (std::size_t done = 0; done < size;) {
     ssize_t n = ::write(fd, p + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, what + ": write failed: " + errno_text(errno));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what) {
+  auto* p = static_cast<const std::uint8_t*>(data);
+  for (std::size_t done = 0; done < size;) {
+    ssize_t n = ::pwrite(fd, p + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(Errc::io, what + ": write failed: " + errno_text(errno));
     done += static_cast<std::size_t>(n);
@@ -413,13 +425,7 @@ void write_new_file(const std::string& path, const std::string& content, unsigne
   }
   // The umask may have narrowed the mode; a private key must end up exactly as asked.
   if (::fchmod(fd.get(), mode) != 0) fail(Errc::io, path + ": cannot set its mode: " + errno_text(errno));
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, path + ": write failed: " + errno_text(errno));
-    done += static_cast<std::size_t>(n);
-  }
+  write_all(fd.get(), content.data(), content.size(), path);
   if (::fsync(fd.get()) != 0) fail(Errc::io, path + ": fsync failed: " + errno_text(errno));
 }
 

@@ -34,9 +34,20 @@ class FileDescriptor {
   int fd_;
 };
 
-// Writes all of `data` at the descriptor's position, retrying short writes and EINTR; an
-// error names `what` (the file).
+// The one place kiln's reads and writes retry: a call a signal interrupts (EINTR) is made again,
+// a short read or write resumes where it stopped, and any other failure throws Errc::io naming
+// `what` (the file) and the system's reason.
+//
+// One read(2)/pread(2): the bytes it gave, 0 at the end of the file. "<what>: cannot read: ..."
+std::size_t read_some(int fd, void* buf, std::size_t size, const std::string& what);
+std::size_t pread_some(int fd, void* buf, std::size_t size, std::uint64_t offset, const std::string& what);
+// Exactly `size` bytes at the descriptor's position or at `offset`; a file that ends first
+// throws "<what>: shrank while being read".
+void read_exact(int fd, void* out, std::size_t size, const std::string& what);
+void pread_exact(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& what);
+// All of `data`, at the descriptor's position or at `offset`. "<what>: write failed: ..."
 void write_all(int fd, const void* data, std::size_t size, const std::string& what);
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what);
 
 // Reads a whole regular file of at most max_size bytes (keys, manifests, sources).
 std::string read_small_file(const std::string& path, std::uint64_t max_size);

@@ -236,13 +236,11 @@ ArchiveInfo Store::add(const std::string& file) {
   AtomicFileWriter out(dir_ + "/archives/incoming.kiln", 0644);
   std::vector<char> piece(64 * 1024);  // each piece a point where a crash leaves a partial temporary file
   for (std::uint64_t at = 0;;) {
-    ssize_t n = ::pread(source.get(), piece.data(), piece.size(), static_cast<off_t>(at));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(Errc::io, file + ": cannot read: " + errno_text(errno));
+    std::size_t n = pread_some(source.get(), piece.data(), piece.size(), at, file);
     if (n == 0) break;
     if (at > 0) crash_point("partial write");
-    out.write(piece.data(), static_cast<std::size_t>(n));
-    at += static_cast<std::uint64_t>(n);
+    out.write(piece.data(), n);
+    at += n;
   }
   ReadOptions options;
   options.policy = TrustPolicy{&trust(), 1};

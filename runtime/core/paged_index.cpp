@@ -1,0 +1,582 @@
+// The paged index (FORMAT.md §3): encoding an index into entry and reference pages, and reading
+// it back page by page, each page checked against the digest its reference gives.
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/format_detail.hpp"
+
+namespace kiln::format {
+
+using detail::expect_magic;
+using detail::quoted;
+
+// ---- index ----------------------------------------------------------------------------
+
+namespace {
+
+void encode_entry(ByteWriter& w, const Entry& e) {
+  w.string16(e.path);
+  w.u8(static_cast<std::uint8_t>(e.role));
+  w.u8(static_cast<std::uint8_t>(e.backend));
+  w.u8(static_cast<std::uint8_t>(e.kind));
+  w.u8(static_cast<std::uint8_t>(e.compression));
+  w.string16(e.arch);
+  w.u64(e.offset);
+  w.u64(e.stored_size);
+  w.u64(e.content_size);
+  w.bytes(e.stored_sha256.data(), 32);
+  w.bytes(e.content_sha256.data(), 32);
+}
+
+// An entry takes at least 2+4+2+24+64 bytes, so a count the remaining bytes cannot hold is
+// refused before anything is reserved for it.
+constexpr std::size_t kMinEntrySize = 96;
+
+// One entry, checked on its own; `position` (its place in the index) names it in errors. The
+// name is built only when an error needs it: every entry of every page read passes here.
+Entry decode_entry(ByteReader& r, std::uint64_t position) {
+  Entry e;
+  e.path = r.string16();
+  if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
+  auto where = [&] { return "index entry " + std::to_string(position) + " ('" + e.path + "')"; };
+  std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
+  if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
+  if (backend > 2) r.fail_here(where() + ": unknown backend " + std::to_string(backend));
+  if (kind > 5) r.fail_here(where() + ": unknown code kind " + std::to_string(kind));
+  if (compression > 1) r.fail_here(where() + ": unknown compression " + std::to_string(compression));
+  e.role = static_cast<Role>(role);
+  e.backend = static_cast<Backend>(backend);
+  e.kind = static_cast<CodeKind>(kind);
+  e.compression = static_cast<Compression>(compression);
+  bool is_code = e.role == Role::code;
+  if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
+    r.fail_here(where() + ": backend and code kind are set exactly for code members");
+  }
+  if (e.role == Role::manifest && e.path != kManifestPath) {
+    r.fail_here(where() + ": has role manifest; only 'kiln.toml' may");
+  }
+  e.arch = r.string16();
+  if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where() + ": " + p);
+  if (is_code == e.arch.empty()) r.fail_here(where() + ": arch tags are set exactly for code members");
+  e.offset = r.u64();
+  e.stored_size = r.u64();
+  e.content_size = r.u64();
+  if (e.stored_size > (1ull << 62)) r.fail_here(where() + ": stored size is absurd");
+  ByteView stored = r.take(32);
+  std::memcpy(e.stored_sha256.data(), stored.data, 32);
+  ByteView content = r.take(32);
+  std::memcpy(e.content_sha256.data(), content.data, 32);
+  if (e.compression == Compression::none && (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
+    r.fail_here(where() + ": an uncompressed member's stored and content size and digest must be equal");
+  }
+  return e;
+}
+
+}  // namespace
+
+long ref_for_path(const std::vector<PageRef>& refs, const std::string& path) {
+  auto it = std::upper_bound(refs.begin(), refs.end(), path,
+                             [](const std::string& key, const PageRef& ref) { return std::string_view(key) < ref.first_path; });
+  return static_cast<long>(it - refs.begin()) - 1;
+}
+
+std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t position) {
+  auto it = std::upper_bound(refs.begin(), refs.end(), position,
+                             [](std::size_t pos, const PageRef& ref) { return pos < ref.first_entry; });
+  return static_cast<std::size_t>(it - refs.begin()) - 1;
+}
+
+PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer) {
+  if (i + 1 < refs.size()) return PageBounds{refs[i + 1].first_offset, true, refs[i + 1].first_path};
+  return outer;
+}
+
+namespace {
+
+// Where the writer ends the entry page that starts at `first`: after kEntriesPerPage entries,
+// and also around the two members every open of the archive reads, so that they sit alone in a
+// small page: a new page starts at kiln.toml and right after kiln/kernels.bin (kiln.toml sorts
+// just before it). Opening an archive of thousands of kernels then hashes and decodes a page
+// of two entries, not a full one, to find its kernel table.
+std::size_t page_end(const std::vector<Entry>& entries, std::size_t first) {
+  constexpr const char* kKernelTablePagePath = "kiln/kernels.bin";  // kernel_table.hpp's kKernelTablePath
+  std::size_t end = first + 1;
+  while (end < entries.size() && end - first < kEntriesPerPage && entries[end].path != kManifestPath &&
+         entries[end - 1].path != kKernelTablePagePath) {
+    ++end;
+  }
+  return end;
+}
+
+// A page and everything under it, in the order they are written (depth-first pre-order).
+struct Subtree {
+  PageRef ref;
+  std::vector<std::uint8_t> bytes;
+};
+
+// Where the writer ends the reference page over `level` that starts at `first`: after
+// kReferencesPerPage references, and also around the page whose first path is kiln.toml (the
+// kernel table's page, read at every open), which gets a reference page of its own at every
+// level: an open then hashes and decodes one reference per level on its way, not 32.
+std::size_t reference_page_end(const std::vector<Subtree>& level, std::size_t first) {
+  std::size_t end = first + 1;
+  while (end < level.size() && end - first < kReferencesPerPage && level[end].ref.first_path != kManifestPath &&
+         level[end - 1].ref.first_path != kManifestPath) {
+    ++end;
+  }
+  return end;
+}
+
+void encode_ref(ByteWriter& w, const PageRef& ref, bool tree) {
+  w.u32(ref.entry_count);
+  w.u32(ref.size);
+  if (tree) w.u32(ref.span);
+  w.u64(ref.first_offset);
+  w.bytes(ref.sha256.data(), 32);
+  w.string16(ref.first_path);
+}
+
+// One reference page over `children` (consecutive subtrees at one level).
+Subtree reference_subtree(std::vector<Subtree>::iterator first, std::vector<Subtree>::iterator last) {
+  ByteWriter w;
+  w.bytes(kReferencePageMagic.data(), kReferencePageMagic.size());
+  w.u32(static_cast<std::uint32_t>(last - first));
+  Subtree out;
+  out.ref.first_offset = first->ref.first_offset;
+  out.ref.first_path = first->ref.first_path;
+  std::uint64_t below = 0;
+  for (auto it = first; it != last; ++it) {
+    encode_ref(w, it->ref, true);
+    out.ref.entry_count += it->ref.entry_count;
+    below += it->bytes.size();
+  }
+  out.ref.size = static_cast<std::uint32_t>(w.buffer().size());
+  out.ref.span = static_cast<std::uint32_t>(out.ref.size + below);
+  out.ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
+  out.bytes = std::move(w.buffer());
+  out.bytes.reserve(out.ref.span);
+  for (auto it = first; it != last; ++it) out.bytes.insert(out.bytes.end(), it->bytes.begin(), it->bytes.end());
+  return out;
+}
+
+}  // namespace
+
+EncodedIndex encode_index(const Index& index) {
+  std::vector<Subtree> level;  // entry pages first, then each level of reference pages over them
+  for (std::size_t first = 0, end = 0; first < index.entries.size(); first = end) {
+    end = page_end(index.entries, first);
+    ByteWriter w;
+    w.bytes(kIndexPageMagic.data(), kIndexPageMagic.size());
+    for (std::size_t i = first; i < end; ++i) encode_entry(w, index.entries[i]);
+    Subtree page;
+    page.ref.entry_count = static_cast<std::uint32_t>(end - first);
+    page.ref.size = page.ref.span = static_cast<std::uint32_t>(w.buffer().size());
+    page.ref.first_offset = index.entries[first].offset;
+    page.ref.sha256 = sha256(w.buffer().data(), w.buffer().size());
+    page.ref.first_path = index.entries[first].path;
+    page.bytes = std::move(w.buffer());
+    level.push_back(std::move(page));
+  }
+  // A head of at most kHeadReferences references: one-level where the entry pages fit (an
+  // archive kiln 0.2.1 and earlier can still read), otherwise reference pages, level by level.
+  unsigned height = 1;
+  const bool tree = level.size() > kHeadReferences;
+  while (level.size() > kHeadReferences) {
+    std::vector<Subtree> up;
+    for (std::size_t first = 0, last = 0; first < level.size(); first = last) {
+      last = reference_page_end(level, first);
+      up.push_back(reference_subtree(level.begin() + static_cast<long>(first), level.begin() + static_cast<long>(last)));
+    }
+    level = std::move(up);
+    ++height;
+  }
+  ByteWriter head;
+  const auto& magic = tree ? kIndexTreeMagic : kIndexMagic;
+  head.bytes(magic.data(), magic.size());
+  head.u32(static_cast<std::uint32_t>(index.entries.size()));
+  head.u64(index.sequence);
+  head.string16(index.package);
+  head.string16(index.kernel_revision);
+  if (tree) head.u8(static_cast<std::uint8_t>(height));
+  head.u32(static_cast<std::uint32_t>(level.size()));
+  for (const Subtree& t : level) encode_ref(head, t.ref, tree);
+  EncodedIndex out;
+  out.bytes = std::move(head.buffer());
+  out.head_size = out.bytes.size();
+  for (const Subtree& t : level) out.bytes.insert(out.bytes.end(), t.bytes.begin(), t.bytes.end());
+  return out;
+}
+
+namespace {
+
+// A reference takes at least 4+4+8+32+2+1 bytes (one-level) or 4 more (tree, the span); a
+// reference page at least its magic, its count and one tree reference.
+constexpr std::uint64_t kMinOneLevelRefSize = 51;
+constexpr std::uint64_t kMinTreeRefSize = 55;
+constexpr std::uint64_t kMinReferencePageSize = 8 + 4 + kMinTreeRefSize;
+
+// Where a list of references sits: in the head or in a reference page (`parent`), naming pages
+// at `level`, the first of which starts at `position` in the index and holds entry `first_entry`.
+struct RefList {
+  bool tree = false;
+  unsigned level = 0;
+  std::uint64_t position = 0;
+  std::uint64_t first_entry = 0;
+  std::uint64_t index_size = 0;
+  const PageRef* parent = nullptr;
+  PageBounds bounds;
+  std::string label;  // "index head" or "index reference page at ..."
+};
+
+// `count` references, each checked by FORMAT.md §3's reference rules; returns them with their
+// derived positions. The caller checks the sums against what names the list.
+std::vector<PageRef> decode_refs(ByteReader& r, std::uint32_t count, const RefList& list) {
+  std::vector<PageRef> refs;
+  refs.reserve(count);
+  std::uint64_t position = list.position, entries = list.first_entry;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    PageRef ref;
+    auto where = [&] { return "reference " + std::to_string(i) + " (to a level-" + std::to_string(list.level) + " page)"; };
+    ref.entry_count = r.u32();
+    ref.size = r.u32();
+    ref.span = list.tree ? r.u32() : ref.size;
+    ref.first_offset = r.u64();
+    ByteView digest = r.take(32);
+    std::memcpy(ref.sha256.data(), digest.data, 32);
+    // Not validated here: it only steers the search, and a page is used only after the first
+    // entry under it (validated with its page) is found equal to it.
+    ref.first_path = r.string16_view();
+    if (ref.entry_count == 0 || (list.level == 0 && ref.entry_count > kMaxEntriesPerPage)) {
+      r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
+                  (list.level == 0 ? std::to_string(kMaxEntriesPerPage) : std::string("the index's")));
+    }
+    const std::uint64_t min_size =
+        list.level == 0 ? kIndexPageMagic.size() + kMinEntrySize * std::uint64_t{ref.entry_count} : kMinReferencePageSize;
+    if (ref.size < min_size || ref.span > list.index_size - std::min(position, list.index_size)) {
+      r.fail_here(where() + ": " + std::to_string(ref.size) + " bytes (" + std::to_string(ref.span) +
+                  " with the pages under it) cannot hold " + std::to_string(ref.entry_count) + " entries within the index");
+    }
+    if (list.level == 0 ? ref.span != ref.size : ref.span <= ref.size) {
+      r.fail_here(where() + ": span " + std::to_string(ref.span) + " must " +
+                  (list.level == 0 ? "equal the size of an entry page" : "exceed the size of a reference page") + " (" +
+                  std::to_string(ref.size) + ")");
+    }
+    if (i == 0) {
+      if (list.parent == nullptr ? ref.first_offset != kHeaderSize
+                                 : ref.first_offset != list.parent->first_offset || ref.first_path != list.parent->first_path) {
+        r.fail_here(where() + (list.parent == nullptr
+                                   ? ": the first member must start at offset 64"
+                                   : ": first path and first offset must be those of the reference that names this page"));
+      }
+    } else if (!(refs.back().first_path < ref.first_path)) {
+      r.fail_here(where() + ": first paths must be unique and sorted bytewise");
+    } else if (!(refs.back().first_offset <= ref.first_offset)) {
+      // Not strictly: a page of empty members (stored_size 0) starts where the previous one did.
+      r.fail_here(where() + ": member offsets must not decrease from page to page");
+    }
+    if (ref.first_offset > list.bounds.end_offset || ref.first_offset % kMemberAlignment != 0) {
+      r.fail_here(where() + ": first member offset " + std::to_string(ref.first_offset) + " is not 64-byte aligned at or before " +
+                  std::to_string(list.bounds.end_offset));
+    }
+    ref.index_position = position;
+    ref.first_entry = static_cast<std::uint32_t>(entries);
+    position += ref.span;
+    entries += ref.entry_count;
+    if (entries > kMaxEntries) r.fail_here(where() + ": more than " + std::to_string(kMaxEntries) + " entries");
+    refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
+std::uint32_t decode_ref_count(ByteReader& r, bool tree, std::uint32_t max) {
+  std::uint32_t count = r.u32();
+  const std::uint64_t each = tree ? kMinTreeRefSize : kMinOneLevelRefSize;
+  if (count == 0 || count > max || count * each > r.remaining()) {
+    r.fail_here("reference count " + std::to_string(count) + " is outside 1.." + std::to_string(max) +
+                " or cannot fit in the remaining bytes");
+  }
+  return count;
+}
+
+std::uint64_t sum_spans(const std::vector<PageRef>& refs) {
+  std::uint64_t total = 0;
+  for (const PageRef& ref : refs) total += ref.span;
+  return total;
+}
+
+std::uint64_t sum_entries(const std::vector<PageRef>& refs) {
+  std::uint64_t total = 0;
+  for (const PageRef& ref : refs) total += ref.entry_count;
+  return total;
+}
+
+}  // namespace
+
+IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
+  const std::uint64_t head_size = head_bytes.size;
+  if (head_size == 0 || head_size > index_size) {
+    fail(Errc::malformed, "header: index head size " + std::to_string(head_size) + " is outside 1.." +
+                              std::to_string(index_size) + " (the index size)");
+  }
+  ByteReader r(head_bytes, "index head");
+  IndexHead head;
+  {
+    ByteView magic = r.take(kIndexMagic.size());
+    head.tree = std::memcmp(magic.data, kIndexTreeMagic.data(), kIndexTreeMagic.size()) == 0;
+    if (!head.tree && std::memcmp(magic.data, kIndexMagic.data(), kIndexMagic.size()) != 0) {
+      fail(Errc::malformed, "index head: bad magic (not a kiln index, format 2: KILNIDX2 or KILNIDX3)");
+    }
+  }
+  head.entry_count = r.u32();
+  if (head.entry_count == 0 || head.entry_count > kMaxEntries) {
+    r.fail_here("entry count " + std::to_string(head.entry_count) + " is outside 1.." + std::to_string(kMaxEntries));
+  }
+  head.sequence = r.u64();
+  // Every writer starts at 1 (MANIFEST.md); refusing 0 here, not only in kiln.toml, keeps the
+  // runtime's view (it never parses kiln.toml) and the release gate's the same.
+  if (head.sequence == 0 || head.sequence > static_cast<std::uint64_t>(INT64_MAX)) {
+    r.fail_here("sequence " + std::to_string(head.sequence) + " is outside 1..2^63-1");
+  }
+  head.package = r.string16();
+  if (auto p = package_name_problem(head.package); !p.empty()) r.fail_here(p);
+  head.kernel_revision = r.string16();
+  if (auto p = revision_problem(head.kernel_revision); !p.empty()) r.fail_here(p);
+  if (head.tree) {
+    head.height = r.u8();
+    if (head.height < 1 || head.height > kMaxTreeHeight) {
+      r.fail_here("height " + std::to_string(head.height) + " is outside 1.." + std::to_string(kMaxTreeHeight));
+    }
+  }
+  std::uint32_t count = decode_ref_count(r, head.tree, kMaxEntries);
+  RefList list;
+  list.tree = head.tree;
+  list.level = head.height - 1;
+  list.position = head_size;
+  list.index_size = index_size;
+  list.bounds.end_offset = index_offset;
+  head.refs = decode_refs(r, count, list);
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last reference");
+  if (head_size + sum_spans(head.refs) != index_size) {
+    fail(Errc::malformed, "index head: its pages cover " + std::to_string(sum_spans(head.refs)) + " bytes but " +
+                              std::to_string(index_size - head_size) + " follow the head");
+  }
+  if (sum_entries(head.refs) != head.entry_count) {
+    fail(Errc::malformed, "index head: its pages hold " + std::to_string(sum_entries(head.refs)) + " entries, not the " +
+                              std::to_string(head.entry_count) + " it declares");
+  }
+  return head;
+}
+
+std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, unsigned level, const PageBounds& bounds,
+                                           std::uint64_t index_size) {
+  const std::string label = "index reference page at " + std::to_string(ref.index_position);
+  ByteReader r(page, label);
+  expect_magic(r, kReferencePageMagic, "a kiln index reference page");
+  std::uint32_t count = decode_ref_count(r, true, kMaxReferencesPerPage);
+  RefList list;
+  list.tree = true;
+  list.level = level - 1;
+  list.position = ref.index_position + ref.size;
+  list.first_entry = ref.first_entry;
+  list.index_size = index_size;
+  list.parent = &ref;
+  list.bounds = bounds;
+  std::vector<PageRef> refs = decode_refs(r, count, list);
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last reference");
+  if (ref.size + sum_spans(refs) != ref.span) {
+    fail(Errc::malformed, label + ": its size and its pages' spans add up to " + std::to_string(ref.size + sum_spans(refs)) +
+                              " bytes, not the " + std::to_string(ref.span) + " its reference gives");
+  }
+  if (sum_entries(refs) != ref.entry_count) {
+    fail(Errc::malformed, label + ": its pages hold " + std::to_string(sum_entries(refs)) + " entries, not the " +
+                              std::to_string(ref.entry_count) + " its reference gives");
+  }
+  return refs;
+}
+
+std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
+  const std::string label = "index page at " + std::to_string(ref.index_position);
+  ByteReader r(page, label);
+  expect_magic(r, kIndexPageMagic, "a kiln index page");
+  std::vector<Entry> entries;
+  entries.reserve(ref.entry_count);
+  std::uint64_t next_offset = ref.first_offset;
+  for (std::uint32_t i = 0; i < ref.entry_count; ++i) {
+    Entry e = decode_entry(r, ref.first_entry + i);
+    auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')"; };
+    if (i == 0 ? e.path != ref.first_path : !(entries.back().path < e.path)) {
+      r.fail_here(where() + (i == 0 ? ": is not the first path its page's reference gives"
+                                  : ": paths must be unique and sorted bytewise"));
+    }
+    if (bounds.has_path_bound && !(std::string_view(e.path) < bounds.path_bound)) {
+      r.fail_here(where() + ": must sort before the next page's first path '" + std::string(bounds.path_bound) + "'");
+    }
+    if (e.offset != next_offset) {
+      r.fail_here(where() + ": offset " + std::to_string(e.offset) + " should be " + std::to_string(next_offset) +
+                  " (members are packed in index order, each 64-byte aligned)");
+    }
+    next_offset = align_up(e.offset + e.stored_size);
+    if (next_offset > bounds.end_offset) {
+      r.fail_here(where() + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
+                  std::to_string(bounds.end_offset) + " where the next page's members (or the index) begin");
+    }
+    entries.push_back(std::move(e));
+  }
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
+  if (next_offset != bounds.end_offset) {
+    fail(Errc::malformed, label + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
+                              std::to_string(bounds.end_offset));
+  }
+  return entries;
+}
+
+namespace {
+
+// Every page under `refs` (at `level`), hashed and decoded, entries appended in index order.
+void decode_subtrees(ByteView index_bytes, const std::vector<PageRef>& refs, unsigned level, const PageBounds& outer,
+                     std::vector<Entry>& out) {
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const PageRef& ref = refs[i];
+    ByteView page = index_bytes.sub(ref.index_position, ref.size);
+    if (sha256(page.data, page.size) != ref.sha256) {
+      fail(Errc::integrity, "index page at " + std::to_string(ref.index_position) +
+                                ": its bytes do not match the SHA-256 its reference gives");
+    }
+    const PageBounds bounds = child_bounds(refs, i, outer);
+    if (level == 0) {
+      for (Entry& e : decode_entry_page(page, ref, bounds)) out.push_back(std::move(e));
+    } else {
+      decode_subtrees(index_bytes, decode_reference_page(page, ref, level, bounds, index_bytes.size), level - 1, bounds, out);
+    }
+  }
+}
+
+}  // namespace
+
+Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t index_offset) {
+  if (head_size == 0 || head_size > index_bytes.size) {
+    fail(Errc::malformed, "header: index head size " + std::to_string(head_size) + " is outside 1.." +
+                              std::to_string(index_bytes.size) + " (the index size)");
+  }
+  IndexHead head = decode_index_head(index_bytes.sub(0, head_size), index_bytes.size, index_offset);
+  Index index;
+  index.package = head.package;
+  index.kernel_revision = head.kernel_revision;
+  index.sequence = head.sequence;
+  index.entries.reserve(head.entry_count);
+  decode_subtrees(index_bytes, head.refs, head.height - 1, PageBounds{index_offset, false, {}}, index.entries);
+  long manifest = index.find(kManifestPath);
+  if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
+    fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");
+  }
+  if (auto p = member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, "index: " + p);
+  return index;
+}
+
+// ---- signed attributes ---------------------------------------------------------------
+
+std::string encode_attributes(const SignedAttributes& a) {
+  std::string s;
+  s += "kiln-signature: 1\n";
+  s += "archive: " + digest_string(a.archive_digest) + "\n";
+  s += "package: " + a.package + "\n";
+  s += "sequence: " + std::to_string(a.sequence) + "\n";
+  s += "key-id: " + a.key_id + "\n";
+  s += "signer: " + a.signer + "\n";
+  s += "created: " + std::to_string(a.created) + "\n";
+  return s;
+}
+
+namespace {
+
+bool parse_decimal_u64(const std::string& s, std::uint64_t* out) {
+  if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) return false;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+SignedAttributes decode_attributes(const std::string& text) {
+  static const char* const keys[] = {"kiln-signature", "archive", "package", "sequence", "key-id", "signer", "created"};
+  std::string values[7];
+  std::size_t pos = 0;
+  for (int i = 0; i < 7; ++i) {
+    std::string prefix = std::string(keys[i]) + ": ";
+    if (text.compare(pos, prefix.size(), prefix) != 0) {
+      fail(Errc::malformed, std::string("signed attributes: line ") + std::to_string(i + 1) + " should start with '" +
+                                prefix + "'");
+    }
+    pos += prefix.size();
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) fail(Errc::malformed, "signed attributes: line " + std::to_string(i + 1) + " has no newline");
+    values[i] = text.substr(pos, nl - pos);
+    pos = nl + 1;
+  }
+  if (pos != text.size()) fail(Errc::malformed, "signed attributes: bytes after the 'created' line");
+  SignedAttributes a;
+  if (values[0] != "1") fail(Errc::malformed, "signed attributes: unsupported kiln-signature version '" + values[0] + "'");
+  if (!parse_digest_string(values[1], &a.archive_digest)) fail(Errc::malformed, "signed attributes: bad archive digest");
+  a.package = values[2];
+  if (auto p = package_name_problem(a.package); !p.empty()) fail(Errc::malformed, "signed attributes: " + p);
+  if (!parse_decimal_u64(values[3], &a.sequence)) fail(Errc::malformed, "signed attributes: bad sequence");
+  a.key_id = values[4];
+  bool hex_ok = a.key_id.size() == 32;
+  for (char c : a.key_id) hex_ok = hex_ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex_ok) fail(Errc::malformed, "signed attributes: key-id is not 32 lowercase hex digits");
+  a.signer = values[5];
+  if (auto p = signer_problem(a.signer); !p.empty()) fail(Errc::malformed, "signed attributes: " + p);
+  if (!parse_decimal_u64(values[6], &a.created)) fail(Errc::malformed, "signed attributes: bad created time");
+  if (encode_attributes(a) != text) fail(Errc::malformed, "signed attributes: not in canonical form");
+  return a;
+}
+
+// ---- signature block -------------------------------------------------------------------
+
+std::vector<std::uint8_t> encode_signature_block(const std::vector<SignatureRecord>& records) {
+  ByteWriter w;
+  w.bytes(kSignatureMagic.data(), kSignatureMagic.size());
+  w.u32(static_cast<std::uint32_t>(records.size()));
+  for (const SignatureRecord& rec : records) {
+    w.string16(rec.attributes_text);
+    w.bytes(rec.signature.data(), rec.signature.size());
+  }
+  return std::move(w.buffer());
+}
+
+std::vector<SignatureRecord> decode_signature_block(ByteView bytes) {
+  if (bytes.size > kMaxSignatureBlockSize) fail(Errc::malformed, "signature block: larger than 1 MiB");
+  ByteReader r(bytes, "signature block");
+  expect_magic(r, kSignatureMagic, "a kiln signature block");
+  std::uint32_t count = r.u32();
+  if (count > kMaxSignatures) r.fail_here("more than " + std::to_string(kMaxSignatures) + " signatures");
+  std::vector<SignatureRecord> records;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    SignatureRecord rec;
+    rec.attributes_text = r.string16();
+    if (rec.attributes_text.size() > kMaxAttributesLength) r.fail_here("signature " + std::to_string(i) + ": attributes too long");
+    try {
+      rec.attributes = decode_attributes(rec.attributes_text);
+    } catch (const Error& e) {
+      r.fail_here("signature " + std::to_string(i) + ": " + e.what());
+    }
+    ByteView sig = r.take(64);
+    std::memcpy(rec.signature.data(), sig.data, 64);
+    records.push_back(std::move(rec));
+  }
+  if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last signature");
+  return records;
+}
+
+}  // namespace kiln::format
