@@ -503,8 +503,10 @@ std::vector<std::uint8_t> Archive::read_member_prefix(std::size_t i, std::size_t
   require_present(i);
   std::vector<std::uint8_t> stored = copy_stored_checked(i);
   check_zstd_frame(ByteView(stored), e.content_size, member_label(i));
-  // Fed in small pieces, so that decoding stops about where the prefix is complete.
-  constexpr std::size_t kPiece = 16 * 1024;
+  // Fed in small pieces, so that decoding stops about where the prefix is complete: zstd decodes a
+  // block only once all of it has come, so a piece much larger than the prefix could bring in a
+  // whole 128 KiB block beyond it.
+  const std::size_t kPiece = limit <= 8192 ? 1024 : 16 * 1024;
   std::vector<std::uint8_t> prefix;
   prefix.reserve(limit);
   ZstdStreamDecoder decoder(e.content_size, member_label(i));

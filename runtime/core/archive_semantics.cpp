@@ -1,13 +1,24 @@
 #include "core/archive_semantics.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "core/archive_reader.hpp"
+#include "core/compress.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 
 namespace kiln {
 namespace {
+
+// A prefix of a text member, cut after its last whole line unless it is the whole member: a
+// directive cut at the prefix's end ("sm_10" of "sm_100a") must not be read as another one.
+std::vector<std::uint8_t> complete_lines(std::vector<std::uint8_t> prefix, std::uint64_t content_size) {
+  if (prefix.size() >= content_size) return prefix;
+  auto last = std::find(prefix.rbegin(), prefix.rend(), std::uint8_t{'\n'});
+  prefix.resize(static_cast<std::size_t>(prefix.rend() - last));
+  return prefix;
+}
 
 std::string join_targets(const std::vector<std::string>& targets) {
   std::string out;
@@ -167,11 +178,18 @@ void check_archive_semantics(const Archive& archive, unsigned threads) {
     std::size_t i = code_members[n];
     const format::Entry& e = index.entries[i];
     // PTX is told by its directives, in its first 64 KiB (inspect_ptx reads no further): a
-    // compressed PTX member is decompressed that far. Anything else, or PTX whose first bytes are
-    // another format's magic, is read whole.
-    std::vector<std::uint8_t> bytes = e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd
-                                          ? archive.read_member_prefix(i, kPtxDirectivesWithin)
-                                          : archive.read_member(i);
+    // compressed PTX member is decompressed to its first 4 KiB, where compilers write them (and
+    // which kiln's writer makes a zstd block of their own), and to 64 KiB only when they are not
+    // there. Anything else, or PTX whose first bytes are another format's magic, is read whole.
+    std::vector<std::uint8_t> bytes;
+    if (e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd) {
+      bytes = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock), e.content_size);
+      if (bytes.size() < e.content_size && !has_ptx_directives(ByteView(bytes))) {
+        bytes = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin), e.content_size);
+      }
+    } else {
+      bytes = archive.read_member(i);
+    }
     if (bytes.size() < e.content_size && has_binary_code_magic(ByteView(bytes))) bytes = archive.read_member(i);
     try {
       infos[i] = inspect_code_object(ByteView(bytes), "member '" + e.path + "'");

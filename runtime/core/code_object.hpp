@@ -22,6 +22,8 @@ struct CodeObjectInfo {
 // PTX's directives (.version, .target) must appear within its first this many bytes:
 // inspect_ptx reads no further, so a reader needs no more of a PTX member to tell it.
 constexpr std::size_t kPtxDirectivesWithin = 65536;
+// Whether `bytes` (PTX, or its first bytes) hold both a .version and a .target directive.
+bool has_ptx_directives(ByteView bytes);
 // Whether `bytes` begin with a binary code object's magic (ELF, fatbin, offload bundle).
 bool has_binary_code_magic(ByteView bytes);
 

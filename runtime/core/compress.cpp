@@ -4,6 +4,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -41,11 +42,24 @@ std::size_t ZstdCompressor::compress(ByteView content, int level, std::vector<st
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, 0);
-  std::size_t bound = ZSTD_compressBound(content.size);
+  ZSTD_CCtx_setPledgedSrcSize(cctx, content.size);
+  // The flush ends a block after the first bytes (and costs one more block header).
+  std::size_t bound = ZSTD_compressBound(content.size) + 3;  // 3: a block header (RFC 8878 §3.1.1.2)
   if (out.size() < bound) out.resize(bound);
-  std::size_t n = ZSTD_compress2(cctx, out.data(), bound, content.data, content.size);
-  if (ZSTD_isError(n)) fail(Errc::internal, std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
-  return n;
+  ZSTD_outBuffer dst{out.data(), bound, 0};
+  auto run = [&](std::size_t from, std::size_t to, ZSTD_EndDirective mode) {
+    ZSTD_inBuffer src{content.data + from, to - from, 0};
+    for (;;) {
+      std::size_t left = ZSTD_compressStream2(cctx, &dst, &src, mode);
+      if (ZSTD_isError(left)) fail(Errc::internal, std::string("zstd: compression failed: ") + ZSTD_getErrorName(left));
+      if (left == 0 && src.pos == src.size) return;
+      if (dst.pos == dst.size) fail(Errc::internal, "zstd: the frame outgrew its bound");
+    }
+  };
+  const std::size_t first = std::min<std::size_t>(content.size, kZstdFirstBlock);
+  if (first < content.size) run(0, first, ZSTD_e_flush);
+  run(first < content.size ? first : 0, content.size, ZSTD_e_end);
+  return dst.pos;
 }
 
 void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what) {

@@ -10,8 +10,14 @@
 
 namespace kiln {
 
+// What the writer puts in a frame's first block alone: a reader telling a member by its first
+// bytes (a PTX member's .version and .target) then decodes this much, not a whole block of up to
+// 128 KiB (FORMAT.md §4).
+constexpr std::size_t kZstdFirstBlock = 4096;
+
 // One frame, content size recorded, no checksum (SHA-256 covers it), single-threaded so
-// that the output depends only on the input and the level.
+// that the output depends only on the input and the level; its first kZstdFirstBlock bytes of
+// content are a block of their own.
 std::vector<std::uint8_t> zstd_compress(ByteView content, int level);
 
 // The same frames, from one context kept for many members: creating a context and its tables

@@ -56,12 +56,13 @@ CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
   return info;
 }
 
-CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
-  std::string_view text = bytes.as_chars();
-  std::string version, target;
+namespace {
+
+// The .version and .target directives among the first kPtxDirectivesWithin bytes: they come
+// first, before any function.
+void ptx_directives(std::string_view text, std::string* version, std::string* target) {
   std::size_t pos = 0;
-  // The directives come first, before any function; 64 KiB is ample to find them.
-  while (pos < text.size() && pos < kPtxDirectivesWithin && (version.empty() || target.empty())) {
+  while (pos < text.size() && pos < kPtxDirectivesWithin && (version->empty() || target->empty())) {
     std::size_t nl = text.find('\n', pos);
     std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
@@ -75,9 +76,22 @@ CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
       std::size_t e = rest.find_first_of(" \t\r,/", b);
       return std::string(rest.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b));
     };
-    if (line.rfind(".version", 0) == 0) version = word_after(".version");
-    else if (line.rfind(".target", 0) == 0) target = word_after(".target");
+    if (line.rfind(".version", 0) == 0) *version = word_after(".version");
+    else if (line.rfind(".target", 0) == 0) *target = word_after(".target");
   }
+}
+
+}  // namespace
+
+bool has_ptx_directives(ByteView bytes) {
+  std::string version, target;
+  ptx_directives(bytes.as_chars(), &version, &target);
+  return !version.empty() && !target.empty();
+}
+
+CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
+  std::string version, target;
+  ptx_directives(bytes.as_chars(), &version, &target);
   if (target.rfind("sm_", 0) != 0 || target.size() < 5 || !is_digit(target[3])) {
     fail(Errc::code_object, what + ": no '.target sm_XY' directive found; not PTX");
   }

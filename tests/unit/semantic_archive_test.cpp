@@ -236,6 +236,59 @@ TEST_F(Semantic, ABrokenZstdFrameInACodeMemberIsRefusedWithoutDeep) {
   }
 }
 
+// PTX whose first 4 KiB end inside its `.target` line ("sm_9" of "sm_90"), after a long comment:
+// the default level decodes the first 4 KiB, finds no whole `.target` line there, and reads on
+// to 64 KiB, identifying it as what it is. (Read as "sm_9", it would be refused as not PTX.)
+std::vector<std::uint8_t> ptx_with_target_across(std::size_t cut) {
+  const std::string head = "//\n// Generated for a kiln test\n//\n.version 8.0\n";
+  std::string comment = "// ";
+  const std::string target = ".target sm_9";  // the cut falls after this
+  while (head.size() + comment.size() + 1 + target.size() < cut) comment += 'x';
+  std::string text = head + comment + "\n" + target + "0\n.address_size 64\n";
+  text += ".visible .entry add_f32(\n\t.param .u64 add_f32_param_0,\n\t.param .u32 add_f32_param_1\n)\n{\n\tret;\n}\n";
+  for (int i = 0; i < 2000; ++i) text += "// padding so the member compresses and runs past the first block\n";
+  return test::bytes_of(text);
+}
+
+TEST_F(Semantic, PtxWhoseTargetLineCrossesTheFirstFourKibIsIdentifiedWithoutDeep) {
+  test::RawArchive raw = base();
+  std::size_t i = position(raw, "k.ptx");
+  std::vector<std::uint8_t> content = ptx_with_target_across(kZstdFirstBlock);
+  ASSERT_EQ(std::string(content.begin() + kZstdFirstBlock - 12, content.begin() + kZstdFirstBlock), ".target sm_9");
+  replace_with_frame(raw, i, zstd_compress(ByteView(content), 3), content);
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  EXPECT_NO_THROW(open_trusted(bytes)->verify_all(1, false, nullptr));
+}
+
+TEST(ZstdWriter, AFramesFirstBlockHoldsExactlyTheFirstFourKibOfContent) {
+  // A reader telling a member by its first bytes decodes the frame's first block only; the
+  // writer makes that block the first kZstdFirstBlock bytes (FORMAT.md §4).
+  std::string text;
+  for (int i = 0; text.size() < 200000; ++i) text += "line " + std::to_string(i * 7919 % 1000) + " of a member\n";
+  std::vector<std::uint8_t> content(text.begin(), text.end());
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 9);
+  EXPECT_EQ(zstd_decompress_exact(ByteView(frame), content.size(), "frame"), content);
+  // The frame header: magic, descriptor, [window], [dictionary id], content size.
+  const std::uint8_t fhd = frame[4];
+  const bool single = fhd & 0x20;
+  const std::size_t fcs[] = {single ? 1u : 0u, 2, 4, 8};
+  const std::size_t dict[] = {0, 1, 2, 4};
+  std::size_t at = 4 + 1 + (single ? 0 : 1) + dict[fhd & 3] + fcs[fhd >> 6];
+  const std::uint32_t block = frame[at] | frame[at + 1] << 8 | frame[at + 2] << 16;
+  const std::uint32_t type = (block >> 1) & 3, size = block >> 3;
+  ASSERT_FALSE(block & 1) << "the first block must not be the last";
+  // Decoding the frame up to the end of its first block gives exactly the first 4 KiB.
+  const std::size_t first_block_end = at + 3 + (type == 1 ? 1 : size);
+  ZstdStreamDecoder decoder(content.size(), "frame");
+  std::vector<std::uint8_t> got;
+  decoder.feed(ByteView(frame.data(), first_block_end), [&](ByteView out) { got.insert(got.end(), out.data, out.data + out.size); });
+  ASSERT_EQ(got.size(), kZstdFirstBlock);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), content.begin()));
+  // Small content is one block, as before.
+  std::vector<std::uint8_t> small(content.begin(), content.begin() + 1000);
+  EXPECT_EQ(zstd_decompress_exact(ByteView(zstd_compress(ByteView(small), 9)), small.size(), "small"), small);
+}
+
 // A frame header (magic, descriptor, window descriptor, 8-byte content size) followed by the
 // blocks of a real frame: the header alone decides whether the window is acceptable.
 std::vector<std::uint8_t> frame_with_header(std::uint8_t descriptor, int window_exponent, std::uint64_t content_size,
