@@ -468,21 +468,26 @@ std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
 }
 
 std::vector<std::uint8_t> Archive::copy_stored_checked(std::size_t i) const {
+  std::vector<std::uint8_t> stored(static_cast<std::size_t>(entry(i).stored_size));
+  copy_stored_checked_to(i, stored.data());
+  return stored;
+}
+
+void Archive::copy_stored_checked_to(std::size_t i, std::uint8_t* out) const {
   const format::Entry& e = entry(i);
   // Copied and hashed a piece at a time, each piece hashed while it is still in the cache: one
   // pass over memory, as reading a file into a small buffer and hashing it would be.
   constexpr std::uint64_t kPiece = 256 * 1024;
-  std::vector<std::uint8_t> stored(static_cast<std::size_t>(e.stored_size));
   Sha256Stream hash;
   for (std::uint64_t at = 0; at < e.stored_size; at += kPiece) {
     const std::uint64_t n = std::min(kPiece, e.stored_size - at);
     if (mapping_) {
-      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), stored.data() + at);
+      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), out + at);
     } else {
       ByteView view = memory_.sub(file_offset(e.offset + at, n), n);
-      std::memcpy(stored.data() + at, view.data, view.size);
+      std::memcpy(out + at, view.data, view.size);
     }
-    hash.update(stored.data() + at, static_cast<std::size_t>(n));
+    hash.update(out + at, static_cast<std::size_t>(n));
   }
   Sha256 got = hash.finish();
   if (got != e.stored_sha256) {
@@ -490,7 +495,24 @@ std::vector<std::uint8_t> Archive::copy_stored_checked(std::size_t i) const {
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
   }
   verified_flag(i).store(true, std::memory_order_release);
-  return stored;
+}
+
+ByteView Archive::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {
+  const format::Entry& e = entry(i);
+  if (e.compression != format::Compression::none) {
+    buffer = read_member(i);
+    return ByteView(buffer);
+  }
+  if (e.content_size > max_member_size_) {
+    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
+                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
+  }
+  require_present(i);
+  if (buffer.size() < e.stored_size) buffer.resize(static_cast<std::size_t>(e.stored_size));
+  copy_stored_checked_to(i, buffer.data());
+  ByteView content(buffer.data(), static_cast<std::size_t>(e.stored_size));
+  if (auto p = format::nested_archive_problem(e.path, content); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+  return content;
 }
 
 std::vector<std::uint8_t> Archive::read_member_prefix(std::size_t i, std::size_t limit) const {

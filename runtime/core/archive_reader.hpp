@@ -110,6 +110,10 @@ class Archive {
   // comes first so that a file changed underneath cannot swap bytes after the check.
   std::vector<std::uint8_t> read_member(std::size_t i) const;
   std::vector<std::uint8_t> read_member(const std::string& path) const;
+  // The same for a member stored raw, into `buffer` (grown when too small, never shrunk), and the
+  // bytes as a view into it: a caller reading many members reuses one buffer instead of
+  // allocating, zeroing and freeing one per member. A compressed member is read_member's.
+  ByteView read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const;
   // Member i's stored bytes checked as read_member checks them (digest, and the zstd frame's
   // header), and the first `limit` bytes of its content, decompressing no further: what telling a
   // code object by its headers needs at the default verification level. The content digest is
@@ -172,6 +176,8 @@ class Archive {
   // Member i's stored bytes, copied out and checked against the index (the flag set): the one
   // place read_member and read_member_prefix take them from. The caller has checked presence.
   std::vector<std::uint8_t> copy_stored_checked(std::size_t i) const;
+  // The same into `out` (stored_size bytes), piece by piece, each piece hashed while in cache.
+  void copy_stored_checked_to(std::size_t i, std::uint8_t* out) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;

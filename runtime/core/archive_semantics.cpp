@@ -181,21 +181,29 @@ void check_archive_semantics(const Archive& archive, unsigned threads) {
     // compressed PTX member is decompressed to its first 4 KiB, where compilers write them (and
     // which kiln's writer makes a zstd block of their own), and to 64 KiB only when they are not
     // there. Anything else, or PTX whose first bytes are another format's magic, is read whole.
-    std::vector<std::uint8_t> bytes;
+    // Whole members go through one buffer per thread: thousands of cubins are otherwise as many
+    // allocations of fresh, zeroed pages.
+    thread_local std::vector<std::uint8_t> buffer;
+    constexpr std::size_t kKeptBuffer = 8u << 20;
+    std::vector<std::uint8_t> prefix;
+    ByteView bytes;
     if (e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd) {
-      bytes = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock), e.content_size);
-      if (bytes.size() < e.content_size && !has_ptx_directives(ByteView(bytes))) {
-        bytes = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin), e.content_size);
+      prefix = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock), e.content_size);
+      if (prefix.size() < e.content_size && !has_ptx_directives(ByteView(prefix))) {
+        prefix = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin), e.content_size);
       }
+      bytes = ByteView(prefix);
+      if (prefix.size() < e.content_size && has_binary_code_magic(bytes)) bytes = archive.read_member_into(i, buffer);
     } else {
-      bytes = archive.read_member(i);
+      bytes = archive.read_member_into(i, buffer);
     }
-    if (bytes.size() < e.content_size && has_binary_code_magic(ByteView(bytes))) bytes = archive.read_member(i);
     try {
-      infos[i] = inspect_code_object(ByteView(bytes), "member '" + e.path + "'");
+      infos[i] = inspect_code_object(bytes, "member '" + e.path + "'");
     } catch (const Error& error) {
       fail(Errc::integrity, where + error.what() + " (indexed as " + format::code_kind_name(e.kind) + " for " + e.arch + ")");
     }
+    // A buffer grown for an unusually large member is not kept for the thread's lifetime.
+    if (buffer.capacity() > kKeptBuffer) std::vector<std::uint8_t>().swap(buffer);
     if (std::string p = code_entry_problem(e, infos[i]); !p.empty()) fail(Errc::integrity, where + p);
   });
   for (const KernelSpec& k : m.kernels) {
