@@ -47,7 +47,7 @@ void check(const cuda::Driver& d, cuda::CUresult r, const std::string& what) {
 
 // The runtime's CUDA backend: verify --run allocates, copies and times on its devices.
 cuda::CudaBackend& cuda_backend(engine::Runtime& rt) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(rt.backend(format::Backend::cuda));
+  auto* b = dynamic_cast<cuda::CudaBackend*>(rt.backend(format::Vendor::cuda));
   if (b == nullptr) fail(Errc::internal, "this libkiln has no CUDA backend");
   return *b;
 }

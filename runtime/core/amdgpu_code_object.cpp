@@ -72,7 +72,7 @@ CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what) {
   id += feature("sramecc", h.flags & 0xc00, 0x400, 0x800, 0xc00);
   id += feature("xnack", h.flags & 0x300, 0x100, 0x200, 0x300);
   CodeObjectInfo info;
-  info.backend = format::Backend::hip;
+  info.backend = format::Vendor::hip;
   info.kind = format::CodeKind::amdgpu_elf;
   info.targets.push_back(id);
   info.detail = "AMDGPU code object v" + std::to_string(h.abi_version + 2);
@@ -91,7 +91,7 @@ CodeObjectInfo inspect_offload_bundle(ByteView bytes, const std::string& what) {
   std::uint64_t count = r.u64();
   if (count == 0 || count > 1024) fail(Errc::code_object, what + ": offload bundle entry count " + std::to_string(count) + " is out of range");
   CodeObjectInfo info;
-  info.backend = format::Backend::hip;
+  info.backend = format::Vendor::hip;
   info.kind = format::CodeKind::offload_bundle;
   for (std::uint64_t i = 0; i < count; ++i) {
     std::uint64_t offset = r.u64(), size = r.u64(), id_len = r.u64();

@@ -26,8 +26,8 @@ std::string join_targets(const std::vector<std::string>& targets) {
   return out;
 }
 
-bool backend_serves(const std::string& kernel_backend, format::Backend b) {
-  if (kernel_backend == "any") return b == format::Backend::cuda || b == format::Backend::hip;
+bool backend_serves(const std::string& kernel_backend, format::Vendor b) {
+  if (kernel_backend == "any") return b == format::Vendor::cuda || b == format::Vendor::hip;
   return kernel_backend == format::backend_name(b);
 }
 

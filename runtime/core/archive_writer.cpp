@@ -107,7 +107,7 @@ format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& me
       bad("member '" + m.path + "' is given more than one content");
     }
     bool is_code = m.role == format::Role::code;
-    if (is_code != (m.kind != format::CodeKind::none) || is_code != (m.backend != format::Backend::none) ||
+    if (is_code != (m.kind != format::CodeKind::none) || is_code != (m.backend != format::Vendor::none) ||
         is_code == m.arch.empty()) {
       bad("member '" + m.path + "': backend, kind and arch are set exactly for code members");
     }

@@ -32,7 +32,7 @@ struct InputFile {
 struct MemberInput {
   std::string path;
   format::Role role = format::Role::meta;
-  format::Backend backend = format::Backend::none;
+  format::Vendor backend = format::Vendor::none;
   format::CodeKind kind = format::CodeKind::none;
   std::string arch;
   // The content, exactly one of: bytes held here; a mapped input file (large files, so that

@@ -12,7 +12,7 @@
 namespace kiln {
 
 struct CodeObjectInfo {
-  format::Backend backend = format::Backend::none;
+  format::Vendor backend = format::Vendor::none;
   format::CodeKind kind = format::CodeKind::none;
   std::vector<std::string> targets;  // sm_90a, compute_90, gfx90a:xnack+, ... as found in the file
   std::string detail;                // e.g. "PTX ISA 9.0", "ELF ABI v8", "code object v5"

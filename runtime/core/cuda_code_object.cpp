@@ -49,7 +49,7 @@ CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
     arch = noted;
   }
   CodeObjectInfo info;
-  info.backend = format::Backend::cuda;
+  info.backend = format::Vendor::cuda;
   info.kind = format::CodeKind::cubin;
   info.targets.push_back(arch);
   info.detail = "cubin, ELF ABI v" + std::to_string(h.abi_version);
@@ -97,7 +97,7 @@ CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what) {
   }
   if (version.empty()) fail(Errc::code_object, what + ": no '.version' directive found; not PTX");
   CodeObjectInfo info;
-  info.backend = format::Backend::cuda;
+  info.backend = format::Vendor::cuda;
   info.kind = format::CodeKind::ptx;
   info.targets.push_back("compute_" + target.substr(3));
   info.detail = "PTX ISA " + version;
@@ -116,7 +116,7 @@ CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what) {
   std::uint64_t body = r.u64();
   if (header_size != 16 || body > bytes.size - 16) fail(Errc::code_object, what + ": fatbin header sizes are inconsistent");
   CodeObjectInfo info;
-  info.backend = format::Backend::cuda;
+  info.backend = format::Vendor::cuda;
   info.kind = format::CodeKind::fatbin;
   std::uint64_t off = 16, end = 16 + body;
   while (off < end) {

@@ -25,11 +25,11 @@ const char* role_name(Role r) {
   return "?";
 }
 
-const char* backend_name(Backend b) {
+const char* backend_name(Vendor b) {
   switch (b) {
-    case Backend::none: return "none";
-    case Backend::cuda: return "cuda";
-    case Backend::hip: return "hip";
+    case Vendor::none: return "none";
+    case Vendor::cuda: return "cuda";
+    case Vendor::hip: return "hip";
   }
   return "?";
 }
@@ -58,8 +58,8 @@ bool parse_role(const std::string& s, Role* out) {
   return false;
 }
 
-bool parse_backend(const std::string& s, Backend* out) {
-  for (Backend b : {Backend::cuda, Backend::hip}) {
+bool parse_backend(const std::string& s, Vendor* out) {
+  for (Vendor b : {Vendor::cuda, Vendor::hip}) {
     if (s == backend_name(b)) {
       *out = b;
       return true;

@@ -56,7 +56,9 @@ constexpr std::size_t kMaxSignerLength = 128;
 constexpr std::uint64_t kMaxManifestSize = 16ull << 20;
 
 enum class Role : std::uint8_t { manifest = 1, code = 2, source = 3, ir = 4, testdata = 5, meta = 6 };
-enum class Backend : std::uint8_t { none = 0, cuda = 1, hip = 2 };
+// The index's backend byte (§3): whose code a member is. Named Vendor so that it is not
+// confused with backend::Backend, the interface a vendor implements.
+enum class Vendor : std::uint8_t { none = 0, cuda = 1, hip = 2 };
 enum class CodeKind : std::uint8_t {
   none = 0,
   cubin = 1,
@@ -68,11 +70,11 @@ enum class CodeKind : std::uint8_t {
 enum class Compression : std::uint8_t { none = 0, zstd = 1 };
 
 const char* role_name(Role r);
-const char* backend_name(Backend b);
+const char* backend_name(Vendor b);
 const char* code_kind_name(CodeKind k);
 const char* compression_name(Compression c);
 bool parse_role(const std::string& s, Role* out);
-bool parse_backend(const std::string& s, Backend* out);
+bool parse_backend(const std::string& s, Vendor* out);
 
 struct Header {
   std::uint64_t index_offset = 0;
@@ -87,7 +89,7 @@ struct Header {
 struct Entry {
   std::string path;
   Role role = Role::meta;
-  Backend backend = Backend::none;
+  Vendor backend = Vendor::none;
   CodeKind kind = CodeKind::none;
   Compression compression = Compression::none;
   std::string arch;  // comma-separated target tags for code objects, empty otherwise

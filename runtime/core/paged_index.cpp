@@ -49,11 +49,11 @@ Entry decode_entry(ByteReader& r, std::uint64_t position) {
   if (kind > 5) r.fail_here(where() + ": unknown code kind " + std::to_string(kind));
   if (compression > 1) r.fail_here(where() + ": unknown compression " + std::to_string(compression));
   e.role = static_cast<Role>(role);
-  e.backend = static_cast<Backend>(backend);
+  e.backend = static_cast<Vendor>(backend);
   e.kind = static_cast<CodeKind>(kind);
   e.compression = static_cast<Compression>(compression);
   bool is_code = e.role == Role::code;
-  if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Backend::none)) {
+  if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Vendor::none)) {
     r.fail_here(where() + ": backend and code kind are set exactly for code members");
   }
   if (e.role == Role::manifest && e.path != kManifestPath) {

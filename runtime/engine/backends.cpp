@@ -7,7 +7,7 @@ namespace kiln::engine {
 namespace {
 
 struct Vendor {
-  format::Backend id;
+  format::Vendor id;
   const char* gpus;  // "an NVIDIA GPU": what a described target of this vendor is, in reasons
   std::unique_ptr<backend::Backend> (*for_devices)(const kiln_runtime_options& options);
   std::unique_ptr<backend::Backend> (*for_target)(const DescribedTarget& target);
@@ -15,12 +15,12 @@ struct Vendor {
 
 // In the order a kernel with code for several vendors (backend "any") tries them.
 const Vendor kVendors[] = {
-    {format::Backend::cuda, "an NVIDIA GPU",
+    {format::Vendor::cuda, "an NVIDIA GPU",
      [](const kiln_runtime_options& o) -> std::unique_ptr<backend::Backend> {
        return std::make_unique<cuda::CudaBackend>(o.cuda_driver_path != nullptr ? o.cuda_driver_path : "");
      },
      described_cuda},
-    {format::Backend::hip, "an AMD GPU",
+    {format::Vendor::hip, "an AMD GPU",
      [](const kiln_runtime_options& o) -> std::unique_ptr<backend::Backend> {
        return std::make_unique<hip::HipBackend>(o.hip_runtime_path != nullptr ? o.hip_runtime_path : "");
      },
@@ -48,7 +48,7 @@ backend::BackendList described_backends(const DescribedTarget& target) {
   return list;
 }
 
-backend::Backend* find_backend(const backend::BackendList& list, format::Backend vendor) {
+backend::Backend* find_backend(const backend::BackendList& list, format::Vendor vendor) {
   for (const auto& b : list) {
     if (b->format_backend() == vendor) return b.get();
   }

@@ -15,6 +15,6 @@ backend::BackendList device_backends(const kiln_runtime_options& options);
 // one has no device ("target sm_90 is an NVIDIA GPU").
 backend::BackendList described_backends(const DescribedTarget& target);
 // The backend of `vendor` in `list`, or null.
-backend::Backend* find_backend(const backend::BackendList& list, format::Backend vendor);
+backend::Backend* find_backend(const backend::BackendList& list, format::Vendor vendor);
 
 }  // namespace kiln::engine

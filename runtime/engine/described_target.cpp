@@ -48,7 +48,7 @@ class DescribedCuda final : public backend::Backend {
                      ", " + (driver_given_ ? "driver " + info_.driver_version : "driver not given: assumed new enough") + ")";
   }
   const char* vendor() const override { return "CUDA"; }
-  format::Backend format_backend() const override { return format::Backend::cuda; }
+  format::Vendor format_backend() const override { return format::Vendor::cuda; }
   const char* launch_call() const override { return "cuLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
@@ -95,7 +95,7 @@ class DescribedHip final : public backend::Backend {
                      ")";
   }
   const char* vendor() const override { return "HIP"; }
-  format::Backend format_backend() const override { return format::Backend::hip; }
+  format::Vendor format_backend() const override { return format::Vendor::hip; }
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
@@ -121,11 +121,11 @@ class DescribedHip final : public backend::Backend {
 // The vendor the described target is not: no device of it.
 class NoDevice final : public backend::Backend {
  public:
-  NoDevice(format::Backend which, std::string why) : which_(which), why_(std::move(why)) {}
-  const char* vendor() const override { return which_ == format::Backend::cuda ? "CUDA" : "HIP"; }
-  format::Backend format_backend() const override { return which_; }
+  NoDevice(format::Vendor which, std::string why) : which_(which), why_(std::move(why)) {}
+  const char* vendor() const override { return which_ == format::Vendor::cuda ? "CUDA" : "HIP"; }
+  format::Vendor format_backend() const override { return which_; }
   const char* launch_call() const override {
-    return which_ == format::Backend::cuda ? "cuLaunchKernel" : "hipModuleLaunchKernel";
+    return which_ == format::Vendor::cuda ? "cuLaunchKernel" : "hipModuleLaunchKernel";
   }
   const backend::DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
     *reason = KILN_REASON_NO_DEVICE;
@@ -143,7 +143,7 @@ class NoDevice final : public backend::Backend {
   std::string describe_error(int) const override { return ""; }
 
  private:
-  format::Backend which_;
+  format::Vendor which_;
   std::string why_;
 };
 
@@ -181,7 +181,7 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
                                               "." + std::to_string(code.minor) + ", which no NVIDIA GPU has (known: " +
                                               known_cuda_devices() + ")");
     }
-    t.vendor = format::Backend::cuda;
+    t.vendor = format::Vendor::cuda;
     t.spec.cc_major = code.major;
     t.spec.cc_minor = code.minor;
     if (!driver.empty()) {
@@ -194,7 +194,7 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
     return t;
   }
   if (hip::parse_target_id(text, &t.amd)) {
-    t.vendor = format::Backend::hip;
+    t.vendor = format::Vendor::hip;
     if (!hip::generic_family(t.amd.processor).empty()) {
       throw Error(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
     }
@@ -217,7 +217,7 @@ std::unique_ptr<backend::Backend> described_hip(const DescribedTarget& target) {
   return std::make_unique<DescribedHip>(target);
 }
 
-std::unique_ptr<backend::Backend> described_without_device(format::Backend vendor, const std::string& why) {
+std::unique_ptr<backend::Backend> described_without_device(format::Vendor vendor, const std::string& why) {
   return std::make_unique<NoDevice>(vendor, why);
 }
 

@@ -19,7 +19,7 @@ namespace kiln::engine {
 
 struct DescribedTarget {
   std::string text;         // as given: "sm_90a", "gfx90a:xnack-"
-  format::Backend vendor = format::Backend::none;  // cuda or hip
+  format::Vendor vendor = format::Vendor::none;  // cuda or hip
   cuda::DeviceSpec spec;    // CUDA: cc and driver (driver_version 0: not given)
   hip::TargetId amd;        // AMD: the device's target ID
 };
@@ -34,6 +34,6 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
 std::unique_ptr<backend::Backend> described_cuda(const DescribedTarget& target);
 std::unique_ptr<backend::Backend> described_hip(const DescribedTarget& target);
 // A vendor's backend with no device, every query answered with `why`.
-std::unique_ptr<backend::Backend> described_without_device(format::Backend vendor, const std::string& why);
+std::unique_ptr<backend::Backend> described_without_device(format::Vendor vendor, const std::string& why);
 
 }  // namespace kiln::engine

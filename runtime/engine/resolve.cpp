@@ -107,8 +107,8 @@ void Archive::resolve(Kernel& k) { resolve(k, runtime_.backends()); }
 
 void Archive::resolve(Kernel& k, const kiln::backend::BackendList& backends) {
   const std::vector<std::size_t> code_members = check_code_references(k);
-  kiln::format::Backend vendor = kiln::format::Backend::none;
-  if (kiln::format::parse_backend(k.spec_.backend, &vendor) && vendor != kiln::format::Backend::none) {
+  kiln::format::Vendor vendor = kiln::format::Vendor::none;
+  if (kiln::format::parse_backend(k.spec_.backend, &vendor) && vendor != kiln::format::Vendor::none) {
     if (kiln::backend::Backend* b = find_backend(backends, vendor)) return resolve_on(*b, k, code_members);
   } else if (k.spec_.backend == "any" && !backends.empty()) {
     // One kernel with code for several vendors: this ordinal's device of each vendor in turn

@@ -83,6 +83,6 @@ std::string Runtime::last_error() const {
   return last_error_;
 }
 
-backend::Backend* Runtime::backend(format::Backend vendor) const { return find_backend(backends_, vendor); }
+backend::Backend* Runtime::backend(format::Vendor vendor) const { return find_backend(backends_, vendor); }
 
 }  // namespace kiln::engine

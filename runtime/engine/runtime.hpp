@@ -69,7 +69,7 @@ class Runtime {
   // several vendors tries them; `backend` finds one vendor's (kiln's own tools: verify --run
   // allocates and times on a CUDA device's context), or null.
   const kiln::backend::BackendList& backends() const { return backends_; }
-  kiln::backend::Backend* backend(kiln::format::Backend vendor) const;
+  kiln::backend::Backend* backend(kiln::format::Vendor vendor) const;
   kiln::engine::Stats& stats() { return stats_; }
   // Where diagnostic bundles go ("" for nowhere): the option, else KILN_DIAG_DIR.
   const std::string& diag_dir() const { return diag_dir_; }

@@ -58,7 +58,7 @@ inline std::string make_archive(const std::string& dir, std::uint64_t sequence) 
   std::string ptx = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
   std::vector<MemberInput> members(3);
   members[0].path = "kiln.toml", members[0].role = format::Role::manifest, members[0].content.assign(manifest.begin(), manifest.end());
-  members[1].path = "k.ptx", members[1].role = format::Role::code, members[1].backend = format::Backend::cuda,
+  members[1].path = "k.ptx", members[1].role = format::Role::code, members[1].backend = format::Vendor::cuda,
   members[1].kind = format::CodeKind::ptx, members[1].arch = "compute_80", members[1].content.assign(ptx.begin(), ptx.end());
   // Bulk, so that writing the archive into the store takes many crash points.
   members[2].path = "bulk.bin", members[2].role = format::Role::meta;

@@ -28,7 +28,7 @@ constexpr const char* kAbsentHip = "libamdhip64-absent-for-this-test.so.5";
 struct Case {
   std::string name;
   std::function<std::unique_ptr<backend::Backend>()> make;
-  format::Backend vendor;
+  format::Vendor vendor;
   // What must be true of its device: "present" (described targets), "absent: <text the why names>",
   // or "either" (this host's real backends: a device where the machine has one).
   std::string device;
@@ -40,24 +40,24 @@ engine::DescribedTarget described(const char* target) { return engine::parse_des
 
 std::vector<Case> cases() {
   return {
-      {"cuda_this_host", [] { return std::make_unique<cuda::CudaBackend>(""); }, format::Backend::cuda, "either"},
-      {"cuda_without_its_driver", [] { return std::make_unique<cuda::CudaBackend>(kAbsentCuda); }, format::Backend::cuda,
+      {"cuda_this_host", [] { return std::make_unique<cuda::CudaBackend>(""); }, format::Vendor::cuda, "either"},
+      {"cuda_without_its_driver", [] { return std::make_unique<cuda::CudaBackend>(kAbsentCuda); }, format::Vendor::cuda,
        std::string("absent: ") + kAbsentCuda},
-      {"hip_this_host", [] { return std::make_unique<hip::HipBackend>(""); }, format::Backend::hip, "either"},
-      {"hip_without_its_runtime", [] { return std::make_unique<hip::HipBackend>(kAbsentHip); }, format::Backend::hip,
+      {"hip_this_host", [] { return std::make_unique<hip::HipBackend>(""); }, format::Vendor::hip, "either"},
+      {"hip_without_its_runtime", [] { return std::make_unique<hip::HipBackend>(kAbsentHip); }, format::Vendor::hip,
        std::string("absent: ") + kAbsentHip},
-      {"described_sm_90a", [] { return engine::described_cuda(described("sm_90a")); }, format::Backend::cuda, "present"},
-      {"described_sm_80", [] { return engine::described_cuda(described("sm_80")); }, format::Backend::cuda, "present"},
-      {"described_gfx90a", [] { return engine::described_hip(described("gfx90a:xnack-")); }, format::Backend::hip, "present"},
+      {"described_sm_90a", [] { return engine::described_cuda(described("sm_90a")); }, format::Vendor::cuda, "present"},
+      {"described_sm_80", [] { return engine::described_cuda(described("sm_80")); }, format::Vendor::cuda, "present"},
+      {"described_gfx90a", [] { return engine::described_hip(described("gfx90a:xnack-")); }, format::Vendor::hip, "present"},
       {"described_sm_90_as_seen_by_hip",
        [] {
          backend::BackendList list = engine::described_backends(described("sm_90"));
          for (auto& b : list) {
-           if (b->format_backend() == format::Backend::hip) return std::move(b);
+           if (b->format_backend() == format::Vendor::hip) return std::move(b);
          }
          return std::unique_ptr<backend::Backend>();
        },
-       format::Backend::hip, "absent: target sm_90 is an NVIDIA GPU"},
+       format::Vendor::hip, "absent: target sm_90 is an NVIDIA GPU"},
   };
 }
 
@@ -68,7 +68,7 @@ class BackendConformance : public ::testing::TestWithParam<Case> {
     ASSERT_NE(backend_, nullptr);
     device_ = backend_->device(0, &reason_, &why_);
   }
-  bool cuda() const { return GetParam().vendor == format::Backend::cuda; }
+  bool cuda() const { return GetParam().vendor == format::Vendor::cuda; }
   // A tag of this vendor for an architecture other than the device's, and one of the other vendor.
   std::string other_arch_of_this_vendor() const {
     if (cuda()) return device_->arch == "sm_80" ? "sm_90a" : "sm_80";

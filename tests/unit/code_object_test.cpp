@@ -35,7 +35,7 @@ TEST(CudaCodeObjects, NvccCubinsAndPtxReportTheirRealArch) {
     std::vector<std::uint8_t> bytes = example_file(c.file);
     ASSERT_FALSE(bytes.empty()) << c.file;
     CodeObjectInfo info = inspect_code_object(ByteView(bytes), c.file);
-    EXPECT_EQ(info.backend, format::Backend::cuda) << c.file;
+    EXPECT_EQ(info.backend, format::Vendor::cuda) << c.file;
     EXPECT_EQ(info.kind, c.kind) << c.file;
     ASSERT_EQ(info.targets.size(), 1u) << c.file;
     EXPECT_EQ(info.targets[0], c.target) << c.file;

@@ -84,7 +84,7 @@ TEST(AmdCodeObjectsFromHipcc, EveryTargetIdIsReadFromTheFile) {
     std::string bytes = ss.str();
     ASSERT_FALSE(bytes.empty()) << file;
     CodeObjectInfo info = inspect_code_object(ByteView(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), file);
-    EXPECT_EQ(info.backend, format::Backend::hip) << file;
+    EXPECT_EQ(info.backend, format::Vendor::hip) << file;
     EXPECT_EQ(info.kind, format::CodeKind::offload_bundle) << file;
     ASSERT_EQ(info.targets.size(), 1u) << file;
     EXPECT_EQ(info.targets[0], id) << file;

@@ -162,7 +162,7 @@ TEST_F(Semantic, AVariantBuiltForAnotherTargetIsRefusedByVerifyAndByTheRuntime) 
   MemberInput v;
   v.path = "v.ptx";
   v.role = format::Role::code;
-  v.backend = format::Backend::cuda;
+  v.backend = format::Vendor::cuda;
   v.kind = format::CodeKind::ptx;
   v.arch = "compute_80";  // the truth: the bytes say .target sm_80
   v.content = test::bytes_of(test::small_ptx("sm_80"));
@@ -189,7 +189,7 @@ TEST_F(Semantic, ACodeEntryPointingAtTheSourceIsRefused) {
                                        /*keep_code=*/false);
   format::Entry& e = raw.index.entries[position(raw, "src/add.cu")];
   e.role = format::Role::code;
-  e.backend = format::Backend::cuda;
+  e.backend = format::Vendor::cuda;
   e.kind = format::CodeKind::ptx;
   e.arch = "compute_90";
   expect_refused(raw, Errc::integrity, "member 'src/add.cu'");

@@ -54,7 +54,7 @@ std::vector<MemberInput> small_members(const PackageIdentity& id) {
   MemberInput code;
   code.path = "k.ptx";
   code.role = format::Role::code;
-  code.backend = format::Backend::cuda;
+  code.backend = format::Vendor::cuda;
   code.kind = format::CodeKind::ptx;
   code.arch = "compute_90";
   code.content = bytes_of(small_ptx());

@@ -273,7 +273,7 @@ TEST(Variants, APackRefusesAVariantThatIsNotTheKernelsKindOfCodeForItsTargets) {
   // verify and the runtime share): the same kind of code for the same targets.
   format::Entry own, variant;
   own.path = "g.90.ptx", variant.path = "g.90.k16.cubin";
-  own.backend = variant.backend = format::Backend::cuda;
+  own.backend = variant.backend = format::Vendor::cuda;
   own.kind = format::CodeKind::ptx, variant.kind = format::CodeKind::cubin;
   own.arch = variant.arch = "compute_90";
   const KernelSpec& k = plan.manifest.kernels.at(0);
