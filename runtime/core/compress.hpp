@@ -61,7 +61,7 @@ class ZstdStreamDecoder {
   std::uint64_t content_size_;
   std::string what_;
   void* dctx_;  // ZSTD_DCtx, this thread's
-  std::vector<std::uint8_t> out_;
+  std::vector<std::uint8_t>& out_;  // this thread's output block
   std::uint64_t produced_ = 0;
   bool finished_ = false;
 };
