@@ -11,7 +11,7 @@ namespace {
 
 std::string hex_of(const Sha256& d) { return digest_string(d).substr(7); }  // without "sha256:"
 
-const format::Entry* entry_named(const Archive& archive, const std::string& path) {
+const format::Entry* entry_named(const ArchiveReader& archive, const std::string& path) {
   for (const format::Entry& e : archive.index().entries) {
     if (e.path == path) return &e;
   }
@@ -20,7 +20,7 @@ const format::Entry* entry_named(const Archive& archive, const std::string& path
 
 }  // namespace
 
-std::string gpu_run_statement(const Archive& archive, const RunDevice& device, const std::vector<TestResult>& results,
+std::string gpu_run_statement(const ArchiveReader& archive, const RunDevice& device, const std::vector<TestResult>& results,
                               std::uint64_t unix_time) {
   const format::Index& index = archive.index();
   json::Writer w;

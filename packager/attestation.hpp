@@ -21,7 +21,7 @@ using kiln::kInTotoPayloadType;
 using kiln::kInTotoStatementType;
 
 // The Statement's JSON for a run of `archive`'s test vectors on `device` at `unix_time`.
-std::string gpu_run_statement(const Archive& archive, const RunDevice& device, const std::vector<TestResult>& results,
+std::string gpu_run_statement(const ArchiveReader& archive, const RunDevice& device, const std::vector<TestResult>& results,
                               std::uint64_t unix_time);
 
 using kiln::AttestationFacts;

@@ -33,7 +33,7 @@ void add_attest_command(CLI::App& app) {
     std::string text = read_regular_file_text_nofollow(o->file, kMaxAttestationBytes);
     AttestationFacts f = verify_attestation(text, TrustSet::load(o->trust, kAttestationRole), o->threshold, o->file);
     if (!o->archive.empty()) {
-      std::unique_ptr<Archive> archive = Archive::open_file(o->archive, ReadOptions{});
+      std::unique_ptr<ArchiveReader> archive = ArchiveReader::open_file(o->archive, ReadOptions{});
       std::string digest = digest_string(archive->digest());
       if (digest != f.subject_digest) {
         fail(Errc::refused, o->file + " attests " + f.subject_digest + ", not " + o->archive + " (" + digest + ")");

@@ -20,7 +20,7 @@ namespace {
 
 // Member paths were validated by the reader (relative, no '..', portable characters, no two
 // equal but for case, no file where a folder must go), so each lands where it says.
-std::uint64_t write_members(const Archive& archive, const std::vector<std::size_t>& chosen, StagedFolder& folder) {
+std::uint64_t write_members(const ArchiveReader& archive, const std::vector<std::size_t>& chosen, StagedFolder& folder) {
   std::uint64_t bytes = 0;
   for (std::size_t i : chosen) {
     const format::Entry& e = archive.index().entries[i];
@@ -59,7 +59,7 @@ void add_extract_command(CLI::App& app) {
       trust = TrustSet::load(o->trust);
       options.policy = TrustPolicy{&trust, 1};
     }
-    std::unique_ptr<Archive> archive = Archive::open_file(o->file, options);
+    std::unique_ptr<ArchiveReader> archive = ArchiveReader::open_file(o->file, options);
     std::vector<std::size_t> chosen;
     try {
       // Everything kiln verify --deep checks, before a single byte is written.

@@ -93,7 +93,7 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
 }
 
 // How the index is laid out (FORMAT.md §3): a one-level head (KILNIDX2) or a tree (KILNIDX3).
-std::string index_form_text(const Archive& a) {
+std::string index_form_text(const ArchiveReader& a) {
   const format::IndexHead& head = a.index_head();
   std::string refs = std::to_string(head.refs.size()) + (head.refs.size() == 1 ? " reference" : " references");
   if (!head.tree) return "one level (KILNIDX2): a head of " + refs + " to entry pages";
@@ -103,7 +103,7 @@ std::string index_form_text(const Archive& a) {
 // The attestations a store keeps for the archive (`--store`), or none asked (null).
 using Kept = std::vector<store::StoredAttestation>;
 
-void print_json(const Archive& a, bool checked, const Kept* kept) {
+void print_json(const ArchiveReader& a, bool checked, const Kept* kept) {
   const format::Index& index = a.index();
   json::Writer w;
   w.begin_object()
@@ -206,7 +206,7 @@ void print_json(const Archive& a, bool checked, const Kept* kept) {
   std::cout << w.str() << "\n";
 }
 
-void print_human(const Archive& a, bool checked, const Kept* kept) {
+void print_human(const ArchiveReader& a, bool checked, const Kept* kept) {
   const format::Index& index = a.index();
   const Manifest& m = a.manifest();
   std::cout << a.name() << "  (" << human_size(a.file_size()) << " file"
@@ -287,7 +287,7 @@ void add_inspect_command(CLI::App& app) {
       trust = TrustSet::load(o->trust);
       options.policy = TrustPolicy{&trust, 1};
     }
-    std::unique_ptr<Archive> archive = Archive::open_file(o->file, options);
+    std::unique_ptr<ArchiveReader> archive = ArchiveReader::open_file(o->file, options);
     Kept kept;
     if (!o->store.empty()) kept = store::Store(o->store).attestations(digest_string(archive->digest()));
     const Kept* listed = o->store.empty() ? nullptr : &kept;

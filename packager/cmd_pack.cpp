@@ -19,9 +19,9 @@ namespace {
 // over it with other keys must not drop it silently. Anything at `out` that is not a kiln archive,
 // or one signed only by these keys (a rebuild), is replaced as before.
 void refuse_to_drop_signatures(const std::string& out, const std::vector<PrivateKey>& keys) {
-  std::unique_ptr<Archive> held;
+  std::unique_ptr<ArchiveReader> held;
   try {
-    held = Archive::open_file(out, ReadOptions{});
+    held = ArchiveReader::open_file(out, ReadOptions{});
   } catch (const Error&) {
     return;  // absent, unreadable or not an archive: nothing signed to lose
   }

@@ -86,9 +86,9 @@ void add_verify_command(CLI::App& app) {
     TrustSet trust = TrustSet::load(o->trust);
     ReadOptions options;
     options.policy = TrustPolicy{&trust, o->threshold};
-    std::unique_ptr<Archive> archive;
+    std::unique_ptr<ArchiveReader> archive;
     try {
-      archive = Archive::open_file(o->file, options);
+      archive = ArchiveReader::open_file(o->file, options);
       std::uint64_t total = 0;
       for (const auto& e : archive->index().entries) total += e.stored_size;
       ProgressBar bar("verifying", total);
@@ -234,7 +234,7 @@ void add_digest_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("digest", "Print the archive's identity, sha256:<hex>, and nothing else");
   cmd->add_option("file", *file, "The archive")->required();
   cmd->callback([file] {
-    std::unique_ptr<Archive> archive = Archive::open_file(*file, ReadOptions{});
+    std::unique_ptr<ArchiveReader> archive = ArchiveReader::open_file(*file, ReadOptions{});
     std::cout << digest_string(archive->digest()) << "\n";
   });
 }

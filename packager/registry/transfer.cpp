@@ -23,11 +23,11 @@ namespace {
 
 // Opens and checks an archive the way `kiln verify` does: signatures first (with a trust set),
 // then every member's digest and the archive's own consistency rules.
-std::unique_ptr<Archive> open_verified(const std::string& path, const TrustSet* trust, unsigned threshold, bool follow_links) {
+std::unique_ptr<ArchiveReader> open_verified(const std::string& path, const TrustSet* trust, unsigned threshold, bool follow_links) {
   ReadOptions options;
   if (trust != nullptr) options.policy = TrustPolicy{trust, threshold};
   options.follow_links = follow_links;
-  std::unique_ptr<Archive> a = Archive::open_file(path, options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(path, options);
   a->verify_all(2, false, nullptr);
   return a;
 }
@@ -342,7 +342,7 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
   if (!sparse) client.get_blob(claims.layer, [&out](const char* data, std::size_t n) { out.write(data, n); });
   // The bytes are the layer the manifest names (or, sparse, its ranges). Now the archive itself:
   // what the manifest claims about it is unsigned, so each claim must match what the archive says.
-  std::unique_ptr<Archive> a;
+  std::unique_ptr<ArchiveReader> a;
   try {
     a = open_verified(out.temp_path(), options.trust, options.threshold, false);
   } catch (const Error& e) {

@@ -247,7 +247,7 @@ kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, vo
   }
   if (size != nullptr) *size = 0;
   return guarded_status(&archive->impl.runtime(), "kiln_archive_read_member: the member does not fit the buffer", [&] {
-    const kiln::Archive& reader = archive->impl.reader();
+    const kiln::ArchiveReader& reader = archive->impl.reader();
     long i = reader.find(path);
     if (i < 0) {
       throw Error(Errc::not_found, reader.name() + ": no member named '" + std::string(path) + "'");

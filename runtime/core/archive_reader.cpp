@@ -14,7 +14,7 @@
 
 namespace kiln {
 
-struct Archive::Page {
+struct ArchiveReader::Page {
   Page() = default;
   Page(const Page&) = delete;
   Page& operator=(const Page&) = delete;
@@ -34,12 +34,12 @@ struct Archive::Page {
   std::unique_ptr<std::atomic<bool>[]> verified;
 };
 
-Archive::~Archive() {
+ArchiveReader::~ArchiveReader() {
   for (std::size_t i = 0; top_pages_ && i < head_.refs.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
 }
 
-std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadOptions& options) {
-  std::unique_ptr<Archive> a(new Archive);
+std::unique_ptr<ArchiveReader> ArchiveReader::open_file(const std::string& path, const ReadOptions& options) {
+  std::unique_ptr<ArchiveReader> a(new ArchiveReader);
   a->name_ = path;
   a->mapping_ = std::make_unique<MappedFile>(path, options.follow_links);
   a->file_size_ = a->mapping_->size();
@@ -47,9 +47,9 @@ std::unique_ptr<Archive> Archive::open_file(const std::string& path, const ReadO
   return a;
 }
 
-std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
+std::unique_ptr<ArchiveReader> ArchiveReader::open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
                                               const std::string& name) {
-  std::unique_ptr<Archive> a(new Archive);
+  std::unique_ptr<ArchiveReader> a(new ArchiveReader);
   a->name_ = name;
   a->memory_ = ByteView(data, size);
   a->file_size_ = size;
@@ -57,11 +57,11 @@ std::unique_ptr<Archive> Archive::open_memory(const std::uint8_t* data, std::siz
   return a;
 }
 
-std::vector<std::uint8_t> Archive::copy_out(std::uint64_t offset, std::uint64_t size) const {
+std::vector<std::uint8_t> ArchiveReader::copy_out(std::uint64_t offset, std::uint64_t size) const {
   return copy_physical(file_offset(offset, size), size);
 }
 
-std::uint64_t Archive::file_offset(std::uint64_t offset, std::uint64_t size) const {
+std::uint64_t ArchiveReader::file_offset(std::uint64_t offset, std::uint64_t size) const {
   if (!header_.sparse) return offset;
   format::Located at = format::locate(extents_, offset, size);
   if (at.coverage != format::Coverage::present) {
@@ -73,7 +73,7 @@ std::uint64_t Archive::file_offset(std::uint64_t offset, std::uint64_t size) con
   return at.at;
 }
 
-bool Archive::member_present(std::size_t i) const {
+bool ArchiveReader::member_present(std::size_t i) const {
   const format::Entry& e = entry(i);
   if (!header_.sparse) return true;
   format::Located at = format::locate(extents_, e.offset, e.stored_size);
@@ -84,14 +84,14 @@ bool Archive::member_present(std::size_t i) const {
   return at.coverage == format::Coverage::present;
 }
 
-void Archive::require_present(std::size_t i) const {
+void ArchiveReader::require_present(std::size_t i) const {
   if (member_present(i)) return;
   fail(Errc::not_found, member_label(i) + " is absent from this sparse archive (it holds " +
                             std::to_string(extents_.present_bytes) + " of the complete archive's " +
                             std::to_string(complete_size()) + " bytes); pull the archive whole, or for this GPU's target");
 }
 
-std::vector<std::uint8_t> Archive::copy_physical(std::uint64_t offset, std::uint64_t size) const {
+std::vector<std::uint8_t> ArchiveReader::copy_physical(std::uint64_t offset, std::uint64_t size) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
   if (out.empty()) return out;  // an empty file has no bytes to point at (memcpy from NULL is UB)
   if (mapping_) {
@@ -103,12 +103,12 @@ std::vector<std::uint8_t> Archive::copy_physical(std::uint64_t offset, std::uint
   return out;
 }
 
-ByteView Archive::unchecked_file_bytes() const { return mapping_ ? mapping_->bytes() : memory_; }
+ByteView ArchiveReader::unchecked_file_bytes() const { return mapping_ ? mapping_->bytes() : memory_; }
 
-std::string Archive::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
+std::string ArchiveReader::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
 
 // The three regions of a complete archive tile the file exactly: [header][members][index][signatures].
-void Archive::check_tiling() const {
+void ArchiveReader::check_tiling() const {
   auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
   const std::uint64_t size = file_size_;
   if (header_.index_size == 0 || header_.index_size > format::kMaxIndexSize) {
@@ -133,7 +133,7 @@ void Archive::check_tiling() const {
 
 // A sparse archive: its header's fields bounded on their own (there is no file for them to tile),
 // then the extent table after the header, which must account for every byte of the file.
-void Archive::parse_extent_table() {
+void ArchiveReader::parse_extent_table() {
   try {
     format::check_sparse_header(header_);
     if (file_size_ < format::kHeaderSize + format::kExtentTablePrefix) {
@@ -151,7 +151,7 @@ void Archive::parse_extent_table() {
   }
 }
 
-void Archive::parse(const ReadOptions& options) {
+void ArchiveReader::parse(const ReadOptions& options) {
   max_member_size_ = options.max_member_size;
   auto refuse = [&](const std::string& why) { fail(Errc::malformed, name_ + ": " + why); };
 
@@ -220,7 +220,7 @@ void Archive::parse(const ReadOptions& options) {
   }
 }
 
-const Archive::Page& Archive::page(Page& slot, const format::PageRef& ref, unsigned level,
+const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef& ref, unsigned level,
                                    const format::PageBounds& bounds) const {
   slot.once.run([&] {
     // Copied before hashing, parsed from the copy (as the head is).
@@ -264,7 +264,7 @@ Page& slot_at(std::atomic<Page*>* cells, std::size_t i) {
 // Both lookups walk from the head down, one page per level, each page hashed and decoded once;
 // `choose` picks the reference to follow in a list, or -1 when no page can hold what is sought.
 template <typename Choose>
-Archive::EntryPage Archive::descend(Choose choose) const {
+ArchiveReader::EntryPage ArchiveReader::descend(Choose choose) const {
   const std::vector<format::PageRef>* refs = &head_.refs;
   std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
@@ -280,28 +280,28 @@ Archive::EntryPage Archive::descend(Choose choose) const {
   }
 }
 
-Archive::EntryPage Archive::entry_page_for_path(const std::string& path) const {
+ArchiveReader::EntryPage ArchiveReader::entry_page_for_path(const std::string& path) const {
   return descend([&](const std::vector<format::PageRef>& refs) { return format::ref_for_path(refs, path); });
 }
 
-Archive::EntryPage Archive::entry_page_for_position(std::size_t position) const {
+ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t position) const {
   return descend([&](const std::vector<format::PageRef>& refs) {
     return static_cast<long>(format::ref_for_position(refs, position));
   });
 }
 
-const format::Entry& Archive::entry(std::size_t i) const {
+const format::Entry& ArchiveReader::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
   return at.page->entries[i - at.ref->first_entry];
 }
 
-std::atomic<bool>& Archive::verified_flag(std::size_t i) const {
+std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
   EntryPage at = entry_page_for_position(i);  // entry(i) has checked i and decoded the page
   return at.page->verified[i - at.ref->first_entry];
 }
 
-long Archive::find(const std::string& path) const {
+long ArchiveReader::find(const std::string& path) const {
   EntryPage at = entry_page_for_path(path);
   if (at.page == nullptr) return -1;
   const std::vector<format::Entry>& entries = at.page->entries;
@@ -311,7 +311,7 @@ long Archive::find(const std::string& path) const {
   return static_cast<long>(at.ref->first_entry) + (it - entries.begin());
 }
 
-void Archive::collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
+void ArchiveReader::collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
                               const format::PageBounds& outer, std::vector<format::Entry>& out) const {
   for (std::size_t i = 0; i < refs.size(); ++i) {
     const format::PageBounds bounds = format::child_bounds(refs, i, outer);
@@ -324,7 +324,7 @@ void Archive::collect_entries(const std::vector<format::PageRef>& refs, std::ato
   }
 }
 
-const format::Index& Archive::index() const {
+const format::Index& ArchiveReader::index() const {
   index_once_.run([this] {
     format::Index index;
     index.package = head_.package;
@@ -346,7 +346,7 @@ const format::Index& Archive::index() const {
   return index_;
 }
 
-KernelSpec Archive::kernel(const std::string& name) const {
+KernelSpec ArchiveReader::kernel(const std::string& name) const {
   const std::string path = kernel_record_path(name);
   long i = find(path);
   if (i < 0) fail(Errc::not_found, name_ + " (" + head_.package + ") has no kernel named '" + name + "'");
@@ -357,7 +357,7 @@ KernelSpec Archive::kernel(const std::string& name) const {
   return decode_kernel_record(ByteView(record), name, name_ + ": " + path);
 }
 
-const std::vector<std::string>& Archive::kernel_names() const {
+const std::vector<std::string>& ArchiveReader::kernel_names() const {
   names_once_.run([this] {
     const std::string prefix = kKernelRecordPrefix;
     std::vector<std::string> names;
@@ -378,7 +378,7 @@ const std::vector<std::string>& Archive::kernel_names() const {
   return kernel_names_;
 }
 
-const Manifest& Archive::manifest() const {
+const Manifest& ArchiveReader::manifest() const {
   manifest_once_.run([this] {
     std::size_t position = static_cast<std::size_t>(index().find(format::kManifestPath));
     // Read unauthenticated too (inspect without --trust): capped before anything is allocated.
@@ -420,13 +420,13 @@ const Manifest& Archive::manifest() const {
   return manifest_;
 }
 
-ByteView Archive::unchecked_stored_bytes(std::size_t i) const {
+ByteView ArchiveReader::unchecked_stored_bytes(std::size_t i) const {
   const format::Entry& e = entry(i);
   require_present(i);
   return unchecked_file_bytes().sub(file_offset(e.offset, e.stored_size), e.stored_size);
 }
 
-void Archive::verify_member(std::size_t i) const {
+void ArchiveReader::verify_member(std::size_t i) const {
   const format::Entry& e = entry(i);
   if (verified_flag(i).load(std::memory_order_acquire)) return;
   require_present(i);
@@ -454,7 +454,7 @@ void Archive::verify_member(std::size_t i) const {
   verified_flag(i).store(true, std::memory_order_release);
 }
 
-std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
+std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
   const format::Entry& e = entry(i);
   if (e.content_size > max_member_size_) {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
@@ -477,19 +477,19 @@ std::vector<std::uint8_t> Archive::read_member(std::size_t i) const {
   return content;
 }
 
-std::vector<std::uint8_t> Archive::read_member(const std::string& path) const {
+std::vector<std::uint8_t> ArchiveReader::read_member(const std::string& path) const {
   long i = find(path);
   if (i < 0) fail(Errc::invalid_argument, name_ + ": no member named '" + path + "'");
   return read_member(static_cast<std::size_t>(i));
 }
 
-std::vector<std::uint8_t> Archive::copy_stored_checked(std::size_t i) const {
+std::vector<std::uint8_t> ArchiveReader::copy_stored_checked(std::size_t i) const {
   std::vector<std::uint8_t> stored(static_cast<std::size_t>(entry(i).stored_size));
   copy_stored_checked_to(i, stored.data());
   return stored;
 }
 
-void Archive::copy_stored_checked_to(std::size_t i, std::uint8_t* out) const {
+void ArchiveReader::copy_stored_checked_to(std::size_t i, std::uint8_t* out) const {
   const format::Entry& e = entry(i);
   // Copied and hashed a piece at a time, each piece hashed while it is still in the cache: one
   // pass over memory, as reading a file into a small buffer and hashing it would be.
@@ -513,7 +513,7 @@ void Archive::copy_stored_checked_to(std::size_t i, std::uint8_t* out) const {
   verified_flag(i).store(true, std::memory_order_release);
 }
 
-ByteView Archive::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {
+ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {
   const format::Entry& e = entry(i);
   if (e.compression != format::Compression::none) {
     buffer = read_member(i);
@@ -531,7 +531,7 @@ ByteView Archive::read_member_into(std::size_t i, std::vector<std::uint8_t>& buf
   return content;
 }
 
-std::vector<std::uint8_t> Archive::read_member_prefix(std::size_t i, std::size_t limit) const {
+std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit) const {
   const format::Entry& e = entry(i);
   if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);
   if (e.content_size > max_member_size_) {
@@ -558,7 +558,7 @@ std::vector<std::uint8_t> Archive::read_member_prefix(std::size_t i, std::size_t
   return prefix;
 }
 
-void Archive::verify_member_deep(std::size_t i) const {
+void ArchiveReader::verify_member_deep(std::size_t i) const {
   const format::Entry& e = entry(i);
   if (e.content_size > max_member_size_) {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
@@ -602,7 +602,7 @@ void Archive::verify_member_deep(std::size_t i) const {
   verified_flag(i).store(true, std::memory_order_release);
 }
 
-void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
+void ArchiveReader::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {
   const auto& entries = index().entries;
   if (header_.sparse) check_extents_on_slots(entries);
   std::vector<std::size_t> present;
@@ -658,7 +658,7 @@ void Archive::verify_all(unsigned threads, bool deep, const ProgressFn& progress
 // Every extent begins where a member's slot begins (its offset) or at the index, and ends where
 // one begins or at the end of the complete archive: so each member, with its padding, is held
 // whole or not at all (FORMAT.md §9).
-void Archive::check_extents_on_slots(const std::vector<format::Entry>& entries) const {
+void ArchiveReader::check_extents_on_slots(const std::vector<format::Entry>& entries) const {
   auto is_slot_edge = [&](std::uint64_t offset) {
     auto it = std::lower_bound(entries.begin(), entries.end(), offset,
                                [](const format::Entry& e, std::uint64_t o) { return e.offset < o; });

@@ -46,13 +46,13 @@ struct ReadOptions {
 
 using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
-class Archive {
+class ArchiveReader {
  public:
-  static std::unique_ptr<Archive> open_file(const std::string& path, const ReadOptions& options);
-  // Borrows the bytes: the caller keeps them alive and unchanged while the Archive lives.
-  static std::unique_ptr<Archive> open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
+  static std::unique_ptr<ArchiveReader> open_file(const std::string& path, const ReadOptions& options);
+  // Borrows the bytes: the caller keeps them alive and unchanged while the ArchiveReader lives.
+  static std::unique_ptr<ArchiveReader> open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
                                               const std::string& name = "<memory>");
-  ~Archive();
+  ~ArchiveReader();
 
   const std::string& name() const { return name_; }
   // The file's own size (for a sparse archive, less than complete_size()).
@@ -140,7 +140,7 @@ class Archive {
   ByteView unchecked_file_bytes() const;
 
  private:
-  Archive() = default;
+  ArchiveReader() = default;
   void parse(const ReadOptions& options);
   std::string member_label(std::size_t i) const;
   // Where bytes [offset, offset + size) of the complete archive are in the file; refuses them

@@ -132,7 +132,7 @@ std::string variant_code_problem(const KernelSpec& k, const VariantSpec& v, std:
          " (a variant must be the same kind of code for the same targets)";
 }
 
-void check_archive_semantics(const Archive& archive, unsigned threads) {
+void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
   const std::string where = archive.name() + ": ";
   const Manifest& m = archive.manifest();  // kiln.toml parsed, the kernel table checked against it
   const format::Index& index = archive.index();

@@ -14,7 +14,7 @@
 
 namespace kiln {
 
-class Archive;
+class ArchiveReader;
 
 // Kernel `k` lists `ref`; `info` is what the file's bytes say. "" when the file is code of
 // the kernel's backend built for the arch the manifest claims; else why not.
@@ -36,10 +36,10 @@ std::string variant_code_problem(const KernelSpec& k, const VariantSpec& v, std:
                                  const format::Entry& variant_code);
 
 // Every rule, on an archive whose members' stored digests are to be checked too: kiln.toml
-// and the kernel table agree (Archive::manifest), every file kiln.toml names is a member with
+// and the kernel table agree (ArchiveReader::manifest), every file kiln.toml names is a member with
 // the role it gives it and every member but kiln.toml and kiln/ is named by it, and each code
 // member's bytes (read, verified and decompressed, `threads` at a time) say what its index
 // entry and the kernels that use it claim. Throws Errc::integrity naming the member.
-void check_archive_semantics(const Archive& archive, unsigned threads);
+void check_archive_semantics(const ArchiveReader& archive, unsigned threads);
 
 }  // namespace kiln

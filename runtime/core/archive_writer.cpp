@@ -477,7 +477,7 @@ Sha256 write_archive_file(const std::string& path, const PackageIdentity& id, st
 
 format::SignatureRecord add_signature_to_file(const std::string& path, const Signer& signer, unsigned threads) {
   ReadOptions read_options;  // unauthenticated: the signer is the one deciding to trust it
-  std::unique_ptr<Archive> archive = Archive::open_file(path, read_options);
+  std::unique_ptr<ArchiveReader> archive = ArchiveReader::open_file(path, read_options);
   if (archive->sparse()) {
     fail(Errc::invalid_argument, path + " is a sparse archive: sign the complete archive (a sparse copy pulled after "
                                         "that carries the new signature too)");

@@ -1,4 +1,4 @@
-// Archive format v2: the constants and the in-memory form of the index and signature
+// ArchiveReader format v2: the constants and the in-memory form of the index and signature
 // block. schema/FORMAT.md is the specification; this file must agree with it byte for byte.
 #pragma once
 
@@ -122,7 +122,7 @@ struct PageRef {
   Sha256 sha256{};
   // The first entry's path under the page: a view into the bytes the reference was decoded
   // from (the head's, a reference page's) or, when encoding, into the entry's path. Whoever
-  // holds a PageRef keeps those bytes alive (Archive keeps every page it decoded).
+  // holds a PageRef keeps those bytes alive (ArchiveReader keeps every page it decoded).
   std::string_view first_path;
   std::uint64_t index_position = 0; // bytes from the index start (derived, not encoded)
   std::uint32_t first_entry = 0;    // position of its first entry in the index (derived)
@@ -210,7 +210,7 @@ std::string member_path_problem(const std::string& path);
 // The rules between paths (FORMAT.md §3.1), over a whole index sorted bytewise: no two files or
 // folders whose names differ only in ASCII case, and no path that is a file and also a folder
 // of another path. They need every entry, so they hold where a whole index is assembled (the
-// writer, decode_index, Archive::index()); a lazy lookup matches exact bytes and never creates
+// writer, decode_index, ArchiveReader::index()); a lazy lookup matches exact bytes and never creates
 // files, so no mix-up between such names can reach it.
 std::string member_set_problem(const std::vector<Entry>& entries);
 std::string package_name_problem(const std::string& name);

@@ -30,14 +30,14 @@ void write_sparse(const ExtentWrite& out, format::Header complete, const std::ve
   }
 }
 
-void write_sparse_copy(const std::vector<const Archive*>& sources, const std::vector<bool>& keep, AtomicFileWriter& out) {
-  const Archive& first = *sources.front();
+void write_sparse_copy(const std::vector<const ArchiveReader*>& sources, const std::vector<bool>& keep, AtomicFileWriter& out) {
+  const ArchiveReader& first = *sources.front();
   const std::vector<format::Entry>& entries = first.index().entries;
   // Which source holds each kept member (its slot, padding included, is copied from there).
-  std::vector<const Archive*> from(entries.size(), nullptr);
+  std::vector<const ArchiveReader*> from(entries.size(), nullptr);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (!keep[i]) continue;
-    for (const Archive* a : sources) {
+    for (const ArchiveReader* a : sources) {
       if (a->member_present(i)) {
         from[i] = a;
         break;
@@ -56,7 +56,7 @@ void write_sparse_copy(const std::vector<const Archive*>& sources, const std::ve
         std::lower_bound(entries.begin(), entries.end(), at, [](const format::Entry& e, std::uint64_t o) { return e.offset < o; }) -
         entries.begin());
     while (at < x.end()) {
-      const Archive* source = &first;
+      const ArchiveReader* source = &first;
       std::uint64_t end = x.end();
       if (at < h.index_offset) {
         while (i < entries.size() && entries[i].offset < at) ++i;

@@ -27,6 +27,6 @@ void write_sparse(const ExtentWrite& out, format::Header complete, const std::ve
 // same one) holding every member flagged in `keep` (index order), each taken from the first source
 // that holds it (Errc::not_found if none does). The bytes are copied unchecked: the caller
 // verifies what it wrote before using it.
-void write_sparse_copy(const std::vector<const Archive*>& sources, const std::vector<bool>& keep, AtomicFileWriter& out);
+void write_sparse_copy(const std::vector<const ArchiveReader*>& sources, const std::vector<bool>& keep, AtomicFileWriter& out);
 
 }  // namespace kiln

@@ -22,13 +22,13 @@ kiln::ReadOptions Archive::read_options() const {
 Archive::Archive(Runtime& runtime, const std::string& path, bool follow_links) : runtime_(runtime) {
   kiln::ReadOptions options = read_options();
   options.follow_links = follow_links;
-  reader_ = kiln::Archive::open_file(path, options);
+  reader_ = kiln::ArchiveReader::open_file(path, options);
   digest_ = kiln::digest_string(reader_->digest());
 }
 
 Archive::Archive(Runtime& runtime, std::vector<std::uint8_t> bytes)
     : runtime_(runtime), owned_bytes_(std::move(bytes)) {
-  reader_ = kiln::Archive::open_memory(owned_bytes_.data(), owned_bytes_.size(), read_options());
+  reader_ = kiln::ArchiveReader::open_memory(owned_bytes_.data(), owned_bytes_.size(), read_options());
   digest_ = kiln::digest_string(reader_->digest());
 }
 

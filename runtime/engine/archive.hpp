@@ -31,7 +31,7 @@ class Archive {
   ~Archive();
 
   Runtime& runtime() { return runtime_; }
-  const kiln::Archive& reader() const { return *reader_; }
+  const kiln::ArchiveReader& reader() const { return *reader_; }
   const std::string& digest() const { return digest_; }
 
   // The resolved kernel, created and resolved on first request. Thread-safe.
@@ -86,7 +86,7 @@ class Archive {
 
   Runtime& runtime_;
   std::vector<std::uint8_t> owned_bytes_;
-  std::unique_ptr<kiln::Archive> reader_;
+  std::unique_ptr<kiln::ArchiveReader> reader_;
   std::string digest_;
   mutable std::mutex attestations_mutex_;
   std::vector<kiln::AttestationFacts> attestations_;

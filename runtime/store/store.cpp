@@ -198,7 +198,7 @@ TrustDocument Store::update_trust(const std::string& file) {
   return next;
 }
 
-ArchiveInfo archive_info(const Archive& a) {
+ArchiveInfo archive_info(const ArchiveReader& a) {
   return ArchiveInfo{digest_string(a.digest()), a.package(), a.kernel_revision(), a.sequence(), a.file_size(), a.sparse(),
                      a.complete_size()};
 }
@@ -220,7 +220,7 @@ ArchiveInfo Store::info(const std::string& digest) const {
   ReadOptions options;
   options.policy = TrustPolicy{&trust(), 1};
   options.follow_links = false;
-  std::unique_ptr<Archive> a = Archive::open_file(path, options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(path, options);
   if (digest_string(a->digest()) != digest) {
     fail(Errc::integrity, path + ": holds " + digest_string(a->digest()) + ", not " + digest);
   }
@@ -246,7 +246,7 @@ ArchiveInfo Store::add(const std::string& file) {
   options.policy = TrustPolicy{&trust(), 1};
   options.follow_links = false;
   ArchiveInfo info;
-  std::unique_ptr<Archive> incoming;
+  std::unique_ptr<ArchiveReader> incoming;
   auto naming_the_source = [&](const Error& e) {  // [[noreturn]] in effect: it throws
     // Name what the user gave, not the temporary copy (removed as this unwinds).
     std::string what = e.what();
@@ -256,7 +256,7 @@ ArchiveInfo Store::add(const std::string& file) {
     fail(e.code(), what);
   };
   try {
-    incoming = Archive::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
+    incoming = ArchiveReader::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
     incoming->verify_all(2, false, nullptr);
     info = archive_info(*incoming);
   } catch (const Error& e) {
@@ -267,10 +267,10 @@ ArchiveInfo Store::add(const std::string& file) {
   if (info.sparse) {
     // The same digest held already: whole, it stays; sparse, the two copies' members are joined.
     struct stat st {};
-    std::unique_ptr<Archive> held;
+    std::unique_ptr<ArchiveReader> held;
     if (::lstat(archive_path(info.digest).c_str(), &st) == 0) {
       try {
-        held = Archive::open_file(archive_path(info.digest), options);
+        held = ArchiveReader::open_file(archive_path(info.digest), options);
         held->verify_all(2, false, nullptr);
         if (!held->sparse()) return archive_info(*held);
       } catch (const Error&) {
@@ -284,7 +284,7 @@ ArchiveInfo Store::add(const std::string& file) {
       AtomicFileWriter joined(dir_ + "/archives/joined.kiln", 0644);
       write_sparse_copy({incoming.get(), held.get()}, keep, joined);
       try {
-        std::unique_ptr<Archive> both = Archive::open_file(joined.temp_path(), options);
+        std::unique_ptr<ArchiveReader> both = ArchiveReader::open_file(joined.temp_path(), options);
         both->verify_all(2, false, nullptr);
         info = archive_info(*both);
       } catch (const Error& e) {
@@ -519,7 +519,7 @@ std::vector<std::string> Store::verify() const {
       ReadOptions options;
       options.policy = TrustPolicy{&trust(), 1};
       options.follow_links = false;
-      std::unique_ptr<Archive> a = Archive::open_file(dir_ + "/archives/" + n, options);
+      std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir_ + "/archives/" + n, options);
       a->verify_all(2, false, nullptr);
       if (sha256_hex(a->digest()) != n.substr(0, 64)) problems.push_back("archives/" + n + ": holds another digest");
     } catch (const Error& e) {

@@ -29,7 +29,7 @@ struct ArchiveInfo {
 };
 
 // What an opened archive says of itself.
-ArchiveInfo archive_info(const Archive& a);
+ArchiveInfo archive_info(const ArchiveReader& a);
 
 // An attestation kept beside an archive: the history record that took it in (its reason begins
 // with the envelope's digest) and the envelope's bytes, checked against that digest.

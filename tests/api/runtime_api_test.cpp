@@ -284,7 +284,7 @@ TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
 // with a reason naming it.
 TEST_F(RuntimeApi, ASparseArchiveOpensWithItsDigestAndNamesWhatItLacks) {
   std::vector<char> whole = read_file(kArchives + "/scale.kiln");
-  std::unique_ptr<kiln::Archive> reader = kiln::Archive::open_memory(
+  std::unique_ptr<kiln::ArchiveReader> reader = kiln::ArchiveReader::open_memory(
       reinterpret_cast<const std::uint8_t*>(whole.data()), whole.size(), kiln::ReadOptions{});
   const std::vector<kiln::format::Entry>& entries = reader->index().entries;
   std::vector<bool> keep(entries.size());

@@ -84,7 +84,7 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // record and its code member.
 void load_one(const std::string& archive, const std::string& kernel, const std::string& member,
               const kiln::ReadOptions& options) {
-  std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+  std::unique_ptr<kiln::ArchiveReader> a = kiln::ArchiveReader::open_file(archive, options);
   kiln::KernelSpec spec = a->kernel(kernel);
   std::vector<std::uint8_t> code = a->read_member(member);
   benchmark::DoNotOptimize(spec);
@@ -171,7 +171,7 @@ long mapped_rss_kib(const std::string& path) {
 // The bound is what the reader has to hold for that: the index head (what the digest covers),
 // the signature block, the index pages it decoded for its three lookups (kiln/kernels.bin at open,
 // the record kiln/kernels/<name>, the code member: one page per level of the index on each
-// path, shared pages once, as Archive::index_page_bytes_read() counts them) and the three
+// path, shared pages once, as ArchiveReader::index_page_bytes_read() counts them) and the three
 // members it read (content, plus the stored copy where it is compressed, which is a second
 // buffer while it is decompressed). It is not the whole index: an archive of 5,000 kernels has a
 // ~3 MB index of which a lookup needs a head of ~20 references and one small page per level.
@@ -181,7 +181,7 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{&trust, 1};
   const kiln_bench::Resident before = kiln_bench::resident_now();
-  std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+  std::unique_ptr<kiln::ArchiveReader> a = kiln::ArchiveReader::open_file(archive, options);
   kiln::KernelSpec spec = a->kernel(kernel);
   std::vector<std::uint8_t> code = a->read_member(member);
   const kiln_bench::Resident after = kiln_bench::resident_now();
@@ -244,7 +244,7 @@ void verify_in_process(benchmark::State& state, const std::string& archive) {
   options.policy = kiln::TrustPolicy{&trust, 1};
   for (auto _ : state) {
     kiln_bench::start_uncached();
-    std::unique_ptr<kiln::Archive> a = kiln::Archive::open_file(archive, options);
+    std::unique_ptr<kiln::ArchiveReader> a = kiln::ArchiveReader::open_file(archive, options);
     a->verify_all(1, false, nullptr);
   }
   state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);

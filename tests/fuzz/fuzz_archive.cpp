@@ -52,9 +52,9 @@ std::optional<std::vector<std::uint8_t>> open_and_verify(const std::uint8_t* dat
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{trust, 1};
   options.max_member_size = 64u << 20;  // keeps each run fast; the cap itself is under test too
-  std::unique_ptr<kiln::Archive> archive;
+  std::unique_ptr<kiln::ArchiveReader> archive;
   try {
-    archive = kiln::Archive::open_memory(data, size, options);
+    archive = kiln::ArchiveReader::open_memory(data, size, options);
   } catch (const kiln::Error&) {
     return std::nullopt;  // refused with a reason: the expected outcome for nearly every input
   }

@@ -81,7 +81,7 @@ TEST(StoreSparse, WholeOverSparseCopiesJoinedAndADamagedCopyReplaced) {
   store::Store::init(f.store, kKeys + "/test.pub");
   store::Store s(f.store);
   ReadOptions options;
-  std::unique_ptr<Archive> whole = Archive::open_file(f.v1, options);
+  std::unique_ptr<ArchiveReader> whole = ArchiveReader::open_file(f.v1, options);
   const std::vector<format::Entry>& entries = whole->index().entries;
   // One copy with the code, one with bulk.bin; both with kiln.toml and the kernel table.
   auto sparse_copy = [&](const std::string& name, const std::string& also) {
@@ -96,7 +96,7 @@ TEST(StoreSparse, WholeOverSparseCopiesJoinedAndADamagedCopyReplaced) {
   };
   const std::string code = sparse_copy("code.kiln", "k.ptx"), bulk = sparse_copy("bulk.kiln", "bulk.bin");
   auto holds = [&](const std::string& path) {
-    std::unique_ptr<Archive> a = Archive::open_file(s.archive_path(f.d1), options);
+    std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(s.archive_path(f.d1), options);
     return a->member_present(static_cast<std::size_t>(a->index().find(path)));
   };
   EXPECT_TRUE(s.add(code).sparse);

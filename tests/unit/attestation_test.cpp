@@ -49,7 +49,7 @@ class Attestation : public ::testing::Test {
   PrivateKey key = PrivateKey::generate();
   TrustSet trust = test::trust_of({&key});
   std::vector<std::uint8_t> bytes;
-  std::unique_ptr<Archive> archive;
+  std::unique_ptr<ArchiveReader> archive;
   cli::RunDevice device;
   std::vector<cli::TestResult> results;
 };

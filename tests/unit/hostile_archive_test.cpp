@@ -28,7 +28,7 @@ class Hostile : public ::testing::Test {
     options.policy = TrustPolicy{&trust, 1};
     options.max_member_size = limit;
     try {
-      std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+      std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
       a->verify_all(1, true, nullptr);
       FAIL() << "accepted; expected: " << reason;
     } catch (const Error& e) {
@@ -42,14 +42,14 @@ class Hostile : public ::testing::Test {
     }
     throw std::runtime_error("no member " + path);
   }
-  // The same through Archive::read_member (behind kiln_archive_read_member and every code load).
+  // The same through ArchiveReader::read_member (behind kiln_archive_read_member and every code load).
   void expect_read_refused(const test::RawArchive& raw, const std::string& path, Errc code, const std::string& reason,
                            std::uint64_t limit = 4ull << 30) {
     std::vector<std::uint8_t> bytes = test::assemble(raw);
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
     options.max_member_size = limit;
-    std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+    std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
     try {
       a->read_member(path);
       FAIL() << "read; expected: " << reason;
@@ -143,7 +143,7 @@ TEST_F(Hostile, PathsThatExtractDifferentlyOnSomeSystemAreRefusedWhenTheirPageIs
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
     try {
-      Archive::open_memory(bytes.data(), bytes.size(), options)->index();
+      ArchiveReader::open_memory(bytes.data(), bytes.size(), options)->index();
       ADD_FAILURE() << "listed an archive holding '" << path.substr(0, 40) << "'";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << e.what();
@@ -154,7 +154,7 @@ TEST_F(Hostile, PathsThatExtractDifferentlyOnSomeSystemAreRefusedWhenTheirPageIs
 
 // Two names one on a case-insensitive file system, and a file where another member needs a
 // folder (which used to fail only midway through kiln extract): refused by a full decode,
-// through Archive::index() (verify, inspect, extract) and format::decode_index alike.
+// through ArchiveReader::index() (verify, inspect, extract) and format::decode_index alike.
 TEST_F(Hostile, CaseTwinsAndAFileWhereAFolderMustBeAreRefusedByAFullDecode) {
   const std::pair<std::string, std::string> attacks[] = {
       {"K.ptx", "the member paths 'K.ptx' and 'k.ptx' differ only in ASCII case"},
@@ -376,7 +376,7 @@ TEST_F(Hostile, LazyVerificationCatchesAMemberAtFirstUse) {
   std::vector<std::uint8_t> bytes = test::assemble(raw);
   ReadOptions options;
   options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   std::size_t i = static_cast<std::size_t>(a->index().find("k.ptx"));
   bytes[a->index().entries[i].offset] ^= 1;
   try {

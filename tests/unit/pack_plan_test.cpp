@@ -114,7 +114,7 @@ TEST_F(PackPlanTest, SmallInputsAreReadWhenPackedAndACodeObjectChangedSinceItsCh
   ReadOptions options;
   TrustSet trust = test::trust_of({&key});
   options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_file(dir + "/out.kiln", options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir + "/out.kiln", options);
   std::vector<std::uint8_t> code = a->read_member("k.ptx");
   EXPECT_EQ(std::string(code.begin(), code.end()), ptx);
   EXPECT_EQ(a->read_member("big.bin").size(), 2u << 20);

@@ -88,7 +88,7 @@ TEST_F(PackProperty, EveryPackedArchiveVerifies) {
     ReadOptions read;
     read.policy = TrustPolicy{&trust, 1};
     try {
-      std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), read);
+      std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), read);
       a->verify_all(2, false, nullptr);
       a->verify_all(2, true, nullptr);
       for (const std::string& name : a->kernel_names()) EXPECT_EQ(a->kernel(name).name, name);

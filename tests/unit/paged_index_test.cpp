@@ -51,10 +51,10 @@ class PagedIndex : public ::testing::TestWithParam<int> {
     }
     return build_archive(id, test::small_members_with(id, std::move(data)), {Signer{&key, "paged", 0}}, WriteOptions{});
   }
-  std::unique_ptr<Archive> open(const std::vector<std::uint8_t>& bytes) {
+  std::unique_ptr<ArchiveReader> open(const std::vector<std::uint8_t>& bytes) {
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
-    return Archive::open_memory(bytes.data(), bytes.size(), options);
+    return ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   }
 };
 
@@ -66,7 +66,7 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
   EXPECT_EQ(head.tree, members == kTreeMembers);
   EXPECT_EQ(head.height, members == kTreeMembers ? 2u : 1u);
   EXPECT_LE(head.refs.size(), format::kReferencesPerPage);
-  std::unique_ptr<Archive> a = open(bytes);
+  std::unique_ptr<ArchiveReader> a = open(bytes);
   // Opening reads the kernel table through one page per level; kiln.toml and kiln/kernels.bin
   // sit alone in an entry page of two.
   EXPECT_EQ(a->index_pages_read(), head.height);
@@ -89,7 +89,7 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
   // Positions and paths agree both ways, and the full index is every entry page in order.
   const format::Index& index = a->index();
   ASSERT_EQ(index.entries.size(), a->member_count());
-  std::unique_ptr<Archive> fresh = open(bytes);
+  std::unique_ptr<ArchiveReader> fresh = open(bytes);
   for (std::size_t i = 0; i < index.entries.size(); i += 7) {
     EXPECT_EQ(fresh->entry(i).path, index.entries[i].path);
     EXPECT_EQ(fresh->find(index.entries[i].path), static_cast<long>(i));
@@ -128,7 +128,7 @@ TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
       SCOPED_TRACE(std::to_string(members) + " members, page at " + std::to_string(ref.index_position));
       std::vector<std::uint8_t> changed = bytes;
       changed[h.index_offset + ref.index_position + 20] ^= 1;
-      std::unique_ptr<Archive> a = open(changed);
+      std::unique_ptr<ArchiveReader> a = open(changed);
       try {
         a->read_member(data_path(3));
         ADD_FAILURE() << "a member under the changed page was read";

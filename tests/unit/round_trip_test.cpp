@@ -23,7 +23,7 @@ TEST_F(RoundTrip, EveryMemberComesBackIdentical) {
   PackageIdentity id = test::default_identity();
   std::vector<std::uint8_t> bytes = test::build_signed({&key});
   TrustSet trust = test::trust_of({&key});
-  std::unique_ptr<Archive> a = test::open_and_verify(bytes, trust);
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
   EXPECT_TRUE(a->authenticated());
   EXPECT_EQ(a->index().package, id.package);
   EXPECT_EQ(a->index().kernel_revision, id.kernel_revision);
@@ -69,7 +69,7 @@ TEST_F(RoundTrip, AFrameIsStoredOnlyWhereItSavesEnough) {
   for (MemberInput& m : extra) m.role = format::Role::meta;
   std::vector<MemberInput> members = test::small_members_with(id, extra);
   std::vector<std::uint8_t> bytes = build_archive(id, members, {Signer{&key, "t", 0}}, {});
-  std::unique_ptr<Archive> a = test::open_and_verify(bytes, test::trust_of({&key}));
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, test::trust_of({&key}));
   auto compression = [&](const std::string& path) { return a->entry(static_cast<std::size_t>(a->find(path))).compression; };
   EXPECT_EQ(compression("extra/text-8k.txt"), format::Compression::zstd);
   EXPECT_EQ(compression("extra/text-300.txt"), format::Compression::none);
@@ -146,7 +146,7 @@ TEST_F(RoundTrip, ManyMembersGiveTheSameBytesWhateverTheThreadsAndTheMemoryBound
   std::string on_disk = test::read_text_file(dir + "/many.kiln");
   EXPECT_EQ(std::vector<std::uint8_t>(on_disk.begin(), on_disk.end()), one);
   TrustSet trust = test::trust_of({&key});
-  std::unique_ptr<Archive> a = test::open_and_verify(one, trust);
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(one, trust);
   EXPECT_EQ(a->read_member("data/m200.bin"), std::vector<std::uint8_t>{});
   EXPECT_EQ(a->read_member("data/m003.bin").size(), 1u + 3 * 97);
   EXPECT_EQ(a->read_member("data/big.bin").size(), extra.back().content.size());
@@ -212,7 +212,7 @@ TEST_F(RoundTrip, MembersReadFromFilesGiveTheSameBytesAsHeldOnesAndChangedFilesA
       EXPECT_EQ(build(from_files(threads % 2 == 1), threads, bound), expected) << threads << " threads, bound " << bound;
     }
   }
-  std::unique_ptr<Archive> a = test::open_and_verify(expected, test::trust_of({&key}));
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(expected, test::trust_of({&key}));
   EXPECT_EQ(a->read_member("data/f103.bin"), held[3].content);
   EXPECT_EQ(a->entry(static_cast<std::size_t>(a->find("data/f103.bin"))).compression, format::Compression::none);
   EXPECT_EQ(a->entry(static_cast<std::size_t>(a->find("data/f185.bin"))).compression, format::Compression::zstd);
@@ -312,7 +312,7 @@ TEST_F(RoundTrip, FileWriteMatchesMemoryAndMapsBack) {
   TrustSet trust = test::trust_of({&key});
   ReadOptions options;
   options.policy = TrustPolicy{&trust, 1};
-  std::unique_ptr<Archive> a = Archive::open_file(dir + "/a.kiln", options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir + "/a.kiln", options);
   EXPECT_EQ(a->digest(), digest);
   a->verify_all(2, true, nullptr);
 }
@@ -342,12 +342,12 @@ TEST_F(RoundTrip, SmallAndLargeArchivesOpenByPathAlikeAndATruncatedOneIsAnError)
     if (m.path == "src/add.cu") source = m.content;
   }
   for (const char* name : {"/small.kiln", "/large.kiln"}) {
-    std::unique_ptr<Archive> a = Archive::open_file(dir + name, options);
+    std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir + name, options);
     EXPECT_EQ(a->read_member("src/add.cu"), source) << name;
     a->verify_all(1, true, nullptr);
   }
   ASSERT_GT(test::read_text_file(dir + "/large.kiln").size(), 256u << 10);
-  std::unique_ptr<Archive> a = Archive::open_file(dir + "/large.kiln", options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir + "/large.kiln", options);
   ASSERT_EQ(::truncate((dir + "/large.kiln").c_str(), 4096), 0);
   try {
     a->read_member("tests/large.bin");
@@ -369,7 +369,7 @@ TEST_F(RoundTrip, AddingASignatureKeepsTheDigestAndBothSignersCount) {
   TrustSet both = test::trust_of({&key, &second});
   ReadOptions options;
   options.policy = TrustPolicy{&both, 2};
-  std::unique_ptr<Archive> a = Archive::open_file(dir + "/a.kiln", options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir + "/a.kiln", options);
   EXPECT_EQ(a->digest(), digest);
   EXPECT_EQ(a->trust_report().distinct_trusted_signers, 2u);
   EXPECT_EQ(a->signatures().at(1).attributes.signer, "release");

@@ -69,10 +69,10 @@ class Semantic : public ::testing::Test {
     raw.index.entries[i].content_size = content.size();
     raw.index.entries[i].content_sha256 = sha256(content.data(), content.size());
   }
-  std::unique_ptr<Archive> open_trusted(const std::vector<std::uint8_t>& bytes) {
+  std::unique_ptr<ArchiveReader> open_trusted(const std::vector<std::uint8_t>& bytes) {
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
-    return Archive::open_memory(bytes.data(), bytes.size(), options);
+    return ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   }
   // Refused by verification without --deep (and so with it), with `code` and `reason`.
   void expect_refused(const test::RawArchive& raw, Errc code, const std::string& reason) {
@@ -81,7 +81,7 @@ class Semantic : public ::testing::Test {
       ReadOptions options;
       options.policy = TrustPolicy{&trust, 1};
       try {
-        std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+        std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
         a->verify_all(2, deep, nullptr);
         ADD_FAILURE() << "accepted (deep " << deep << "); expected: " << reason;
       } catch (const Error& e) {
@@ -122,7 +122,7 @@ class Semantic : public ::testing::Test {
 
 TEST_F(Semantic, TheConsistentArchiveIsAccepted) {
   std::vector<std::uint8_t> bytes = test::assemble(base());
-  std::unique_ptr<Archive> a = open_trusted(bytes);
+  std::unique_ptr<ArchiveReader> a = open_trusted(bytes);
   EXPECT_NO_THROW(a->verify_all(1, false, nullptr));
   EXPECT_NO_THROW(a->verify_all(1, true, nullptr));
 }
@@ -227,7 +227,7 @@ TEST_F(Semantic, ABrokenZstdFrameInACodeMemberIsRefusedWithoutDeep) {
   ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Error) << "the change must break the frame";
   replace_with_frame(raw, i, frame, content);
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  std::unique_ptr<Archive> a = open_trusted(bytes);
+  std::unique_ptr<ArchiveReader> a = open_trusted(bytes);
   try {
     a->verify_all(1, false, nullptr);
     ADD_FAILURE() << "a broken code member passed verification without --deep";
@@ -335,7 +335,7 @@ TEST_F(Semantic, ContentThatDoesNotHashToTheIndexIsRefusedByDeepVerificationAndB
   other[0] ^= 1;  // the index's content digest is of other bytes
   replace_with_frame(raw, i, zstd_compress(ByteView(content), 3), other);
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  std::unique_ptr<Archive> a = open_trusted(bytes);
+  std::unique_ptr<ArchiveReader> a = open_trusted(bytes);
   EXPECT_NO_THROW(a->verify_all(1, false, nullptr));  // the frame itself is sound: only decompressing tells
   try {
     a->verify_all(1, true, nullptr);
@@ -368,7 +368,7 @@ TEST_F(Semantic, AKilnTomlOverTheCapIsRefusedBeforeReadingEvenWithoutTrust) {
   replace_stored(raw, i, real, true);
   raw.index.entries[i].content_size = format::kMaxManifestSize + 1;
   std::vector<std::uint8_t> bytes = test::assemble(raw);
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // inspect: no trust
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // inspect: no trust
   try {
     a->manifest();
     ADD_FAILURE() << "an over-sized kiln.toml was read";

@@ -49,7 +49,7 @@ TEST(Signatures, SignatureCopiedFromAnotherArchiveIsRefused) {
   other_id.kernel_revision = "rev-2";
   std::vector<MemberInput> other_members = test::small_members(other_id);
   std::vector<std::uint8_t> other = build_archive(other_id, other_members, {Signer{&k, "s", 0}}, {});
-  std::unique_ptr<Archive> other_archive = Archive::open_memory(other.data(), other.size(), ReadOptions{});
+  std::unique_ptr<ArchiveReader> other_archive = ArchiveReader::open_memory(other.data(), other.size(), ReadOptions{});
   format::SignatureRecord stolen = other_archive->signatures().at(0);
 
   test::RawArchive raw = test::raw_from_members(id, test::small_members(id));
@@ -153,7 +153,7 @@ TEST(Signatures, AnyRecordNamingAnotherPackageIsRefusedEvenBesideAValidOne) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   try {
-    Archive::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // no trust set: not authenticated
+    ArchiveReader::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // no trust set: not authenticated
     FAIL() << "accepted without a trust set";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();

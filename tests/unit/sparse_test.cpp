@@ -22,7 +22,7 @@ class Sparse : public ::testing::Test {
     trust = test::trust_of({&key});
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
-    reader = Archive::open_memory(complete.data(), complete.size(), options);
+    reader = ArchiveReader::open_memory(complete.data(), complete.size(), options);
     entries = reader->index().entries;
   }
   // The positions of kiln.toml, the meta members and the code: what a pull for a target keeps.
@@ -45,10 +45,10 @@ class Sparse : public ::testing::Test {
   std::vector<std::uint8_t> sparse_keeping(const std::vector<bool>& keep) {
     return sparse_of(format::extents_for(entries, keep, reader->header()), reader->header());
   }
-  std::unique_ptr<Archive> open(const std::vector<std::uint8_t>& bytes) {
+  std::unique_ptr<ArchiveReader> open(const std::vector<std::uint8_t>& bytes) {
     ReadOptions options;
     options.policy = TrustPolicy{&trust, 1};
-    return Archive::open_memory(bytes.data(), bytes.size(), options);
+    return ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   }
   // The message of the kiln::Error `f` throws, with its code; "" when it throws none.
   template <typename F>
@@ -65,13 +65,13 @@ class Sparse : public ::testing::Test {
   PrivateKey key = PrivateKey::generate();
   std::vector<std::uint8_t> complete;
   TrustSet trust;
-  std::unique_ptr<Archive> reader;
+  std::unique_ptr<ArchiveReader> reader;
   std::vector<format::Entry> entries;
 };
 
 TEST_F(Sparse, HoldsTheDigestAndSignaturesAndReadsOnlyWhatItHolds) {
   std::vector<std::uint8_t> bytes = sparse_keeping(runtime_members());
-  std::unique_ptr<Archive> a = open(bytes);  // signatures checked against the same key
+  std::unique_ptr<ArchiveReader> a = open(bytes);  // signatures checked against the same key
   EXPECT_LT(a->extents().present_bytes, complete.size() - 64);
   EXPECT_TRUE(a->sparse());
   EXPECT_EQ(a->digest(), reader->digest());
@@ -91,7 +91,7 @@ TEST_F(Sparse, AbsentBytesAreNeverReadEvenWhereTheTableIsShortOfThem) {
   // next member's, which a reader that ignored the table would hash and refuse as "changed".
   // The refusal must be "absent", naming the member.
   std::vector<std::uint8_t> bytes = sparse_keeping(runtime_members());
-  std::unique_ptr<Archive> a = open(bytes);
+  std::unique_ptr<ArchiveReader> a = open(bytes);
   Errc code = Errc::internal;
   std::string why = refusal([&] { a->unchecked_stored_bytes(position("src/add.cu")); }, &code);
   EXPECT_EQ(code, Errc::not_found) << why;
@@ -110,7 +110,7 @@ TEST_F(Sparse, ATableThatClaimsAnAbsentMemberGivesItsDigestNotZeros) {
                                                 }
                                                 write(piece.data(), piece.size());
                                               });
-  std::unique_ptr<Archive> a = open(bytes);
+  std::unique_ptr<ArchiveReader> a = open(bytes);
   Errc code = Errc::internal;
   std::string why = refusal([&] { a->read_member(std::string("src/add.cu")); }, &code);
   EXPECT_EQ(code, Errc::integrity);
@@ -194,7 +194,7 @@ TEST_F(Sparse, AnExtentThatCutsAMemberIsRefused) {
                                       {entries[table].offset, records_end - entries[table].offset},
                                       {h.index_offset, format::complete_size(h) - h.index_offset}};
   std::vector<std::uint8_t> bytes = sparse_of(extents, h);
-  std::unique_ptr<Archive> a = open(bytes);
+  std::unique_ptr<ArchiveReader> a = open(bytes);
   Errc code_seen = Errc::internal;
   std::string why = refusal([&] { a->read_member(toml); }, &code_seen);
   EXPECT_EQ(code_seen, Errc::malformed);
@@ -211,7 +211,7 @@ TEST_F(Sparse, TwoSparseCopiesJoinIntoOneHoldingBoth) {
     sources[i] = always || entries[i].role == format::Role::source;
   }
   std::vector<std::uint8_t> a_bytes = sparse_keeping(code), b_bytes = sparse_keeping(sources);
-  std::unique_ptr<Archive> a = open(a_bytes), b = open(b_bytes);
+  std::unique_ptr<ArchiveReader> a = open(a_bytes), b = open(b_bytes);
   std::vector<bool> both(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) both[i] = code[i] || sources[i];
   std::string dir = test::make_temp_dir();
@@ -219,7 +219,7 @@ TEST_F(Sparse, TwoSparseCopiesJoinIntoOneHoldingBoth) {
   write_sparse_copy({a.get(), b.get()}, both, out);
   out.commit();
   std::vector<std::uint8_t> joined = test::bytes_of(test::read_text_file(dir + "/joined.kiln"));
-  std::unique_ptr<Archive> j = test::open_and_verify(joined, trust);
+  std::unique_ptr<ArchiveReader> j = test::open_and_verify(joined, trust);
   EXPECT_TRUE(j->member_present(position("k.ptx")));
   EXPECT_TRUE(j->member_present(position("src/add.cu")));
   EXPECT_EQ(j->read_member(std::string("src/add.cu")), reader->read_member(std::string("src/add.cu")));

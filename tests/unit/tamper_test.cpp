@@ -69,7 +69,7 @@ TEST_F(Tamper, AppendedBytesAreRefused) {
 }
 
 TEST_F(Tamper, ChangedMemberIsNamedInTheError) {
-  std::unique_ptr<Archive> a = test::open_and_verify(bytes, trust);
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
   const format::Entry& code = a->index().entries.at(static_cast<std::size_t>(a->index().find("k.ptx")));
   std::vector<std::uint8_t> copy = bytes;
   copy[code.offset + 3] ^= 0x20;

@@ -110,10 +110,10 @@ TrustSet trust_of(const std::vector<const PrivateKey*>& keys) {
   return t;
 }
 
-std::unique_ptr<Archive> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust, unsigned threshold) {
+std::unique_ptr<ArchiveReader> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust, unsigned threshold) {
   ReadOptions options;
   options.policy = TrustPolicy{&trust, threshold};
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), options);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   a->verify_all(1, true, nullptr);
   return a;
 }

@@ -40,7 +40,7 @@ TrustSet trust_of(const std::vector<const PrivateKey*>& keys);
 
 // Opens, authenticates (threshold 1 unless given) and deep-verifies `bytes`; throws what
 // the reader throws.
-std::unique_ptr<Archive> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust,
+std::unique_ptr<ArchiveReader> open_and_verify(const std::vector<std::uint8_t>& bytes, const TrustSet& trust,
                                          unsigned threshold = 1);
 
 // Lays out header, members, index and signatures from parts, with no validation at all,

@@ -82,7 +82,7 @@ TEST(VerificationCache, ASecondOpenOfAChangedArchiveIsStillRefused) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
   }
   // A byte of the index head changed (its digest no longer matches the signed one).
-  std::unique_ptr<Archive> a = Archive::open_memory(bytes.data(), bytes.size(), ReadOptions{});
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), ReadOptions{});
   std::vector<std::uint8_t> changed_head = bytes;
   changed_head[a->header().index_offset + 12] ^= 0x01;  // inside entry_count / sequence
   EXPECT_THROW(test::open_and_verify(changed_head, trust, 1), Error);
