@@ -44,7 +44,7 @@ std::string attestation_refusal(const std::vector<store::StoredAttestation>& sto
         seen += "; " + what + ": " + f.arch + " (cc " + f.compute_capability + ")";
         good.push_back(std::move(f));
       }
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       seen += "; " + std::string(e.what());
     }
   }

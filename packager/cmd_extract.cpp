@@ -87,7 +87,7 @@ void add_extract_command(CLI::App& app) {
                                   " absent from this sparse archive; extract the members it holds (--member, kiln inspect "
                                   "marks the absent ones), or pull the archive whole");
       }
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(e.code(), std::string(e.what()) + "; kiln extract wrote nothing (the archive was refused before any member was written)");
     }
 
@@ -96,7 +96,7 @@ void add_extract_command(CLI::App& app) {
     try {
       bytes = write_members(*archive, chosen, folder);
       folder.commit();
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       std::string left = folder.discard();
       fail(e.code(), std::string(e.what()) + "; kiln extract wrote nothing: " +
                          (left.empty() ? "the temporary folder " + folder.temporary() + " was removed and " + o->dir +

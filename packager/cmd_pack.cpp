@@ -22,7 +22,7 @@ void refuse_to_drop_signatures(const std::string& out, const std::vector<Private
   std::unique_ptr<ArchiveReader> held;
   try {
     held = ArchiveReader::open_file(out, ReadOptions{});
-  } catch (const Error&) {
+  } catch (const Failure&) {
     return;  // absent, unreadable or not an archive: nothing signed to lose
   }
   std::string lost;

@@ -6,36 +6,32 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
-#include "api/api_support.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "core/attestation_facts.hpp"
 #include "core/file_io.hpp"
 #include "core/json.hpp"
+#include "core/status.hpp"
 #include "engine/described_target.hpp"
-#include "kiln/kiln.h"
+#include "kiln/kiln.hpp"
 #include "preflight_targets.hpp"
 
 namespace kiln::cli {
 namespace {
 
-// A failed C API call as the exception the command's exit codes come from.
-[[noreturn]] void throw_last_error(kiln_status status) {
-  char message[4096];
-  kiln_last_error(message, sizeof message, nullptr);
-  throw Error(api::errc_of(status), message);
+// A failed call of libkiln's C API (through its C++ face) as the exception the command's exit
+// codes come from.
+template <class F>
+void through_the_api(F&& f) {
+  try {
+    f();
+  } catch (const kiln::Error& e) {
+    throw Failure(errc_of(e.status()), e.what());
+  }
 }
-void check(kiln_status status) {
-  if (status != KILN_OK) throw_last_error(status);
-}
-
-struct RuntimeDeleter {
-  void operator()(kiln_runtime* r) const { kiln_runtime_destroy(r); }
-};
-struct ArchiveDeleter {
-  void operator()(kiln_archive* a) const { kiln_archive_destroy(a); }
-};
 
 }  // namespace
 
@@ -75,7 +71,7 @@ void add_preflight_command(CLI::App& app) {
   target->excludes(fleet);
   cmd->callback([o, cmd] {
     if (!o->targets.empty() || !o->fleet.empty()) {
-      if (cmd->count("--device") > 0) throw Error(Errc::invalid_argument, "--device is this host's GPU; with --target or --fleet there is none");
+      if (cmd->count("--device") > 0) throw Failure(Errc::invalid_argument, "--device is this host's GPU; with --target or --fleet there is none");
       std::vector<FleetTarget> targets =
           o->fleet.empty() ? targets_from_list(o->targets, o->driver) : read_fleet_file(o->fleet);
       // Every target checked before anything is printed: a GPU that can exist, a driver version
@@ -83,58 +79,49 @@ void add_preflight_command(CLI::App& app) {
       for (const FleetTarget& t : targets) {
         try {
           engine::parse_described_target(t.target, t.driver);
-        } catch (const Error& e) {
+        } catch (const Failure& e) {
           if (o->fleet.empty()) throw CLI::ValidationError("--target", e.what());
-          throw Error(e.code(), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
+          throw Failure(e.code(), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
         }
       }
       int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, o->attestations, targets);
       if (o->require_device && off_device > 0) {
-        throw Error(Errc::refused, std::to_string(off_device) + " kernel(s) would not run on their target's GPU (--require-device)");
+        throw Failure(Errc::refused, std::to_string(off_device) + " kernel(s) would not run on their target's GPU (--require-device)");
       }
       return;
     }
-    kiln_runtime_options options;
-    check(kiln_runtime_options_init(&options, sizeof options));
-    options.trust_path = o->trust.c_str();
-    options.policy = o->strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
-    if (!o->attestations.keys.empty()) options.attestation_trust_path = o->attestations.keys.c_str();
-    options.attestation_threshold = o->attestations.threshold;
-    kiln_runtime* raw_runtime = nullptr;
-    check(kiln_runtime_create(&raw_runtime, &options));
-    std::unique_ptr<kiln_runtime, RuntimeDeleter> runtime(raw_runtime);
-    kiln_archive* raw_archive = nullptr;
-    check(kiln_archive_open(runtime.get(), o->file.c_str(), &raw_archive));
-    std::unique_ptr<kiln_archive, ArchiveDeleter> archive(raw_archive);
-    for (const std::string& f : o->attestations.files) {
-      std::string envelope = read_small_file(f, kMaxAttestationBytes);
-      check(kiln_archive_add_attestation(archive.get(), envelope.data(), envelope.size()));
-    }
-
-    if (o->json) {
-      // Resolving loads the chosen code objects (PTX is JIT-compiled) but launches nothing.
-      std::size_t needed = 0;
-      kiln_status s = kiln_archive_preflight(archive.get(), o->device, nullptr, 0, &needed);
-      if (s != KILN_ERR_BUFFER_TOO_SMALL) check(s);
-      std::string report(needed, '\0');
-      check(kiln_archive_preflight(archive.get(), o->device, &report[0], report.size(), nullptr));
-      report.resize(needed - 1);
-      // libkiln's report (one object, built by engine/preflight.cpp) with the file named first.
-      std::cout << "{\"file\":" << json::quote(o->file) << "," << report.substr(1) << "\n";
-      return;
-    }
-    std::cout << o->file << " (" << kiln_archive_digest(archive.get()) << ") on device " << o->device << ":\n";
-    for (std::size_t i = 0; i < kiln_archive_kernel_count(archive.get()); ++i) {
-      const char* name = kiln_archive_kernel_name(archive.get(), i);
-      if (name == nullptr) {  // the index and the kernel table disagree: warming says how
-        check(kiln_archive_warm(archive.get(), o->device));
-        throw Error(Errc::malformed, o->file + ": kernel " + std::to_string(i) + " has no name in the index");
+    through_the_api([&] {
+      kiln::RuntimeOptions options;
+      options.trust_path(o->trust).policy(o->strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK);
+      if (!o->attestations.keys.empty()) options.attestation_trust_path(o->attestations.keys);
+      options.attestation_threshold(o->attestations.threshold);
+      kiln::Runtime runtime(options);
+      kiln::Archive archive(runtime, o->file);
+      for (const std::string& f : o->attestations.files) {
+        std::string envelope = read_small_file(f, kMaxAttestationBytes);
+        archive.add_attestation(envelope.data(), envelope.size());
       }
-      kiln_kernel* k = nullptr;
-      check(kiln_archive_get_kernel(archive.get(), name, o->device, &k));
-      std::printf("  %-20s %-9s %-18s %s\n", name, kiln_route_string(kiln_kernel_route(k)),
-                  kiln_reason_string(kiln_kernel_reason(k)), kiln_kernel_reason_text(k));
-    }
+      if (o->json) {
+        // Resolving loads the chosen code objects (PTX is JIT-compiled) but launches nothing.
+        // libkiln's report (one object, built by engine/preflight.cpp) with the file named first.
+        std::string report = archive.preflight(o->device);
+        std::cout << "{\"file\":" << json::quote(o->file) << "," << report.substr(1) << "\n";
+        return;
+      }
+      std::cout << o->file << " (" << archive.digest() << ") on device " << o->device << ":\n";
+      for (std::size_t i = 0; i < archive.kernel_count(); ++i) {
+        std::string name;
+        try {
+          name = archive.kernel_name(i);
+        } catch (const std::out_of_range&) {  // the index and the kernel table disagree: warming says how
+          archive.warm(o->device);
+          throw Failure(Errc::malformed, o->file + ": kernel " + std::to_string(i) + " has no name in the index");
+        }
+        kiln::Kernel k = archive.kernel(name, o->device);
+        std::printf("  %-20s %-9s %-18s %s\n", name.c_str(), kiln_route_string(k.route()), kiln_reason_string(k.reason()),
+                    k.reason_text().c_str());
+      }
+    });
     std::fflush(stdout);
   });
 }

@@ -93,7 +93,7 @@ void add_verify_command(CLI::App& app) {
       for (const auto& e : archive->index().entries) total += e.stored_size;
       ProgressBar bar("verifying", total);
       archive->verify_all(o->threads, o->deep, bar.callback());
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       if (o->json) {
         json::Writer w;
         w.begin_object().field("file", o->file).field("ok", false).key("error").begin_object();

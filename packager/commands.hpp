@@ -1,5 +1,5 @@
 // Each subcommand of `kiln` registers itself on the application here; its work runs in
-// the CLI11 callback and reports failure by throwing kiln::Error.
+// the CLI11 callback and reports failure by throwing kiln::Failure.
 #pragma once
 
 namespace CLI {

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return kiln::cli::usage_error(app, e);
-  } catch (const kiln::Error& e) {
+  } catch (const kiln::Failure& e) {
     for (CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
     int code = kiln::cli::exit_code_for(e.code());
     std::cerr << command << ": " << (code == kiln::cli::kExitRefused ? "refused" : "error") << ": " << e.what() << "\n";

@@ -106,7 +106,7 @@ class MemberSet {
         } else {
           m.mapped = MappedFile::open_regular_nofollow(path, kMaxInputFileSize);
         }
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;
         errors[i] = where(manifest_name_, pending_[i].ref.pos) + ": " + e.what();
       }
@@ -225,14 +225,14 @@ void check_code_objects(const std::vector<CodeClaim>& claims, const std::string&
     ByteView bytes;
     try {
       bytes = bytes_to_check(*c.member, buffer);
-    } catch (const Error& e) {  // the file, not its content: it changed since it was opened
+    } catch (const Failure& e) {  // the file, not its content: it changed since it was opened
       inspect_codes[i] = e.code() == Errc::io ? Errc::io : Errc::manifest;  // as open_all reports it
       inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
       return;
     }
     try {
       infos[i] = inspect_code_object(bytes, "'" + c.code->file.path + "'");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       inspect_errors[i] = where(manifest_name, c.code->file.pos) + ": " + e.what();
     }
   });
@@ -283,12 +283,12 @@ void check_test_vectors(const std::vector<VectorCheck>& vectors, const std::stri
     ByteView bytes;
     try {
       bytes = bytes_to_check(*v.member, vector_bytes);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(e.code() == Errc::io ? Errc::io : Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
     }
     try {
       array = parse_npy(bytes, "'" + v.file->path + "'");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(Errc::manifest, where(manifest_name, v.file->pos) + ": " + e.what());
     }
     const KernelParam* param = nullptr;

@@ -18,29 +18,29 @@ std::vector<FleetTarget> read_fleet_file(const std::string& path) {
     doc = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
-    throw Error(Errc::invalid_argument, path + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": " +
+    throw Failure(Errc::invalid_argument, path + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": " +
                                             std::string(e.description()));
   }
   const toml::array* fleet = doc["fleet"].as_array();
   if (fleet == nullptr || fleet->empty()) {
-    throw Error(Errc::invalid_argument, path + ": no [[fleet]] entries (each: target = \"sm_80\", optional name and driver)");
+    throw Failure(Errc::invalid_argument, path + ": no [[fleet]] entries (each: target = \"sm_80\", optional name and driver)");
   }
   std::vector<FleetTarget> out;
   for (std::size_t i = 0; i < fleet->size(); ++i) {
     const toml::table* t = (*fleet)[i].as_table();
     std::string where = path + ": fleet[" + std::to_string(i) + "]";
-    if (t == nullptr) throw Error(Errc::invalid_argument, where + " must be a table");
+    if (t == nullptr) throw Failure(Errc::invalid_argument, where + " must be a table");
     FleetTarget f;
     for (auto&& [key, value] : *t) {
       std::string k(key.str());
       if (k != "name" && k != "target" && k != "driver") {
-        throw Error(Errc::invalid_argument, where + ": unknown key '" + k + "' (known: name, target, driver)");
+        throw Failure(Errc::invalid_argument, where + ": unknown key '" + k + "' (known: name, target, driver)");
       }
-      if (!value.is_string()) throw Error(Errc::invalid_argument, where + ": '" + k + "' must be a string");
+      if (!value.is_string()) throw Failure(Errc::invalid_argument, where + ": '" + k + "' must be a string");
       std::string v = *value.value<std::string>();
       (k == "name" ? f.name : k == "target" ? f.target : f.driver) = v;
     }
-    if (f.target.empty()) throw Error(Errc::invalid_argument, where + " has no target (e.g. target = \"sm_90\")");
+    if (f.target.empty()) throw Failure(Errc::invalid_argument, where + " has no target (e.g. target = \"sm_90\")");
     out.push_back(std::move(f));
   }
   return out;
@@ -54,7 +54,7 @@ std::vector<FleetTarget> targets_from_list(const std::vector<std::string>& lists
       std::size_t comma = list.find(',', start);
       if (comma == std::string::npos) comma = list.size();
       std::string item = list.substr(start, comma - start);
-      if (item.empty()) throw Error(Errc::invalid_argument, "--target '" + list + "' has an empty item");
+      if (item.empty()) throw Failure(Errc::invalid_argument, "--target '" + list + "' has an empty item");
       out.push_back({"", item, driver});
       start = comma + 1;
     }

@@ -20,7 +20,7 @@ struct FleetTarget {
   std::string driver;  // "" when not given
 };
 
-// The targets of a fleet file; throws kiln::Error naming the file, line and what is wrong.
+// The targets of a fleet file; throws kiln::Failure naming the file, line and what is wrong.
 std::vector<FleetTarget> read_fleet_file(const std::string& path);
 
 // "sm_80,sm_90" (with `driver` for each) as fleet targets; empty items are refused.

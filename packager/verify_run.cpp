@@ -262,7 +262,7 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device)
       }
       try {
         run_one(rt, archive, *k, test, o, r);
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         r.ran = true;
         r.passed = false;
         r.detail = e.what();

@@ -41,7 +41,7 @@ struct RunDevice {
 };
 
 // Returns one result per (kernel, test), and per kernel without tests; `device` (may be null)
-// gets the GPU they ran on. Throws kiln::Error when the archive cannot be opened at all.
+// gets the GPU they ran on. Throws kiln::Failure when the archive cannot be opened at all.
 std::vector<TestResult> run_test_vectors(const RunOptions& options, RunDevice* device = nullptr);
 
 }  // namespace kiln::cli

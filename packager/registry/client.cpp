@@ -31,7 +31,7 @@ std::string error_summary(const std::string& body) {
     }
     // The registry's words reach a terminal: no escape sequence or line break of theirs survives.
     if (!out.empty()) return " (" + escape_control(out.substr(0, 512)) + ")";
-  } catch (const Error&) {
+  } catch (const Failure&) {
   }
   return " (a " + std::to_string(body.size()) + "-byte reply that is not a registry error)";
 }
@@ -124,7 +124,7 @@ HttpResponse Client::send(HttpRequest request, const std::string& what) {
     HttpResponse reply;
     try {
       reply = http_.perform(request);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(e.code(), ref_.name() + ": " + what + ": " + e.what());
     }
     if (reply.status != 401) return reply;

@@ -63,7 +63,7 @@ class Http {
   Http(const Http&) = delete;
   Http& operator=(const Http&) = delete;
   // Performs the request. A transport failure (refused connection, TLS, timeout, a reply over
-  // its bound, the connection dropped) throws kiln::Error naming the URL; any HTTP status is
+  // its bound, the connection dropped) throws kiln::Failure naming the URL; any HTTP status is
   // returned for the caller to judge. An exception a sink throws is rethrown as it was.
   HttpResponse perform(const HttpRequest& request);
   const HttpStats& stats() const { return stats_; }

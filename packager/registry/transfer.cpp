@@ -39,7 +39,7 @@ std::vector<store::Referrer> tag_schema_referrers(Client& client, const std::str
   try {
     std::string held_digest;
     return store::read_referrers_index(client.get_manifest(tag_name, &held_digest), client.reference().name() + ":" + tag_name);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found) throw;
   }
   return {};
@@ -78,7 +78,7 @@ PushResult push_archive(Client& client, const std::string& file, const std::stri
     std::string bytes = client.get_manifest(r.tag, &held);
     store::ArtifactClaims claims = store::read_artifact_manifest(bytes, client.reference().name() + ":" + r.tag, 1ull << 62);
     if (claims.kiln_digest != r.archive.digest) r.moved_from = claims.kiln_digest;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found && e.code() != Errc::malformed && e.code() != Errc::unsupported) throw;
   }
   if (keep_tags && !r.moved_from.empty()) {
@@ -183,7 +183,7 @@ FetchedAttestations fetch_attestations(Client& client, const std::string& manife
       AttestationFacts f = read_attestation(envelope, at);
       if (f.subject_digest != kiln_digest) fail(Errc::integrity, at + " attests " + f.subject_digest + ", not " + kiln_digest);
       out.envelopes.push_back(std::move(envelope));
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       out.ignored.push_back(e.what());  // a registry may list anything; the policy needs only good ones
     }
   }
@@ -217,7 +217,7 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
     h = format::decode_header(ByteView(bytes));
     if (h.sparse) fail(Errc::malformed, "the blob is itself a sparse archive (a registry holds archives whole)");
     format::check_sparse_header(h);  // the bounds; the file they tile is the layer
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(Errc::malformed, where + ": blob " + layer.digest + ": " + e.what());
   }
   if (format::complete_size(h) != layer.size) {
@@ -237,7 +237,7 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
     std::vector<format::SignatureRecord> records;
     try {
       records = format::decode_signature_block(ByteView(bytes).sub(h.index_size, h.signature_block_size));
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(Errc::malformed, where + ": " + e.what());
     }
     TrustReport report = evaluate_signatures(records, digest, TrustPolicy{options.trust, options.threshold});
@@ -246,7 +246,7 @@ bool fetch_sparse(Client& client, const store::BlobRef& layer, const std::string
   format::Index index;
   try {
     index = format::decode_index(ByteView(bytes).sub(0, h.index_size), h.index_head_size, h.index_offset);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(e.code(), where + ": " + e.what());
   }
   held[h.index_offset] = std::move(bytes);
@@ -322,7 +322,7 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
   std::string bytes;
   try {
     bytes = client.get_manifest(asked, &r.manifest_digest);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found || ref.kiln_digest.empty()) throw;
     fail(e.code(), std::string(e.what()) + " (kiln push tags every archive it pushes " + asked +
                        "; an archive pushed another way is pulled by its tag or manifest digest)");
@@ -345,7 +345,7 @@ FetchResult fetch_archive(Client& client, const Reference& ref, AtomicFileWriter
   std::unique_ptr<ArchiveReader> a;
   try {
     a = open_verified(out.temp_path(), options.trust, options.threshold, false);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     // Name the blob, not the temporary file (removed as this unwinds).
     std::string what = e.what();
     for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {

@@ -9,14 +9,10 @@
 
 #include "api/handles.hpp"
 #include "core/error.hpp"
+#include "core/status.hpp"
 #include "kiln/kiln.h"
 
 namespace kiln::api {
-
-// The one mapping between the engine's error codes and the C API's statuses, both ways (the
-// kiln command turns a status from the C API back into its exit code).
-kiln_status status_of(Errc code);
-Errc errc_of(kiln_status status);
 
 // The calling thread's last error (kiln_last_error) and, where a runtime is known, that
 // runtime's latest message too (kiln_runtime_last_error, v1).
@@ -72,7 +68,7 @@ kiln_status guarded(const engine::Runtime* runtime, Body&& body) noexcept {
     body();
     clear_error();
     return KILN_OK;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     record_error(runtime, e.what());
     return status_of(e.code());
   } catch (const std::bad_alloc&) {

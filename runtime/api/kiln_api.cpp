@@ -1,5 +1,5 @@
 // The C boundary. Every exported function catches everything (api_support.hpp's `guarded`):
-// kiln::Error becomes its status and the calling thread's message; std::bad_alloc becomes
+// kiln::Failure becomes its status and the calling thread's message; std::bad_alloc becomes
 // KILN_ERR_OUT_OF_MEMORY; anything else KILN_ERR_INTERNAL. No exception leaves this file.
 // Argument errors are recorded like any other failure, and a success clears the message.
 #include <cstring>
@@ -25,9 +25,9 @@ using kiln::api::guarded;
 using kiln::api::guarded_status;
 using kiln::api::HandleKind;
 using kiln::api::invalid;
-using kiln::api::status_of;
+using kiln::status_of;
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 namespace {
 
@@ -250,14 +250,14 @@ kiln_status kiln_archive_read_member(kiln_archive* archive, const char* path, vo
     const kiln::ArchiveReader& reader = archive->impl.reader();
     long i = reader.find(path);
     if (i < 0) {
-      throw Error(Errc::not_found, reader.name() + ": no member named '" + std::string(path) + "'");
+      throw Failure(Errc::not_found, reader.name() + ": no member named '" + std::string(path) + "'");
     }
     // The length comes from the signed index: a size query reads and decompresses nothing. A
     // length over the reader's bound is refused here too, so that no caller sizes a buffer from it.
     std::uint64_t length = reader.entry(static_cast<std::size_t>(i)).content_size;
     reader.require_present(static_cast<std::size_t>(i));  // a sparse archive's absent member has no size to offer
     if (length > reader.max_member_size()) {
-      throw Error(Errc::limit, reader.name() + ": member '" + std::string(path) + "' declares " + std::to_string(length) +
+      throw Failure(Errc::limit, reader.name() + ": member '" + std::string(path) + "' declares " + std::to_string(length) +
                                    " bytes of content, over the reader's limit of " +
                                    std::to_string(reader.max_member_size()));
     }

@@ -102,7 +102,7 @@ CodeObjectInfo inspect_offload_bundle(ByteView bytes, const std::string& what) {
     ByteView entry;
     try {
       entry = bytes.sub(offset, size);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       fail(Errc::code_object, what + ": offload bundle entry '" + id + "' lies outside the file");
     }
     std::string claimed = id.substr(kHip.size());

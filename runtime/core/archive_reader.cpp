@@ -146,7 +146,7 @@ void ArchiveReader::parse_extent_table() {
                                 std::to_string(file_size_) + " bytes");
     }
     extents_ = format::decode_extent_table(ByteView(copy_physical(format::kHeaderSize, table_size)), header_, file_size_);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(Errc::malformed, name_ + ": " + e.what());
   }
 }
@@ -158,7 +158,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
   try {
     std::vector<std::uint8_t> header = copy_physical(0, std::min<std::uint64_t>(file_size_, format::kHeaderSize));
     header_ = format::decode_header(ByteView(header));
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     refuse(e.what());
   }
   if (header_.sparse) {
@@ -176,7 +176,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
   try {
     std::vector<std::uint8_t> block = copy_out(header_.index_offset + header_.index_size, header_.signature_block_size);
     signatures_ = format::decode_signature_block(ByteView(block));
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     refuse(e.what());
   }
 
@@ -190,7 +190,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
 
   try {
     head_ = format::decode_index_head(ByteView(head), header_.index_size, header_.index_offset);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     refuse(e.what());
   }
   top_pages_.reset(new std::atomic<Page*>[head_.refs.size()]());
@@ -238,7 +238,7 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
         slot.refs = format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size);
         slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
       }
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       fail(Errc::malformed, name_ + ": " + e.what());
     }
     pages_read_.fetch_add(1, std::memory_order_relaxed);
@@ -390,7 +390,7 @@ const Manifest& ArchiveReader::manifest() const {
     Manifest m;
     try {
       m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), name_ + ":kiln.toml");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       // The author's mistake when packing (Errc::manifest, "bad input"); inside a sealed archive
       // it is a malformed archive, refused like any other.
       if (e.code() != Errc::manifest) throw;

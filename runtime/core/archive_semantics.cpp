@@ -139,7 +139,7 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
   std::map<std::string, Expected> expected;
   try {
     expected = expected_members(m);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(Errc::integrity, where + e.what());
   }
 
@@ -199,7 +199,7 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     }
     try {
       infos[i] = inspect_code_object(bytes, "member '" + e.path + "'");
-    } catch (const Error& error) {
+    } catch (const Failure& error) {
       fail(Errc::integrity, where + error.what() + " (indexed as " + format::code_kind_name(e.kind) + " for " + e.arch + ")");
     }
     // A buffer grown for an unusually large member is not kept for the thread's lifetime.

@@ -224,7 +224,7 @@ class MemberPipeline {
         } else {
           compress_one(job, scratch);
         }
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         record_failure(e.code(), e.what());
         return;
       } catch (const std::exception& e) {

@@ -32,7 +32,7 @@ ByteView find_section(ByteView bytes, const Header& h, const std::string& name, 
   auto section = [&](std::uint16_t i) {
     try {
       return bytes.sub(h.section_offset + static_cast<std::uint64_t>(i) * 64, 64);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       fail(Errc::code_object, what + ": ELF section header " + std::to_string(i) + " lies outside the file");
     }
   };
@@ -42,7 +42,7 @@ ByteView find_section(ByteView bytes, const Header& h, const std::string& name, 
     if (type == 8) return ByteView();  // SHT_NOBITS occupies no file space
     try {
       return bytes.sub(offset, size);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       fail(Errc::code_object, what + ": ELF section contents lie outside the file");
     }
   };

@@ -1,4 +1,4 @@
-// The one error type of kiln's core. Core code throws kiln::Error; the C API and the CLI
+// The one error type of kiln's core. Core code throws kiln::Failure; the C API and the CLI
 // catch it at their boundary and turn it into a status code and a message.
 #pragma once
 
@@ -28,15 +28,18 @@ enum class Errc {
 
 const char* errc_name(Errc code) noexcept;
 
-class Error : public std::runtime_error {
+// What the library and the kiln command throw inside; the C boundary turns it into a status and
+// the thread's message (runtime/api). Not kiln::Error, the public C++ face's exception
+// (include/kiln/kiln.hpp), so that a file of the command can use both.
+class Failure : public std::runtime_error {
  public:
-  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Failure(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Errc code() const noexcept { return code_; }
 
  private:
   Errc code_;
 };
 
-[[noreturn]] inline void fail(Errc code, const std::string& message) { throw Error(code, message); }
+[[noreturn]] inline void fail(Errc code, const std::string& message) { throw Failure(code, message); }
 
 }  // namespace kiln

@@ -3,7 +3,7 @@
 // Why not std::call_once directly: an exception thrown by the callable must unwind through
 // glibc's pthread_once, and with libstdc++ linked statically (KILN_STATIC_DEPS, the build
 // that travels to GPU machines) that unwinding aborts the process instead. Here the callable's
-// kiln::Error (or any std::exception) is caught inside, kept, and thrown again after
+// kiln::Failure (or any std::exception) is caught inside, kept, and thrown again after
 // std::call_once has returned, to this caller and every later one: the bytes a lazy step
 // reads were copied before they were checked, so trying again would not give another answer.
 #pragma once
@@ -24,13 +24,13 @@ class Once {
     std::call_once(flag_, [&]() noexcept {
       try {
         std::forward<Fn>(fn)();
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         failed_ = true, code_ = e.code(), message_ = e.what();
       } catch (const std::exception& e) {
         failed_ = true, code_ = Errc::internal, message_ = e.what();
       }
     });
-    if (failed_) throw Error(code_, message_);
+    if (failed_) throw Failure(code_, message_);
   }
 
  private:

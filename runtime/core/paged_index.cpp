@@ -568,7 +568,7 @@ std::vector<SignatureRecord> decode_signature_block(ByteView bytes) {
     if (rec.attributes_text.size() > kMaxAttributesLength) r.fail_here("signature " + std::to_string(i) + ": attributes too long");
     try {
       rec.attributes = decode_attributes(rec.attributes_text);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       r.fail_here("signature " + std::to_string(i) + ": " + e.what());
     }
     ByteView sig = r.take(64);

@@ -29,24 +29,24 @@ void parallel_for(std::size_t n, unsigned threads, Fn&& fn) {
   for (std::thread& t : pool) t.join();
 }
 
-// The same for work that may fail with kiln::Error: once one fn(i) throws, no index starts
+// The same for work that may fail with kiln::Failure: once one fn(i) throws, no index starts
 // that was not started already, the running ones finish, and the first error thrown is
 // rethrown on the calling thread. The one thread pool with first-error capture.
 template <class Fn>
 void parallel_for_or_fail(std::size_t n, unsigned threads, Fn&& fn) {
   std::atomic<bool> failed{false};
   std::mutex mutex;
-  std::unique_ptr<Error> first;
+  std::unique_ptr<Failure> first;
   parallel_for(n, threads, [&](std::size_t i) {
     if (failed.load()) return;
     try {
       fn(i);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       std::lock_guard<std::mutex> lock(mutex);
-      if (!failed.exchange(true)) first = std::make_unique<Error>(e);
+      if (!failed.exchange(true)) first = std::make_unique<Failure>(e);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex);
-      if (!failed.exchange(true)) first = std::make_unique<Error>(Errc::internal, e.what());
+      if (!failed.exchange(true)) first = std::make_unique<Failure>(Errc::internal, e.what());
     }
   });
   if (first) throw *first;

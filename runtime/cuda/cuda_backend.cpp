@@ -289,7 +289,7 @@ const Device& CudaBackend::device_of(const backend::DeviceInfo& device) {
   Unavailable unavailable = Unavailable::none;
   std::string why;
   const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
-  if (d == nullptr) throw Error(Errc::internal, "CUDA device " + std::to_string(device.ordinal) + " vanished: " + why);
+  if (d == nullptr) throw Failure(Errc::internal, "CUDA device " + std::to_string(device.ordinal) + " vanished: " + why);
   return *d;
 }
 

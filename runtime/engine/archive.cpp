@@ -10,7 +10,7 @@
 namespace kiln::engine {
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 kiln::ReadOptions Archive::read_options() const {
   kiln::ReadOptions options;
@@ -38,16 +38,16 @@ Archive::~Archive() = default;
 void Archive::add_attestation(const std::string& envelope, const std::string& what) {
   const kiln::TrustSet* keys = runtime_.attestation_trust();
   if (keys == nullptr) {
-    throw Error(Errc::invalid_argument, "this runtime requires no attestations (kiln_runtime_options.attestation_trust_path "
+    throw Failure(Errc::invalid_argument, "this runtime requires no attestations (kiln_runtime_options.attestation_trust_path "
                                         "names the keys that sign them)");
   }
   if (envelope.size() > kMaxAttestationBytes) {
-    throw Error(Errc::invalid_argument, what + ": " + std::to_string(envelope.size()) + " bytes; an attestation is at most " +
+    throw Failure(Errc::invalid_argument, what + ": " + std::to_string(envelope.size()) + " bytes; an attestation is at most " +
                                             std::to_string(kMaxAttestationBytes));
   }
   kiln::AttestationFacts f = kiln::verify_attestation(envelope, *keys, runtime_.attestation_threshold(), what);
-  if (f.subject_digest != digest_) throw Error(Errc::refused, what + " attests " + f.subject_digest + ", not " + digest_);
-  if (!f.passed) throw Error(Errc::refused, what + ": the attested run on " + f.arch + " did not pass every test");
+  if (f.subject_digest != digest_) throw Failure(Errc::refused, what + " attests " + f.subject_digest + ", not " + digest_);
+  if (!f.passed) throw Failure(Errc::refused, what + ": the attested run on " + f.arch + " did not pass every test");
   std::lock_guard<std::mutex> lock(attestations_mutex_);
   attestations_.push_back(std::move(f));
 }
@@ -66,9 +66,9 @@ std::string Archive::attestation_gap(const backend::DeviceInfo& device) const {
 
 Kernel* Archive::kernel(const std::string& name, int device) {
   if (!reader_->has_kernel(name)) {
-    throw Error(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
+    throw Failure(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
   }
-  if (device < 0) throw Error(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
+  if (device < 0) throw Failure(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
   Slot* slot;
   {
     std::lock_guard<std::mutex> lock(slots_mutex_);

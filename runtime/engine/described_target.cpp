@@ -12,7 +12,7 @@
 namespace kiln::engine {
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 namespace {
 
@@ -170,14 +170,14 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
   cuda::Target code;
   if (cuda::parse_target(text, &code)) {
     if (code.is_ptx) {
-      throw Error(Errc::invalid_argument, "target '" + text + "' names PTX, not a GPU: give sm_" +
+      throw Failure(Errc::invalid_argument, "target '" + text + "' names PTX, not a GPU: give sm_" +
                                               std::to_string(code.major) + std::to_string(code.minor));
     }
     const int cc = code.major * 10 + code.minor;
     bool exists = false;
     for (int known : kCudaDeviceCcs) exists = exists || known == cc;
     if (!exists) {
-      throw Error(Errc::invalid_argument, "target '" + text + "' names compute capability " + std::to_string(code.major) +
+      throw Failure(Errc::invalid_argument, "target '" + text + "' names compute capability " + std::to_string(code.major) +
                                               "." + std::to_string(code.minor) + ", which no NVIDIA GPU has (known: " +
                                               known_cuda_devices() + ")");
     }
@@ -187,7 +187,7 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
     if (!driver.empty()) {
       int major = 0, minor = 0;
       if (!cuda::parse_version_pair(driver, &major, &minor)) {
-        throw Error(Errc::invalid_argument, "driver '" + driver + "' is not a CUDA version such as 12.4");
+        throw Failure(Errc::invalid_argument, "driver '" + driver + "' is not a CUDA version such as 12.4");
       }
       t.spec.driver_version = major * 1000 + minor * 10;
     }
@@ -196,16 +196,16 @@ DescribedTarget parse_described_target(const std::string& text, const std::strin
   if (hip::parse_target_id(text, &t.amd)) {
     t.vendor = format::Vendor::hip;
     if (!hip::generic_family(t.amd.processor).empty()) {
-      throw Error(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
+      throw Failure(Errc::invalid_argument, "target '" + text + "' is a generic code target, not a GPU: name the processor (gfx90a, gfx942, ...)");
     }
     if (!amdgpu_processor_known(t.amd.processor)) {
-      throw Error(Errc::invalid_argument, "target '" + text + "' names AMD processor " + t.amd.processor +
+      throw Failure(Errc::invalid_argument, "target '" + text + "' names AMD processor " + t.amd.processor +
                                               ", which LLVM's AMDGPU target does not know (gfx90a, gfx942, gfx1100, ...)");
     }
-    if (!driver.empty()) throw Error(Errc::invalid_argument, "--driver is a CUDA driver version; target '" + text + "' is an AMD GPU");
+    if (!driver.empty()) throw Failure(Errc::invalid_argument, "--driver is a CUDA driver version; target '" + text + "' is an AMD GPU");
     return t;
   }
-  throw Error(Errc::invalid_argument, "target '" + text +
+  throw Failure(Errc::invalid_argument, "target '" + text +
                                           "' is neither a CUDA GPU (sm_80, sm_90, sm_100, ...) nor an AMD target ID (gfx90a:xnack-, gfx942, ...)");
 }
 

@@ -25,7 +25,7 @@ struct DescribedTarget {
 };
 
 // Parses a target and an optional CUDA driver version ("12.4"; "" for none, which judges as if
-// the driver were new enough for every code object). Throws kiln::Error (invalid_argument)
+// the driver were new enough for every code object). Throws kiln::Failure (invalid_argument)
 // naming what is wrong.
 DescribedTarget parse_described_target(const std::string& text, const std::string& driver);
 

@@ -101,7 +101,7 @@ void Archive::diagnose(const Kernel& k, const std::string& event, const std::str
   try {
     e.files.emplace_back(kiln::format::kManifestPath, reader_->read_member(kiln::format::kManifestPath));
     if (!member.empty()) e.files.emplace_back(member, reader_->read_member(member));
-  } catch (const kiln::Error& ex) {
+  } catch (const kiln::Failure& ex) {
     e.error += " (and the bundle could not include a member: " + std::string(ex.what()) + ")";
   }
   std::string why;

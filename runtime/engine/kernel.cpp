@@ -26,7 +26,7 @@ class CurrentCall {
 CallContext* CallContext::current() { return t_current_call; }
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 Kernel::Kernel(Archive& archive, kiln::KernelSpec spec, int device, bool reference_allowed)
     : archive_(&archive),
@@ -64,20 +64,20 @@ int Kernel::variant_for(void* const* args) const {
 
 void Kernel::check_arguments(void* const* args, std::size_t arg_count, const std::size_t* arg_sizes) const {
   if (arg_count != spec_.params.size()) {
-    throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "' takes " + std::to_string(spec_.params.size()) +
+    throw Failure(Errc::invalid_argument, "kernel '" + spec_.name + "' takes " + std::to_string(spec_.params.size()) +
                                             " arguments, the launch passed " + std::to_string(arg_count));
   }
-  if (args == nullptr && arg_count > 0) throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "': args is NULL");
+  if (args == nullptr && arg_count > 0) throw Failure(Errc::invalid_argument, "kernel '" + spec_.name + "': args is NULL");
   for (std::size_t i = 0; i < arg_count; ++i) {
     const kiln::KernelParam& p = spec_.params[i];
     if (args[i] == nullptr) {
-      throw Error(Errc::invalid_argument, "kernel '" + spec_.name + "': argument " + std::to_string(i) + " '" + p.name +
+      throw Failure(Errc::invalid_argument, "kernel '" + spec_.name + "': argument " + std::to_string(i) + " '" + p.name +
                                               "' is NULL (each entry points at the argument's value)");
     }
     if (arg_sizes == nullptr) continue;
     std::size_t want = p.is_pointer ? sizeof(std::uint64_t) : kiln::scalar_type_size(p.type);
     if (arg_sizes[i] != want) {
-      throw Error(Errc::invalid_argument,
+      throw Failure(Errc::invalid_argument,
                   "kernel '" + spec_.name + "': argument " + std::to_string(i) + " '" + p.name + "' is " +
                       (p.is_pointer ? std::string("a pointer") : std::string(kiln::scalar_type_name(p.type))) + " (" +
                       std::to_string(want) + " bytes); the launch passed " + std::to_string(arg_sizes[i]) + " bytes");
@@ -135,7 +135,7 @@ kiln_route Kernel::launch(void* const* args, std::size_t arg_count, void* stream
         std::string call = shapes_.describe_call(args) + " " + launch_text(*config);
         archive_->diagnose(*this, "launch", target_, "", r, error, call);
         std::string which = variant < 0 ? "" : ", variant '" + spec_.variants[static_cast<std::size_t>(variant)].name + "'";
-        throw Error(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + which + ") on " + device_info_->describe + ": " +
+        throw Failure(Errc::driver, "kernel '" + spec_.name + "' (" + target_ + which + ") on " + device_info_->describe + ": " +
                                       backend_->launch_call() + " failed: " + error);
       }
       rt.stats().count(device_, route_ == KILN_ROUTE_NATIVE ? Stats::Outcome::native : Stats::Outcome::ptx_jit);
@@ -189,7 +189,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   Runtime& rt = archive_->runtime();
   if (!reference_allowed_) {
     rt.stats().count(device_, Stats::Outcome::refused);
-    throw Error(Errc::refused, "kernel '" + spec_.name + "' cannot run on device " + std::to_string(device_) + ": " +
+    throw Failure(Errc::refused, "kernel '" + spec_.name + "' cannot run on device " + std::to_string(device_) + ": " +
                                    why_text +
                                    (rt.policy() == KILN_POLICY_STRICT ? " (the runtime's policy is strict)"
                                                                       : " (the manifest says fallback = \"refuse\")"));
@@ -197,7 +197,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   std::shared_ptr<const Runtime::Reference> ref = rt.reference(spec_.name);  // held for the whole call
   if (ref == nullptr) {
     rt.stats().count(device_, Stats::Outcome::refused);
-    throw Error(Errc::refused, "kernel '" + spec_.name + "' routes to its reference (" + why_text +
+    throw Failure(Errc::refused, "kernel '" + spec_.name + "' routes to its reference (" + why_text +
                                    ") but no reference is registered for it (kiln_runtime_register_reference)");
   }
   kiln::engine::CallContext call;
@@ -214,7 +214,7 @@ kiln_route Kernel::run_reference(kiln_reason why, const std::string& why_text, v
   }
   if (rc != 0) {
     rt.stats().count(device_, Stats::Outcome::failure);
-    throw Error(Errc::reference_failed, "the reference for kernel '" + spec_.name + "' returned " + std::to_string(rc) +
+    throw Failure(Errc::reference_failed, "the reference for kernel '" + spec_.name + "' returned " + std::to_string(rc) +
                                             (call.error.empty() ? "" : ": " + call.error));
   }
   rt.stats().count(device_, Stats::Outcome::reference);

@@ -53,10 +53,10 @@ class Kernel {
   int variant_for(void* const* args) const;
   // What a call would do, in words: its shape and launch, the variant it takes and why the
   // variants before it do not, or the route and reason when it does not run natively.
-  // Checks the arguments as a launch does (throws kiln::Error); launches nothing.
+  // Checks the arguments as a launch does (throws kiln::Failure); launches nothing.
   std::string explain_call(void* const* args, std::size_t arg_count) const;
 
-  // The launch path; throws kiln::Error, which the C boundary turns into a status.
+  // The launch path; throws kiln::Failure, which the C boundary turns into a status.
   // `arg_sizes` (may be null) holds each argument's size in bytes, checked against the manifest.
   kiln_route launch(void* const* args, std::size_t arg_count, void* stream, const std::size_t* arg_sizes = nullptr);
 

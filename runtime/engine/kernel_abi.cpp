@@ -7,7 +7,7 @@
 namespace kiln::engine {
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 namespace {
 
@@ -68,7 +68,7 @@ KernelAbi::KernelAbi(const KernelSpec& kernel) : kernel_(kernel.name) {
 }
 
 void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const {
-  throw Error(Errc::invalid_argument, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': " + what);
+  throw Failure(Errc::invalid_argument, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': " + what);
 }
 
 unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code,
@@ -120,7 +120,7 @@ unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* s
         }
         std::uint64_t address = 0;
         if (int r = code.scratch(e.slot, bytes, arg.scratch.align, stream, &address); r != 0) {
-          throw Error(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': allocating " +
+          throw Failure(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name + "': allocating " +
                                         std::to_string(bytes) + " bytes of scratch failed (driver status " +
                                         std::to_string(r) + ")");
         }
@@ -187,7 +187,7 @@ bool KernelAbi::build_tensor_map(const Entry& e, const KernelArg& arg, void* con
     item.used = false;
     std::string dims;
     for (std::size_t d = 0; d < e.dims.size(); ++d) dims += (d ? "," : "") + std::to_string(request.dims[d]);
-    throw Error(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name +
+    throw Failure(Errc::driver, "kernel '" + kernel_ + "': kernel_args entry '" + arg.name +
                                   "': cuTensorMapEncodeTiled refused dims (" + dims + ") of '" + params_[r.pointer].name +
                                   "': " + describe(backend, status));
   }

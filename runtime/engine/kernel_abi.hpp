@@ -33,7 +33,7 @@ class KernelAbi {
     std::uint64_t values[kMaxKernelArgs];
   };
   // Fills frame->args for `call` (one pointer per call parameter) and its launch. Throws
-  // kiln::Error naming the kernel and the entry: invalid_argument for a value the call makes
+  // kiln::Failure naming the kernel and the entry: invalid_argument for a value the call makes
   // invalid (a fault, a size out of range, a misaligned pointer), driver for a driver refusal.
   // Returns how many tensor maps it encoded (cache misses).
   // `backend` names driver statuses in errors (null: the number alone).

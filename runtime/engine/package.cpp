@@ -8,13 +8,13 @@
 namespace kiln::engine {
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 Package::Package(Runtime& runtime, std::string store_dir, std::string package, int device, std::string witness)
     : runtime_(runtime), store_dir_(std::move(store_dir)), package_(std::move(package)), device_(device),
       witness_(std::move(witness)) {
   if (!witness_.empty() && (witness_.size() != 64 || witness_.find_first_not_of("0123456789abcdef") != std::string::npos)) {
-    throw Error(Errc::invalid_argument, "witness head '" + witness_.substr(0, 80) +
+    throw Failure(Errc::invalid_argument, "witness head '" + witness_.substr(0, 80) +
                                             "' is not 64 lower-case hex digits (what `kiln store head " + package_ +
                                             "` prints first)");
   }
@@ -28,7 +28,7 @@ Package::Active Package::active() const {
   kiln::store::PackageState state = kiln::store::Store(store_dir_).state(package_);
   if (!witness_.empty()) kiln::store::Store::check_witness(state, witness_);
   if (state.active.empty()) {
-    throw Error(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
+    throw Failure(Errc::not_found, "store " + store_dir_ + " has no active archive for package '" + package_ + "'");
   }
   return Active{state.active, state.active_sequence()};
 }
@@ -39,16 +39,16 @@ std::shared_ptr<const Package::Generation> Package::load(const Active& active) {
   auto g = std::make_shared<Generation>();
   g->archive = std::make_unique<Archive>(runtime_, store.archive_path(digest), false);
   if (g->archive->digest() != digest) {
-    throw Error(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
+    throw Failure(Errc::integrity, store.archive_path(digest) + " holds " + g->archive->digest() + ", not " + digest);
   }
   if (g->archive->reader().package() != package_) {
-    throw Error(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().package() +
+    throw Failure(Errc::invalid_argument, digest + " is an archive of package '" + g->archive->reader().package() +
                                             "', not '" + package_ + "'");
   }
   // A history rewritten to claim another sequence for an older archive disagrees with the
   // sequence its signature covers.
   if (g->archive->reader().sequence() != active.sequence) {
-    throw Error(Errc::integrity, store.archive_path(digest) + " is sequence " + std::to_string(g->archive->reader().sequence()) +
+    throw Failure(Errc::integrity, store.archive_path(digest) + " is sequence " + std::to_string(g->archive->reader().sequence()) +
                                      "; the history of package '" + package_ + "' records sequence " +
                                      std::to_string(active.sequence) + " for it");
   }
@@ -59,7 +59,7 @@ std::shared_ptr<const Package::Generation> Package::load(const Active& active) {
     for (const kiln::store::StoredAttestation& a : store.attestations(digest)) {
       try {
         g->archive->add_attestation(a.envelope, a.path);
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         if (e.code() != Errc::refused && e.code() != Errc::malformed) throw;
         runtime_.log(KILN_LOG_INFO, "package '" + package_ + "': " + e.what() + "; not counted");
       }
@@ -88,7 +88,7 @@ kiln_route Package::launch(const std::string& kernel, void* const* args, std::si
   std::shared_ptr<const Generation> g = std::atomic_load(&current_);  // held for the whole call
   auto it = g->kernels.find(kernel);
   if (it == g->kernels.end()) {
-    throw Error(Errc::not_found, "archive " + g->archive->digest() + " of package '" + package_ + "' has no kernel '" + kernel + "'");
+    throw Failure(Errc::not_found, "archive " + g->archive->digest() + " of package '" + package_ + "' has no kernel '" + kernel + "'");
   }
   return it->second->launch(args, arg_count, stream);
 }

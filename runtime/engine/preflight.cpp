@@ -119,7 +119,7 @@ std::vector<std::size_t> Archive::code_for_host(std::vector<std::string>* found)
     std::vector<std::size_t> more = planned_code(runtime_.backends(), d);
     out.insert(out.end(), more.begin(), more.end());
   }
-  if (found->empty()) throw kiln::Error(kiln::Errc::not_found, "this host has no GPU kiln can use (" + why_none + ")");
+  if (found->empty()) throw kiln::Failure(kiln::Errc::not_found, "this host has no GPU kiln can use (" + why_none + ")");
   sort_unique(out);
   return out;
 }

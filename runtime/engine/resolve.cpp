@@ -16,7 +16,7 @@
 namespace kiln::engine {
 
 using kiln::Errc;
-using kiln::Error;
+using kiln::Failure;
 
 // One code object of the kernel with the tag of it that suits the device best.
 struct Candidate {
@@ -77,11 +77,11 @@ std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
   for (const kiln::CodeObjectRef& ref : k.spec_.code) {
     long m = reader_->find(ref.file.path);
     if (m < 0) {
-      throw Error(Errc::integrity, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
+      throw Failure(Errc::integrity, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
                                        "', which is not a member");
     }
     if (std::string p = kiln::code_reference_problem(k.spec_, ref, reader_->entry(static_cast<std::size_t>(m))); !p.empty()) {
-      throw Error(Errc::integrity, "archive " + digest_ + ": " + p);
+      throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
     }
     members.push_back(static_cast<std::size_t>(m));
   }
@@ -91,13 +91,13 @@ std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
     for (std::size_t c = 0; c < v.code.size(); ++c) {
       long m = reader_->find(v.code[c].file.path);
       if (m < 0) {
-        throw Error(Errc::integrity, "archive " + digest_ + ": variant '" + v.name + "' of kernel '" + k.spec_.name +
+        throw Failure(Errc::integrity, "archive " + digest_ + ": variant '" + v.name + "' of kernel '" + k.spec_.name +
                                          "' names '" + v.code[c].file.path + "', which is not a member");
       }
       const kiln::format::Entry& e = reader_->entry(static_cast<std::size_t>(m));
       std::string p = kiln::code_reference_problem(k.spec_, v.code[c], e);
       if (p.empty()) p = kiln::variant_code_problem(k.spec_, v, c, reader_->entry(members[c]), e);
-      if (!p.empty()) throw Error(Errc::integrity, "archive " + digest_ + ": " + p);
+      if (!p.empty()) throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
     }
   }
   return members;
@@ -171,7 +171,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
     for (const std::string& tag : split_tags(entry.arch)) {
       kiln::backend::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
       if (!fit.recognised) {
-        throw Error(Errc::integrity, "archive " + digest_ + ": member '" + entry.path + "' is indexed as " +
+        throw Failure(Errc::integrity, "archive " + digest_ + ": member '" + entry.path + "' is indexed as " +
                                          backend.vendor() + " code but '" + tag + "' is not a " + backend.vendor() + " target");
       }
       Candidate c{m, entry.path, entry.kind, tag, fit, {}};
@@ -250,7 +250,7 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
     std::vector<std::uint8_t> image = reader_->read_member(member);
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + ref.file.path + "'");
     if (std::string p = kiln::code_entry_problem(reader_->entry(member), info); !p.empty()) {
-      throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
+      throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
     }
     kiln::backend::LoadOutcome r = backend.load(device, kiln::ByteView(image), chosen.kind, spec.entry, k.shapes_.max_shared_mem());
     if (!r.code) {
@@ -301,7 +301,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
     // again from the verified bytes costs a header parse and catches a packer that lied.
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
     if (std::string p = kiln::code_entry_problem(reader_->entry(c.member), info); !p.empty()) {
-      throw Error(Errc::code_object, "archive " + digest_ + ": " + p);
+      throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
     }
     kiln::backend::LoadOutcome r =
         backend.load(device, kiln::ByteView(image), c.kind, k.spec_.entry, k.shapes_.max_shared_mem());

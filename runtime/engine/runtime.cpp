@@ -10,7 +10,7 @@ namespace kiln::engine {
 Runtime::Runtime(const kiln_runtime_options& o)
     : trust_(o.trust_path != nullptr && o.trust_path[0] != '\0'
                  ? kiln::TrustSet::load(o.trust_path)
-                 : throw kiln::Error(kiln::Errc::invalid_argument,
+                 : throw kiln::Failure(kiln::Errc::invalid_argument,
                                      "kiln_runtime_options.trust_path is required: a PEM public key or a folder of them")),
       threshold_(o.signature_threshold),
       policy_(static_cast<kiln_policy>(o.policy)),
@@ -20,12 +20,12 @@ Runtime::Runtime(const kiln_runtime_options& o)
       max_member_size_(o.max_member_size),
       backends_(device_backends(o)) {
   if (threshold_ < 1 || threshold_ > 64) {
-    throw kiln::Error(kiln::Errc::invalid_argument, "signature_threshold must be 1 to 64, not " + std::to_string(threshold_));
+    throw kiln::Failure(kiln::Errc::invalid_argument, "signature_threshold must be 1 to 64, not " + std::to_string(threshold_));
   }
   if (o.policy != KILN_POLICY_FALLBACK && o.policy != KILN_POLICY_STRICT) {
-    throw kiln::Error(kiln::Errc::invalid_argument, "policy must be KILN_POLICY_FALLBACK or KILN_POLICY_STRICT");
+    throw kiln::Failure(kiln::Errc::invalid_argument, "policy must be KILN_POLICY_FALLBACK or KILN_POLICY_STRICT");
   }
-  if (max_member_size_ == 0) throw kiln::Error(kiln::Errc::invalid_argument, "max_member_size must be above zero");
+  if (max_member_size_ == 0) throw kiln::Failure(kiln::Errc::invalid_argument, "max_member_size must be above zero");
   // Fields of 0.6: zero in a shorter (older) options struct, which kiln_runtime_create copies
   // over defaults.
   if (o.attestation_trust_path != nullptr && o.attestation_trust_path[0] != '\0') {
@@ -35,7 +35,7 @@ Runtime::Runtime(const kiln_runtime_options& o)
   // signature needed".
   attestation_threshold_ = o.attestation_threshold == 0 ? 1 : o.attestation_threshold;
   if (attestation_threshold_ > 64) {
-    throw kiln::Error(kiln::Errc::invalid_argument,
+    throw kiln::Failure(kiln::Errc::invalid_argument,
                       "attestation_threshold must be 1 to 64, not " + std::to_string(attestation_threshold_));
   }
   const char* env = std::getenv("KILN_DIAG_DIR");

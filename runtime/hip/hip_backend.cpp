@@ -179,7 +179,7 @@ const Device& HipBackend::device_of(const backend::DeviceInfo& device) {
   backend::Unavailable unavailable = backend::Unavailable::none;
   std::string why;
   const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
-  if (d == nullptr) throw Error(Errc::internal, "AMD device " + std::to_string(device.ordinal) + " vanished: " + why);
+  if (d == nullptr) throw Failure(Errc::internal, "AMD device " + std::to_string(device.ordinal) + " vanished: " + why);
   return *d;
 }
 

@@ -67,7 +67,7 @@ std::vector<std::string> Store::migrate(const std::string& dir) {
   std::string header;
   try {
     header = read_regular_file_text_nofollow(dir + "/" + kStoreFile, 4096);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found) throw;
     fail(Errc::invalid_argument, dir + ": not a kiln store (no " + kStoreFile + ")");
   }
@@ -91,7 +91,7 @@ std::vector<std::string> Store::migrate(const std::string& dir) {
     for (const HistoryEntry& h : old.history) {
       try {
         append_record(s, h);
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         fail(Errc::integrity, path + ": history record " + std::to_string(h.number) + " cannot be chained (" + e.what() +
                                   "); the history was edited: repair or remove this file, then migrate again");
       }

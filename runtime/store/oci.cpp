@@ -76,7 +76,7 @@ std::vector<json::Value> existing_manifests(const std::string& dir) {
   json::Value index;
   try {
     index = json::parse(text, index_path);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(Errc::malformed, std::string(e.what()) + "; refusing to export into this layout (its index would be lost)");
   }
   const json::Value* manifests = index.get("manifests");
@@ -247,7 +247,7 @@ ImportResult import_oci(Store& store, const std::string& dir) {
       if (f.subject_digest != a.kiln_digest) fail(Errc::integrity, where + " attests " + f.subject_digest + ", not " + a.kiln_digest);
       store.attest(f.subject_digest, envelope, attestation_summary(f), "kiln store import");  // not_found if the archive is not here
       ++result.attestations;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       result.skipped.push_back(std::string(e.what()) + "; attestation skipped");
     }
   }

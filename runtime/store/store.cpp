@@ -146,7 +146,7 @@ Store::Store(std::string dir) : dir_(std::move(dir)) {
   std::string header;
   try {
     header = read_regular_file_text_nofollow(path, 4096);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found) throw;
     fail(Errc::invalid_argument, dir_ + ": not a kiln store (no " + kStoreFile + "; make one with `kiln store init`)");
   }
@@ -157,7 +157,7 @@ Store::Store(std::string dir) : dir_(std::move(dir)) {
   if (header != kStoreHeader) fail(Errc::malformed, path + ": not a format-2 kiln store");
   try {
     trust_ = TrustSet::load(dir_ + "/trust");
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     // A trust file that expired, or whose keys all expired, still opens the store, so that
     // `kiln store trust` can renew it; everything that needs the keys refuses with why.
     if (e.code() != Errc::refused && e.code() != Errc::invalid_argument) throw;
@@ -179,7 +179,7 @@ TrustDocument Store::update_trust(const std::string& file) {
   std::string held;
   try {
     held = read_regular_file_text_nofollow(held_path, kMaxTrustFileBytes);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found) throw;
     fail(Errc::invalid_argument, dir_ + ": this store trusts a folder of keys, not a trust file; make a store that "
                                         "follows trust files with `kiln store init --trust trust.json`");
@@ -247,7 +247,7 @@ ArchiveInfo Store::add(const std::string& file) {
   options.follow_links = false;
   ArchiveInfo info;
   std::unique_ptr<ArchiveReader> incoming;
-  auto naming_the_source = [&](const Error& e) {  // [[noreturn]] in effect: it throws
+  auto naming_the_source = [&](const Failure& e) {  // [[noreturn]] in effect: it throws
     // Name what the user gave, not the temporary copy (removed as this unwinds).
     std::string what = e.what();
     for (std::size_t at; (at = what.find(out.temp_path())) != std::string::npos;) {
@@ -259,7 +259,7 @@ ArchiveInfo Store::add(const std::string& file) {
     incoming = ArchiveReader::open_file(out.temp_path(), options);  // refused here if signed by an unknown key
     incoming->verify_all(2, false, nullptr);
     info = archive_info(*incoming);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     naming_the_source(e);
   }
   out.set_target(archive_path(info.digest));
@@ -273,7 +273,7 @@ ArchiveInfo Store::add(const std::string& file) {
         held = ArchiveReader::open_file(archive_path(info.digest), options);
         held->verify_all(2, false, nullptr);
         if (!held->sparse()) return archive_info(*held);
-      } catch (const Error&) {
+      } catch (const Failure&) {
         held.reset();  // a damaged copy is replaced, as any add replaces it
       }
     }
@@ -287,7 +287,7 @@ ArchiveInfo Store::add(const std::string& file) {
         std::unique_ptr<ArchiveReader> both = ArchiveReader::open_file(joined.temp_path(), options);
         both->verify_all(2, false, nullptr);
         info = archive_info(*both);
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         fail(e.code(), std::string("joining ") + file + " with the sparse copy held: " + e.what());
       }
       joined.set_target(archive_path(info.digest));
@@ -363,7 +363,7 @@ PackageState Store::state(const std::string& package) const {
   std::string text;
   try {
     text = read_regular_file_text_nofollow(path, kMaxStateFile);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     if (e.code() != Errc::not_found) throw;
     PackageState empty;
     empty.package = package;
@@ -412,7 +412,7 @@ void Store::refuse(PackageState& s, HistoryEntry h, const std::string& refusal) 
       append_record(s, h);
     }
     write_state(s);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     // The refusal is the answer; failing to record it (a full disk) must not replace it.
     fail(Errc::refused, refusal + " (and recording this refusal in the history failed: " + e.what() + ")");
   }
@@ -522,7 +522,7 @@ std::vector<std::string> Store::verify() const {
       std::unique_ptr<ArchiveReader> a = ArchiveReader::open_file(dir_ + "/archives/" + n, options);
       a->verify_all(2, false, nullptr);
       if (sha256_hex(a->digest()) != n.substr(0, 64)) problems.push_back("archives/" + n + ": holds another digest");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       problems.push_back(e.what());
     }
   }
@@ -540,7 +540,7 @@ std::vector<std::string> Store::verify() const {
         if (::lstat(archive_path(h.digest).c_str(), &st) != 0) continue;  // removed by gc
         try {
           attestations_in(s, h.digest);  // each kept attestation's bytes against its record
-        } catch (const Error& e) {
+        } catch (const Failure& e) {
           problems.push_back(e.what());
         }
         ArchiveInfo a = info(h.digest);
@@ -550,7 +550,7 @@ std::vector<std::string> Store::verify() const {
                              a.package + " sequence " + std::to_string(a.sequence));
         }
       }
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       problems.push_back("package " + p + ": " + e.what());
     }
   }

@@ -25,10 +25,10 @@ using kiln_test::archives;
 using kiln_test::keys;
 
 static_assert(!std::is_copy_constructible_v<kiln::Runtime> && !std::is_copy_assignable_v<kiln::Runtime>);
-static_assert(!std::is_copy_constructible_v<kiln::ArchiveReader> && !std::is_copy_assignable_v<kiln::ArchiveReader>);
+static_assert(!std::is_copy_constructible_v<kiln::Archive> && !std::is_copy_assignable_v<kiln::Archive>);
 static_assert(!std::is_copy_constructible_v<kiln::Package> && !std::is_copy_assignable_v<kiln::Package>);
 static_assert(std::is_nothrow_move_constructible_v<kiln::Runtime> && std::is_nothrow_move_assignable_v<kiln::Runtime>);
-static_assert(std::is_nothrow_move_constructible_v<kiln::ArchiveReader> && std::is_nothrow_move_assignable_v<kiln::ArchiveReader>);
+static_assert(std::is_nothrow_move_constructible_v<kiln::Archive> && std::is_nothrow_move_assignable_v<kiln::Archive>);
 static_assert(std::is_nothrow_move_constructible_v<kiln::Package> && std::is_nothrow_move_assignable_v<kiln::Package>);
 static_assert(std::is_trivially_copyable_v<kiln::Kernel>, "a borrowed kernel is a view: copying it owns nothing");
 static_assert(std::is_base_of_v<std::runtime_error, kiln::Error>);
@@ -76,7 +76,7 @@ TEST(CxxFace, VersionOfTheLoadedLibraryIsTheHeaders) {
 TEST(CxxFace, OpensAGoodArchiveFromPathAndMemory) {
   kiln::Runtime rt(driverless_options());
   ASSERT_TRUE(rt);
-  kiln::ArchiveReader archive(rt, scale_path());
+  kiln::Archive archive(rt, scale_path());
   ASSERT_TRUE(archive);
   EXPECT_EQ(archive.digest().rfind("sha256:", 0), 0u) << archive.digest();
   EXPECT_EQ(archive.package(), "scale");
@@ -86,7 +86,7 @@ TEST(CxxFace, OpensAGoodArchiveFromPathAndMemory) {
   EXPECT_THROW(archive.kernel_name(2), std::out_of_range);
 
   std::vector<char> bytes = read_file(scale_path());
-  kiln::ArchiveReader from_memory = kiln::ArchiveReader::from_memory(rt, bytes.data(), bytes.size());
+  kiln::Archive from_memory = kiln::Archive::from_memory(rt, bytes.data(), bytes.size());
   bytes.assign(bytes.size(), 0);  // libkiln copied them
   EXPECT_EQ(from_memory.digest(), archive.digest());
   EXPECT_EQ(rt.stats().archives_opened, 2u);
@@ -94,7 +94,7 @@ TEST(CxxFace, OpensAGoodArchiveFromPathAndMemory) {
 
 TEST(CxxFace, AKernelWithoutADriverTakesTheReferenceRouteAndSaysWhy) {
   kiln::Runtime rt(driverless_options());
-  kiln::ArchiveReader archive(rt, scale_path());
+  kiln::Archive archive(rt, scale_path());
   kiln::Kernel kernel = archive.kernel("scale", 0);
   ASSERT_TRUE(kernel);
   EXPECT_EQ(kernel.route(), KILN_ROUTE_REFERENCE);
@@ -128,7 +128,7 @@ TEST(CxxFace, AKernelWithoutADriverTakesTheReferenceRouteAndSaysWhy) {
 TEST(CxxFace, AMissingArchiveIsAnIoErrorNamingItsPath) {
   kiln::Runtime rt(driverless_options());
   const std::string path = archives() + "/no-such-archive-for-the-cxx-face.kiln";
-  kiln::Error e = error_from([&] { kiln::ArchiveReader opened(rt, path); });
+  kiln::Error e = error_from([&] { kiln::Archive opened(rt, path); });
   EXPECT_EQ(e.status(), KILN_ERR_IO);
   EXPECT_TRUE(contains(e.what(), path)) << e.what();
   // The runtime's own record of it agrees (read on this thread, which made the call).
@@ -160,7 +160,7 @@ TEST(CxxFace, TamperedAndUnsignedArchivesAreRefusedWithTheirStatus) {
   // A byte of the index head changes the digest, so the signature no longer covers it.
   std::vector<char> head_changed = good;
   head_changed[index_offset + 30] ^= 1;
-  kiln::Error head = error_from([&] { kiln::ArchiveReader::from_memory(rt, head_changed.data(), head_changed.size()); });
+  kiln::Error head = error_from([&] { kiln::Archive::from_memory(rt, head_changed.data(), head_changed.size()); });
   EXPECT_EQ(head.status(), KILN_ERR_SIGNATURE);
   EXPECT_TRUE(contains(head.what(), "signature check failed")) << head.what();
 
@@ -170,7 +170,7 @@ TEST(CxxFace, TamperedAndUnsignedArchivesAreRefusedWithTheirStatus) {
   ASSERT_NE(at, std::string::npos);
   ASSERT_GT(at, index_offset);
   page_changed[at + 5] ^= 1;
-  kiln::Error page = error_from([&] { kiln::ArchiveReader::from_memory(rt, page_changed.data(), page_changed.size()); });
+  kiln::Error page = error_from([&] { kiln::Archive::from_memory(rt, page_changed.data(), page_changed.size()); });
   EXPECT_EQ(page.status(), KILN_ERR_INTEGRITY);
 
   // The same archive with its signature block replaced by an empty one (FORMAT.md §5: count 0,
@@ -180,7 +180,7 @@ TEST(CxxFace, TamperedAndUnsignedArchivesAreRefusedWithTheirStatus) {
   unsigned_archive.insert(unsigned_archive.end(), block, block + sizeof block);
   const std::uint64_t block_size = sizeof block;
   std::memcpy(unsigned_archive.data() + 32, &block_size, 8);
-  kiln::Error none = error_from([&] { kiln::ArchiveReader::from_memory(rt, unsigned_archive.data(), unsigned_archive.size()); });
+  kiln::Error none = error_from([&] { kiln::Archive::from_memory(rt, unsigned_archive.data(), unsigned_archive.size()); });
   EXPECT_EQ(none.status(), KILN_ERR_SIGNATURE);
   EXPECT_TRUE(contains(none.what(), "no signature")) << none.what();
 
@@ -212,10 +212,10 @@ TEST(CxxFace, MovedFromOwnersHoldNothingAndTheKernelViewFollowsTheHandle) {
   }
   EXPECT_EQ(token.use_count(), 1) << "the runtime was destroyed once its last owner went";
 
-  kiln::ArchiveReader opened(rt, scale_path());
+  kiln::Archive opened(rt, scale_path());
   kiln_archive* const raw_archive = opened.get();
   kiln::Kernel kernel = opened.kernel("scale");
-  kiln::ArchiveReader moved = std::move(opened);
+  kiln::Archive moved = std::move(opened);
   EXPECT_EQ(opened.get(), nullptr);
   EXPECT_EQ(moved.get(), raw_archive);
   EXPECT_EQ(kernel.route(), KILN_ROUTE_REFERENCE) << "the view lives as long as the archive, not its first owner";
@@ -227,18 +227,18 @@ TEST(CxxFace, MovedFromOwnersHoldNothingAndTheKernelViewFollowsTheHandle) {
   EXPECT_EQ(error_from([&] { opened.kernel("scale"); }).status(), KILN_ERR_INVALID_ARGUMENT);
 
   // Assigning over an owner destroys what it held.
-  kiln::ArchiveReader other(rt, scale_path());
+  kiln::Archive other(rt, scale_path());
   other = std::move(moved);
   EXPECT_EQ(other.get(), raw_archive);
   EXPECT_EQ(moved.get(), nullptr);
-  kiln::ArchiveReader& self = other;
+  kiln::Archive& self = other;
   other = std::move(self);
   EXPECT_EQ(other.get(), raw_archive) << "a self-move keeps the handle";
 
   // Owners move about in a container that grows.
-  std::vector<kiln::ArchiveReader> many;
+  std::vector<kiln::Archive> many;
   for (int i = 0; i < 9; ++i) many.emplace_back(rt, scale_path());
-  for (const kiln::ArchiveReader& a : many) EXPECT_EQ(a.digest(), other.digest());
+  for (const kiln::Archive& a : many) EXPECT_EQ(a.digest(), other.digest());
 
   // release() hands the handle to C, which then destroys it.
   kiln_archive* released = other.release();
@@ -255,7 +255,7 @@ TEST(CxxFace, MovedFromOwnersHoldNothingAndTheKernelViewFollowsTheHandle) {
 
 TEST(CxxFace, MembersAndReportsComeThroughTheTwoCallWrappers) {
   kiln::Runtime rt(driverless_options());
-  kiln::ArchiveReader archive(rt, scale_path());
+  kiln::Archive archive(rt, scale_path());
 
   const std::string manifest = archive.read_member_text("kiln.toml");
   std::size_t size = 0;
@@ -300,7 +300,7 @@ int plain_reference(const kiln_call_info*, void* const* args, size_t, void*, voi
 
 TEST(CxxFace, AReferenceCallableRunsAndLibkilnReleasesIt) {
   kiln::Runtime rt(driverless_options());
-  kiln::ArchiveReader archive(rt, scale_path());
+  kiln::Archive archive(rt, scale_path());
   kiln::Kernel kernel = archive.kernel("scale");
   Scale s;
 
@@ -348,7 +348,7 @@ TEST(CxxFace, AReferenceCallableRunsAndLibkilnReleasesIt) {
 
 TEST(CxxFace, TheStrictKernelIsRefusedWithItsStatus) {
   kiln::Runtime rt(driverless_options());
-  kiln::ArchiveReader archive(rt, scale_path());
+  kiln::Archive archive(rt, scale_path());
   kiln::Kernel strict = archive.kernel("scale_strict");
   EXPECT_EQ(strict.route(), KILN_ROUTE_REFUSED);
   Scale s;

@@ -6,7 +6,7 @@
 
 namespace {
 
-[[maybe_unused]] void instantiate_everything(kiln::Runtime& rt, kiln::ArchiveReader& archive, kiln::Package& package) {
+[[maybe_unused]] void instantiate_everything(kiln::Runtime& rt, kiln::Archive& archive, kiln::Package& package) {
   kiln::Kernel kernel = archive.kernel("k");
   void* args[2] = {nullptr, nullptr};
   const std::size_t sizes[2] = {8, 8};

@@ -1,6 +1,6 @@
 // libFuzzer target: an archive opened and verified the way `kiln inspect` (no trust set) and
 // libkiln (a trust set, one signer required) do. Whatever the bytes, the reader must answer
-// with a kiln::Error or success: any other exception, crash or sanitizer report is a bug.
+// with a kiln::Failure or success: any other exception, crash or sanitizer report is a bug.
 //
 // No fuzzer forges Ed25519, so a mutated archive almost never passes the signature check and
 // the authenticated path (the one libkiln takes) would stay shallow. So every input that the
@@ -55,7 +55,7 @@ std::optional<std::vector<std::uint8_t>> open_and_verify(const std::uint8_t* dat
   std::unique_ptr<kiln::ArchiveReader> archive;
   try {
     archive = kiln::ArchiveReader::open_memory(data, size, options);
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
     return std::nullopt;  // refused with a reason: the expected outcome for nearly every input
   }
   std::optional<std::vector<std::uint8_t>> resigned;
@@ -72,19 +72,19 @@ std::optional<std::vector<std::uint8_t>> open_and_verify(const std::uint8_t* dat
     out.insert(out.end(), data + out.size(), data + signed_end);
     out.insert(out.end(), block.begin(), block.end());
     resigned = std::move(out);
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
     // make_signature refuses what the writer would never sign; the reader let it through
   }
   try {
     // What the runtime decodes: every kernel's record (through the paged index), then what a
     // full verification checks.
     for (const std::string& name : archive->kernel_names()) (void)archive->kernel(name);
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
   }
   try {
     archive->verify_all(1, true, nullptr);
     (void)archive->manifest();
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
   }
   return resigned;
 }

@@ -14,7 +14,7 @@ void attempt(Reader reader, kiln::ByteView bytes) {
     kiln::CodeObjectInfo info = reader(bytes, "fuzz");
     (void)kiln::target_claim_matches("sm_90a", info);
     (void)kiln::target_claim_matches("gfx90a:xnack+", info);
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
   }
 }
 

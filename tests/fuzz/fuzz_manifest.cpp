@@ -8,7 +8,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     kiln::parse_manifest(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.toml");
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
   }
   return 0;
 }

@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)kiln::npy_element(array, 0);
       (void)kiln::npy_element(array, n - 1);
     }
-  } catch (const kiln::Error&) {
+  } catch (const kiln::Failure&) {
   }
   return 0;
 }

@@ -23,7 +23,7 @@ const std::string kHex(64, 'a');
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return e.what();
   }
   return "(no error)";

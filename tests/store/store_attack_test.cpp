@@ -25,12 +25,12 @@ namespace {
 
 
 
-// The message of the kiln::Error `f` throws, and that it has `code`; "" if it throws nothing.
+// The message of the kiln::Failure `f` throws, and that it has `code`; "" if it throws nothing.
 template <typename F>
 std::string error_of(F&& f, Errc code) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), code) << e.what();
     return e.what();
   }
@@ -248,8 +248,8 @@ TEST(StoreHistory, RepeatedRefusalsAreCountedNotAppended) {
   Activated f;
   store::Store s(f.store);
   for (int i = 0; i < 100; ++i) {
-    EXPECT_THROW(s.activate(f.d1, "bot", std::to_string(i)), Error);
-    EXPECT_THROW(s.rollback("scale", f.d1, "bot", ""), Error);
+    EXPECT_THROW(s.activate(f.d1, "bot", std::to_string(i)), Failure);
+    EXPECT_THROW(s.rollback("scale", f.d1, "bot", ""), Failure);
   }
   store::PackageState st = s.state("scale");
   ASSERT_EQ(st.history.size(), 4u);  // two activations, two distinct refusals
@@ -259,7 +259,7 @@ TEST(StoreHistory, RepeatedRefusalsAreCountedNotAppended) {
   EXPECT_TRUE(s.verify().empty());
   // After an accepted decision the same refusal is a new record: the count never spans one.
   s.rollback("scale", "", "ops", "");
-  EXPECT_THROW(s.activate(f.d1, "bot", ""), Error);
+  EXPECT_THROW(s.activate(f.d1, "bot", ""), Failure);
   EXPECT_EQ(s.state("scale").history.size(), 6u);
   CliRun r = kiln("store history scale --store " + f.store);
   EXPECT_TRUE(contains(r.output, "repeated 99 more time(s)")) << r.output;
@@ -349,7 +349,7 @@ std::string with_file_size_limit(rlim_t limit, F&& f) {
     std::string out = "no error";
     try {
       f();
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       out = std::string(e.code() == Errc::refused ? "refused: " : "other: ") + e.what();
     }
     (void)!::write(pipe_fds[1], out.data(), out.size());
@@ -416,7 +416,7 @@ TEST(StoreAdd, TheBytesVerifiedAreTheBytesStoredWhileTheSourceChanges) {
     try {
       store::Store(f.store).add(source);
       ++added;
-    } catch (const Error&) {
+    } catch (const Failure&) {
       ++refused;
     }
     std::vector<std::string> problems = store::Store(f.store).verify();

@@ -33,11 +33,11 @@ TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {
   try {
     s.activate(f.d1, "mallory", "");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::refused);
     EXPECT_NE(std::string(e.what()).find("never active for scale"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(s.rollback("scale", f.d1, "mallory", ""), Error);
+  EXPECT_THROW(s.rollback("scale", f.d1, "mallory", ""), Failure);
   EXPECT_EQ(s.state("scale").active, f.d3);
   // Rollback with no target: the previously active archive.
   store::HistoryEntry back = s.rollback("scale", "", "ops", "v3 is slow");
@@ -49,7 +49,7 @@ TEST(StoreRules, ActivateRollbackAndTheAntiRollbackRefusals) {
   try {
     s.activate(f.d3, "ops", "");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("sequence 3 is this archive's own: it was active for scale before, and going "
                                          "back to it is a roll-forward: `kiln store rollback scale --to " + f.d3 + "`"),
               std::string::npos) << e.what();
@@ -133,7 +133,7 @@ TEST(StoreRules, AnArchiveSignedByAKeyTheStoreDoesNotTrustIsRefusedAtAdd) {
   try {
     store::Store(f.store).add(f.v1);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature);
     // The refusal names the file given, not the temporary copy it verified.
     EXPECT_NE(std::string(e.what()).find(f.v1 + " (as copied into the store)"), std::string::npos) << e.what();
@@ -271,7 +271,7 @@ TEST(StoreOci, ImportChecksSizeBeforeHashAndHashBeforeUseAndToleratesUnknownType
   try {
     store::import_oci(dst2, f.dir + "/oci");
     FAIL() << "a tampered blob was imported";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::integrity);
     EXPECT_NE(std::string(e.what()).find("does not hash to"), std::string::npos) << e.what();
   }
@@ -280,7 +280,7 @@ TEST(StoreOci, ImportChecksSizeBeforeHashAndHashBeforeUseAndToleratesUnknownType
   try {
     store::import_oci(dst2, f.dir + "/oci");
     FAIL() << "a blob of the wrong size was imported";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("the descriptor says"), std::string::npos) << e.what();
   }
   // A digest outside OCI's grammar for sha256 (uppercase hex): refused.
@@ -292,7 +292,7 @@ TEST(StoreOci, ImportChecksSizeBeforeHashAndHashBeforeUseAndToleratesUnknownType
   try {
     store::import_oci(dst2, f.dir + "/oci");
     FAIL() << "an uppercase digest was accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     // Refused by the grammar check, not later for want of a blob under that name.
     EXPECT_EQ(e.code(), Errc::malformed);
     EXPECT_NE(std::string(e.what()).find("descriptor digest is not sha256:<64 lowercase hex>"), std::string::npos) << e.what();

@@ -99,7 +99,7 @@ TEST_F(Attestation, AnIndependentDsseVerifierAcceptsItAndRefusesAChangedByte) {
   try {
     cli::verify_attestation(w.str(), trust, 1, "a.json");
     ADD_FAILURE() << "kiln accepted a changed payload";
-  } catch (const Error& err) {
+  } catch (const Failure& err) {
     EXPECT_EQ(err.code(), Errc::refused);
     EXPECT_NE(std::string(err.what()).find("the signature does not verify"), std::string::npos) << err.what();
   }
@@ -111,25 +111,25 @@ TEST_F(Attestation, UntrustedKeysThresholdsAndOtherPayloadsAreRefused) {
   try {
     cli::verify_attestation(envelope(), others, 1, "a.json");
     ADD_FAILURE() << "accepted an untrusted key";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("0 distinct trusted signer(s), 1 required (key " + key.public_key().key_id() +
                                          " is not trusted)"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(cli::verify_attestation(envelope(), trust, 2, "a.json"), Error);
+  EXPECT_THROW(cli::verify_attestation(envelope(), trust, 2, "a.json"), Failure);
   std::string statement = cli::gpu_run_statement(*archive, device, results, 1796200000);
   try {
     cli::verify_attestation(dsse_envelope_json("application/json", statement, {&key}), trust, 1, "a.json");
     ADD_FAILURE() << "accepted another payload type";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::malformed);
   }
   results[0].passed = false;
   EXPECT_FALSE(cli::verify_attestation(envelope(), trust, 1, "a.json").passed);
   // Not an envelope at all; a signature of the wrong size.
-  EXPECT_THROW(dsse_parse("[]", "a"), Error);
-  EXPECT_THROW(dsse_parse(R"({"payloadType":"x","payload":"eA==","signatures":[{"keyid":"k","sig":"eA=="}]})", "a"), Error);
+  EXPECT_THROW(dsse_parse("[]", "a"), Failure);
+  EXPECT_THROW(dsse_parse(R"({"payloadType":"x","payload":"eA==","signatures":[{"keyid":"k","sig":"eA=="}]})", "a"), Failure);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(CudaCodeObjects, TruncatedCubinIsRefusedNotCrashed) {
   GTEST_SKIP() << "nvcc was not found when this build was configured";
 #else
   std::vector<std::uint8_t> bytes = example_file("matmul_relu.sm_90a.cubin");
-  // Every prefix is either refused with a kiln::Error or still read as sm_90a (the header
+  // Every prefix is either refused with a kiln::Failure or still read as sm_90a (the header
   // and the note come first); never a crash, never another arch.
   std::size_t refused = 0;
   for (std::size_t n = 0; n < bytes.size(); ++n) {
@@ -56,7 +56,7 @@ TEST(CudaCodeObjects, TruncatedCubinIsRefusedNotCrashed) {
     try {
       CodeObjectInfo info = inspect_code_object(ByteView(cut), "cut");
       EXPECT_EQ(info.targets.at(0), "sm_90a") << "prefix of " << n << " bytes";
-    } catch (const Error&) {
+    } catch (const Failure&) {
       ++refused;
     }
   }
@@ -70,7 +70,7 @@ TEST(CudaCodeObjects, PtxTargetsAndVersion) {
   EXPECT_EQ(info.targets.at(0), "compute_90a");
   EXPECT_EQ(info.detail, "PTX ISA 8.0");
   std::string not_ptx = "hello .version but no target";
-  EXPECT_THROW(inspect_code_object(ByteView(reinterpret_cast<const std::uint8_t*>(not_ptx.data()), not_ptx.size()), "x"), Error);
+  EXPECT_THROW(inspect_code_object(ByteView(reinterpret_cast<const std::uint8_t*>(not_ptx.data()), not_ptx.size()), "x"), Failure);
 }
 
 // A minimal ELF64 header: enough for the readers, which look at the header alone when
@@ -111,10 +111,10 @@ TEST(AmdCodeObjects, TargetIdFromFlags) {
     EXPECT_EQ(info.targets.at(0), c.id);
     EXPECT_EQ(info.detail, "AMDGPU code object v5");
   }
-  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 0, 3, 0x3f)), "k.co"), Error);   // not HSA
-  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 64, 1, 0x3f)), "k.co"), Error);  // code object v3
-  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 64, 3, 0xff)), "k.co"), Error);  // unknown mach
-  EXPECT_THROW(inspect_code_object(ByteView(elf_header(62, 0, 0, 0)), "x86.o"), Error);       // x86-64 ELF
+  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 0, 3, 0x3f)), "k.co"), Failure);   // not HSA
+  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 64, 1, 0x3f)), "k.co"), Failure);  // code object v3
+  EXPECT_THROW(inspect_code_object(ByteView(elf_header(0xE0, 64, 3, 0xff)), "k.co"), Failure);  // unknown mach
+  EXPECT_THROW(inspect_code_object(ByteView(elf_header(62, 0, 0, 0)), "x86.o"), Failure);       // x86-64 ELF
 }
 
 TEST(CudaCodeObjects, CubinFlagEncodingsOfBothElfAbis) {

@@ -250,14 +250,14 @@ TEST(Header, RoundTripsAndRefusesNonZeroReservedBytes) {
   for (std::size_t i = 48; i < 64; ++i) {
     auto copy = bytes;
     copy[i] = 1;
-    EXPECT_THROW(decode_header(ByteView(copy)), Error) << "reserved byte " << i;
+    EXPECT_THROW(decode_header(ByteView(copy)), Failure) << "reserved byte " << i;
   }
   auto wrong_version = bytes;
   wrong_version[8] = 3;
   try {
     decode_header(ByteView(wrong_version));
     FAIL() << "version 3 accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("format version 3 is not supported"), std::string::npos) << e.what();
   }
   // A version-1 archive (before the paged index) is refused with what to do about it.
@@ -265,7 +265,7 @@ TEST(Header, RoundTripsAndRefusesNonZeroReservedBytes) {
   try {
     decode_header(ByteView(wrong_version));
     FAIL() << "version 1 accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("repack version-1 archives"), std::string::npos) << e.what();
   }
 }
@@ -286,18 +286,18 @@ TEST(SignedAttributes, CanonicalFormOnly) {
   // one set of attributes has exactly one encoding.
   std::string leading_zero = text;
   leading_zero.replace(leading_zero.find("sequence: 3"), 11, "sequence: 03");
-  EXPECT_THROW(decode_attributes(leading_zero), Error);
-  EXPECT_THROW(decode_attributes(text + "x"), Error);
+  EXPECT_THROW(decode_attributes(leading_zero), Failure);
+  EXPECT_THROW(decode_attributes(text + "x"), Failure);
   std::string upper = text;
   upper.replace(upper.find("abab"), 4, "ABAB");
-  EXPECT_THROW(decode_attributes(upper), Error);
+  EXPECT_THROW(decode_attributes(upper), Failure);
   std::string swapped = text;
   std::size_t p = swapped.find("package:");
   std::size_t s = swapped.find("sequence:");
   std::string pkg_line = swapped.substr(p, s - p);
   swapped.erase(p, s - p);
   swapped.insert(swapped.find("key-id:"), pkg_line);
-  EXPECT_THROW(decode_attributes(swapped), Error);
+  EXPECT_THROW(decode_attributes(swapped), Failure);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ class Hostile : public ::testing::Test {
       std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
       a->verify_all(1, true, nullptr);
       FAIL() << "accepted; expected: " << reason;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), code) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -53,7 +53,7 @@ class Hostile : public ::testing::Test {
     try {
       a->read_member(path);
       FAIL() << "read; expected: " << reason;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), code) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -145,7 +145,7 @@ TEST_F(Hostile, PathsThatExtractDifferentlyOnSomeSystemAreRefusedWhenTheirPageIs
     try {
       ArchiveReader::open_memory(bytes.data(), bytes.size(), options)->index();
       ADD_FAILURE() << "listed an archive holding '" << path.substr(0, 40) << "'";
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -173,7 +173,7 @@ TEST_F(Hostile, CaseTwinsAndAFileWhereAFolderMustBeAreRefusedByAFullDecode) {
     try {
       format::decode_index(ByteView(bytes).sub(h.index_offset, h.index_size), h.index_head_size, h.index_offset);
       ADD_FAILURE() << "decode_index accepted '" << path << "'";
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -382,7 +382,7 @@ TEST_F(Hostile, LazyVerificationCatchesAMemberAtFirstUse) {
   try {
     a->read_member(i);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::integrity);
     EXPECT_NE(std::string(e.what()).find("member 'k.ptx': stored bytes do not match"), std::string::npos);
   }

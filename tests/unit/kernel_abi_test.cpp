@@ -84,7 +84,7 @@ class KernelAbiTest : public ::testing::Test {
   std::string refusal(Call& call) {
     try {
       abi.build(call.args, launch, nullptr, code, nullptr, &frame);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       return e.what();
     }
     return "accepted";
@@ -178,7 +178,7 @@ TEST_F(KernelAbiTest, ANegativeValueComputedForAU64IsRefused) {
   try {
     abi64.build(call.args, launch, nullptr, code, nullptr, &frame);
     FAIL() << "a negative u64 value was passed as " << lda;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_STREQ(e.what(), "kernel 'mm': kernel_args entry 'lda': 'k - 1000' = -8 does not fit u64");
   }
 }
@@ -189,7 +189,7 @@ TEST(KernelAbiManifest, AComputedValueNoCallCanBringIntoItsTypeIsRefused) {
   try {
     parse_manifest(text, "kiln.toml");
     FAIL() << "accepted a u64 computed as 0 - 1";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("kiln.toml:18:3: kernel_args entry 'lda' of kernel 'mm' computes '0 - 1', which no "
                                          "call can bring into its type u64 (0..9223372036854775807): it is always in [-1, -1]"),
               std::string::npos) << e.what();
@@ -198,7 +198,7 @@ TEST(KernelAbiManifest, AComputedValueNoCallCanBringIntoItsTypeIsRefused) {
   try {
     parse_manifest(text, "kiln.toml");
     FAIL() << "accepted a value that always divides by zero";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("computes 'k / 0', which no call can bring into its type i8 (-128..127): it faults for every call"),
               std::string::npos) << e.what();
   }
@@ -222,7 +222,7 @@ TEST(KernelAbiInterleave, A32ByteInterleavedMapNeedsA32ByteAlignedBase) {
   try {
     abi.build(call.args, launch, nullptr, code, nullptr, &frame);
     FAIL() << "a 16-byte aligned base was encoded for a 32B-interleaved map";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_STREQ(e.what(), "kernel 'mm': kernel_args entry 'a_desc': the address of 'a' is not 32-byte aligned, as a tensor map needs");
   }
   EXPECT_TRUE(code.encodes.empty());
@@ -240,7 +240,7 @@ TEST_F(KernelAbiTest, NegativeScratchIsRefusedAndZeroPassesNull) {
   try {
     neg.build(call.args, launch, nullptr, code, nullptr, &frame);
     FAIL() << "negative scratch accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("kernel_args entry 'ws': scratch of -1008 bytes per program is negative or more than 2^40"),
               std::string::npos) << e.what();
   }

@@ -129,7 +129,7 @@ TEST(KernelArgs, HostileExtensionsAreRefused) {
     try {
       decode_kernel_record(ByteView(bytes), "mm", "record");
       ADD_FAILURE() << "accepted: " << why;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << why;
     }
   };
@@ -150,7 +150,7 @@ TEST(KernelArgs, HostileExtensionsAreRefused) {
     bad[i] ^= 0x5a;
     try {
       decode_kernel_record(ByteView(bad), "mm", "record");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << "byte " << i;
     }
   }
@@ -194,7 +194,7 @@ TEST_P(KernelArgErrors, NameFileLineColumnAndTheProblem) {
   try {
     parse(text);
     FAIL() << "accepted: " << c.replace;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest);
     EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << "got: " << e.what();
   }

@@ -96,7 +96,7 @@ TEST_P(ManifestErrors, NamesFileLineColumnAndWhatWasExpected) {
   try {
     parse_manifest(text, "kiln.toml");
     FAIL() << "accepted a manifest with: " << c.replace;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest);
     EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << "got: " << e.what();
   }
@@ -157,14 +157,14 @@ TEST(Manifest, EntriesMayBeLongSymbolsNamesMayNot) {
   try {
     parse_manifest(with("entry = \"matmul_relu_f32\"", "entry = \"" + entry + "x\""), "kiln.toml");
     FAIL() << "a 1025-character entry was accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("of 1 to 1024 characters, found '" + entry + "x' (1025 characters)"),
               std::string::npos) << e.what();
   }
   try {
     parse_manifest(with("name = \"matmul_relu\"", "name = \"" + std::string(129, 'k') + "\""), "kiln.toml");
     FAIL() << "a 129-character kernel name was accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("'name' in kernel[0] must be an identifier ([A-Za-z_][A-Za-z0-9_]*) of 1 to 128"),
               std::string::npos) << e.what();
   }
@@ -181,13 +181,13 @@ TEST(Manifest, MissingKernelAndPackageAreNamed) {
   try {
     parse_manifest("[package]\nname = \"x\"\nkernel_revision = \"r\"\nsequence = 1\n", "m.toml");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("m.toml:1:1: the manifest is missing 'kernel'"), std::string::npos) << e.what();
   }
   try {
     parse_manifest("", "m.toml");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("missing 'package'"), std::string::npos) << e.what();
   }
 }
@@ -213,7 +213,7 @@ TEST(Manifest, LargeManifestParsedInPiecesMatchesAWholeParse) {
   auto error_of = [](const std::string& t, unsigned threads) -> std::string {
     try {
       parse_manifest(t, "kiln.toml", threads);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       return e.what();
     }
     return "";

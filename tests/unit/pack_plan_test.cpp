@@ -39,7 +39,7 @@ class PackPlanTest : public ::testing::Test {
   std::string expect_error(Errc code) {
     try {
       cli::plan_pack(dir + "/kiln.toml");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), code) << e.what();
       return e.what();
     }
@@ -104,7 +104,7 @@ TEST_F(PackPlanTest, SmallInputsAreReadWhenPackedAndACodeObjectChangedSinceItsCh
   try {
     write_archive_file(dir + "/out.kiln", plan.identity, plan.members, {Signer{&key, "t", 0}}, {});
     ADD_FAILURE() << "a code object changed after its check was packed";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::io) << e.what();
     EXPECT_NE(std::string(e.what()).find(dir + "/k.ptx: changed while kiln pack read it"), std::string::npos) << e.what();
   }
@@ -171,14 +171,14 @@ TEST(PackInputFiles, CharacterDevicesAreRefusedAsNotRegularFiles) {
     try {
       read_regular_file_nofollow(device, 1 << 20);
       ADD_FAILURE() << "read_regular_file_nofollow read " << device;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
       EXPECT_EQ(std::string(e.what()), device + ": not a regular file");
     }
     try {
       MappedFile::open_regular_nofollow(device, 1 << 20);
       ADD_FAILURE() << "MappedFile::open_regular_nofollow mapped " << device;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
       EXPECT_EQ(std::string(e.what()), device + ": not a regular file");
     }
@@ -201,7 +201,7 @@ TEST_F(PackPlanTest, DeviceNodeInThePackFolderIsRefused) {
   try {
     cli::plan_pack(dir + "/kiln.toml");
     ADD_FAILURE() << "plan_pack read a device as its manifest";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find(dir + "/kiln.toml: not a regular file"), std::string::npos) << e.what();
   }
 }
@@ -307,13 +307,13 @@ TEST(Npy, RoundTripAndRefusals) {
   EXPECT_DOUBLE_EQ(npy_element(a, 0), 1.5);
   EXPECT_DOUBLE_EQ(npy_element(a, 1), -2);
   std::vector<std::uint8_t> cut(bytes.begin(), bytes.end() - 1);
-  EXPECT_THROW(parse_npy(ByteView(cut), "cut.npy"), Error);
+  EXPECT_THROW(parse_npy(ByteView(cut), "cut.npy"), Failure);
   std::string fortran(bytes.begin(), bytes.end());
   fortran.replace(fortran.find("False"), 5, "True ");
-  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(fortran.data()), fortran.size()), "f.npy"), Error);
+  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(fortran.data()), fortran.size()), "f.npy"), Failure);
   std::string big_endian(bytes.begin(), bytes.end());
   big_endian.replace(big_endian.find("<f4"), 3, ">f4");
-  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(big_endian.data()), big_endian.size()), "b.npy"), Error);
+  EXPECT_THROW(parse_npy(ByteView(reinterpret_cast<const std::uint8_t*>(big_endian.data()), big_endian.size()), "b.npy"), Failure);
 }
 
 TEST_F(PackPlanTest, RealNvccOutputPacksAndAWrongClaimIsRefused) {

@@ -132,7 +132,7 @@ TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
       try {
         a->read_member(data_path(3));
         ADD_FAILURE() << "a member under the changed page was read";
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         EXPECT_EQ(e.code(), Errc::integrity);
         EXPECT_NE(std::string(e.what()).find("index page at " + std::to_string(ref.index_position)), std::string::npos)
             << e.what();
@@ -141,7 +141,7 @@ TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
       try {
         open(changed)->verify_all(1, false, nullptr);
         ADD_FAILURE() << "full verification accepted a changed page";
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         EXPECT_EQ(e.code(), Errc::integrity) << e.what();
       }
     }
@@ -183,7 +183,7 @@ class PagedHead : public ::testing::Test {
   std::string refusal(const std::vector<std::uint8_t>& bytes, std::uint64_t head_size) {
     try {
       format::decode_index(ByteView(bytes), head_size, index_offset);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       return e.what();
     }
     return "";

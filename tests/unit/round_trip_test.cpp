@@ -220,7 +220,7 @@ TEST_F(RoundTrip, MembersReadFromFilesGiveTheSameBytesAsHeldOnesAndChangedFilesA
   auto refusal = [&](std::vector<MemberInput> extra) -> std::pair<Errc, std::string> {
     try {
       build(std::move(extra), 3, 64ull << 20);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       return {e.code(), e.what()};
     }
     return {Errc::internal, "accepted"};
@@ -352,7 +352,7 @@ TEST_F(RoundTrip, SmallAndLargeArchivesOpenByPathAlikeAndATruncatedOneIsAnError)
   try {
     a->read_member("tests/large.bin");
     FAIL() << "a member past the new end of the file was read";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::io) << e.what();
     EXPECT_NE(std::string(e.what()).find("shrank"), std::string::npos) << e.what();
   }
@@ -377,7 +377,7 @@ TEST_F(RoundTrip, AddingASignatureKeepsTheDigestAndBothSignersCount) {
   try {
     add_signature_to_file(dir + "/a.kiln", Signer{&second, "release", 5}, 1);
     FAIL() << "the same key signed twice";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("already signed by key " + second.public_key().key_id()), std::string::npos);
   }
 }
@@ -389,7 +389,7 @@ TEST_F(RoundTrip, WriterRefusesBadMembers) {
     try {
       build_archive(id, std::move(members), signers, {});
       FAIL() << "accepted: " << reason;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument);
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -435,7 +435,7 @@ TEST_F(RoundTrip, WriterRefusesPathsThatWouldExtractDifferentlyElsewhere) {
     try {
       build_archive(id, std::move(members), signers, {});
       ADD_FAILURE() << "accepted " << path;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -510,7 +510,7 @@ code = [{ arch = "gfx90a", file = "a.co" }]
   EXPECT_DOUBLE_EQ(z.tolerance.atol, 0.25);
   EXPECT_EQ(decode_kernel_record(ByteView(members[1].content), "alpha", "alpha record").backend, "hip");
   // A record under a name that is not an identifier is refused.
-  EXPECT_THROW(decode_kernel_record(ByteView(members[1].content), "al-pha", "bad name"), Error);
+  EXPECT_THROW(decode_kernel_record(ByteView(members[1].content), "al-pha", "bad name"), Failure);
   // Every truncation of the table header and of each record is refused.
   for (const KernelTableMember& member : members) {
     for (std::size_t n = 0; n < member.content.size(); ++n) {
@@ -522,7 +522,7 @@ code = [{ arch = "gfx90a", file = "a.co" }]
         } else {
           decode_kernel_record(ByteView(cut), "alpha", "cut");
         }
-      } catch (const Error&) {
+      } catch (const Failure&) {
         refused = true;
       }
       EXPECT_TRUE(refused) << member.path << ": truncation to " << n << " bytes accepted";

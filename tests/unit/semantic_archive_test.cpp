@@ -84,7 +84,7 @@ class Semantic : public ::testing::Test {
         std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
         a->verify_all(2, deep, nullptr);
         ADD_FAILURE() << "accepted (deep " << deep << "); expected: " << reason;
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         EXPECT_EQ(e.code(), code) << e.what();
         EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << "deep " << deep << ": " << e.what();
       }
@@ -107,7 +107,7 @@ class Semantic : public ::testing::Test {
     try {
       archive.preflight_target_json("sm_90", "13.0");
       ADD_FAILURE() << "judged loadable; expected: " << reason;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), code) << e.what();
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
@@ -224,14 +224,14 @@ TEST_F(Semantic, ABrokenZstdFrameInACodeMemberIsRefusedWithoutDeep) {
   std::vector<std::uint8_t> content = raw.stored[i];
   std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
   frame[frame.size() - 4] ^= 0xff;  // the last bytes of the last block's payload
-  ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Error) << "the change must break the frame";
+  ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Failure) << "the change must break the frame";
   replace_with_frame(raw, i, frame, content);
   std::vector<std::uint8_t> bytes = test::assemble(raw);
   std::unique_ptr<ArchiveReader> a = open_trusted(bytes);
   try {
     a->verify_all(1, false, nullptr);
     ADD_FAILURE() << "a broken code member passed verification without --deep";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("member 'k.ptx': zstd refused the frame"), std::string::npos) << e.what();
   }
 }
@@ -340,14 +340,14 @@ TEST_F(Semantic, ContentThatDoesNotHashToTheIndexIsRefusedByDeepVerificationAndB
   try {
     a->verify_all(1, true, nullptr);
     ADD_FAILURE() << "deep verification accepted a content digest mismatch";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("member 'src/add.cu': decompressed content does not match the index"), std::string::npos)
         << e.what();
   }
   try {
     a->read_member(i);
     ADD_FAILURE() << "read_member returned content that does not match the index";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("decompressed content does not match the index"), std::string::npos) << e.what();
   }
 }
@@ -372,7 +372,7 @@ TEST_F(Semantic, AKilnTomlOverTheCapIsRefusedBeforeReadingEvenWithoutTrust) {
   try {
     a->manifest();
     ADD_FAILURE() << "an over-sized kiln.toml was read";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::limit) << e.what();
     EXPECT_NE(std::string(e.what()).find("over the format's limit of 16777216 for kiln.toml"), std::string::npos) << e.what();
   }
@@ -385,7 +385,7 @@ TEST_F(Semantic, SequenceZeroIsRefusedByTheHeadDecoderAsTheRuntimeReadsIt) {
   try {
     open_trusted(bytes);  // what kiln_archive_open does
     ADD_FAILURE() << "an index head with sequence 0 was opened";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::malformed) << e.what();
     EXPECT_NE(std::string(e.what()).find("sequence 0 is outside 1..2^63-1"), std::string::npos) << e.what();
   }
@@ -397,7 +397,7 @@ TEST(ByteWriter, AStringTooLongForItsSixteenBitLengthIsRefusedNotTruncated) {
   try {
     w.string16(std::string(65536 + 3, 'b'));
     ADD_FAILURE() << "a 65,539-byte string was written with a 16-bit length";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::limit);
     EXPECT_NE(std::string(e.what()).find("65539 bytes does not fit a 16-bit length"), std::string::npos) << e.what();
   }

@@ -420,7 +420,7 @@ TEST(RangeShapes, KernelRecordRoundTripsAndFixedShapesKeepTheirBytes) {
   try {
     decode_kernel_record(ByteView(bytes), "mm", "kiln/kernels/mm");
     FAIL() << "decoded an unknown opcode";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::malformed);
     EXPECT_NE(std::string(e.what()).find("shape 'any_m' shared_mem: unknown opcode 9"), std::string::npos) << e.what();
   }
@@ -449,7 +449,7 @@ TEST_P(RangeShapeErrors, NamesFileLineColumnAndTheProblem) {
   try {
     parse_manifest(text, "kiln.toml");
     FAIL() << "accepted a manifest with: " << c.replace;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest);
     EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << "got: " << e.what();
   }

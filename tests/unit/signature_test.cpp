@@ -11,7 +11,7 @@ namespace {
 std::string refusal(const std::vector<std::uint8_t>& bytes, const TrustSet& trust, unsigned threshold = 1) {
   try {
     test::open_and_verify(bytes, trust, threshold);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
     return e.what();
   }
@@ -106,7 +106,7 @@ TEST(Signatures, SignatureNamingAnotherSequenceIsRefused) {
   try {
     test::open_and_verify(test::assemble(raw), test::trust_of({&k}));
     FAIL() << "accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
     EXPECT_NE(std::string(e.what()).find(binding_refusal(k, id.package, 99, id)), std::string::npos) << e.what();
   }
@@ -122,7 +122,7 @@ TEST(Signatures, SignatureNamingAnotherPackageIsRefused) {
   try {
     test::open_and_verify(bytes, test::trust_of({&k}));
     FAIL() << "accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
     EXPECT_NE(std::string(e.what()).find(binding_refusal(k, other, id.sequence, id)), std::string::npos) << e.what();
   }
@@ -148,14 +148,14 @@ TEST(Signatures, AnyRecordNamingAnotherPackageIsRefusedEvenBesideAValidOne) {
   try {
     test::open_and_verify(bytes, test::trust_of({&trusted}));
     FAIL() << "accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   try {
     ArchiveReader::open_memory(bytes.data(), bytes.size(), ReadOptions{});  // no trust set: not authenticated
     FAIL() << "accepted without a trust set";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
@@ -175,14 +175,14 @@ TEST(TrustSetLoading, DirectoryOfKeysAndClearErrors) {
   try {
     TrustSet::load(empty);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("holds no *.pub or *.pem key"), std::string::npos);
   }
   write_new_file(dir + "/broken.pub", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", 0644);
   try {
     TrustSet::load(dir);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("broken.pub: not a PEM public key"), std::string::npos) << e.what();
   }
 }
@@ -192,8 +192,8 @@ TEST(Keys, PemRoundTripAndPrivateKeyIsNotAPublicKey) {
   PrivateKey back = PrivateKey::from_pem(k.to_pem(), "mem");
   EXPECT_EQ(back.public_key().key_id(), k.public_key().key_id());
   EXPECT_EQ(PublicKey::from_pem(k.public_key().to_pem(), "mem").raw(), k.public_key().raw());
-  EXPECT_THROW(PublicKey::from_pem(k.to_pem(), "mem"), Error);
-  EXPECT_THROW(PrivateKey::from_pem(k.public_key().to_pem(), "mem"), Error);
+  EXPECT_THROW(PublicKey::from_pem(k.to_pem(), "mem"), Failure);
+  EXPECT_THROW(PrivateKey::from_pem(k.public_key().to_pem(), "mem"), Failure);
 }
 
 }  // namespace

@@ -50,12 +50,12 @@ class Sparse : public ::testing::Test {
     options.policy = TrustPolicy{&trust, 1};
     return ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
   }
-  // The message of the kiln::Error `f` throws, with its code; "" when it throws none.
+  // The message of the kiln::Failure `f` throws, with its code; "" when it throws none.
   template <typename F>
   std::string refusal(F f, Errc* code = nullptr) {
     try {
       f();
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       if (code) *code = e.code();
       return e.what();
     }
@@ -122,7 +122,7 @@ TEST_F(Sparse, EverySingleByteChangeAndEveryTruncationIsRefused) {
   auto accepted = [&](const std::vector<std::uint8_t>& candidate) {
     try {
       test::open_and_verify(candidate, trust);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       return false;
     }
     return true;

@@ -1,5 +1,5 @@
 // Exhaustive tampering: every single-byte change and every truncation of a small signed
-// archive must be refused by open + full verification, with a kiln::Error (never a crash
+// archive must be refused by open + full verification, with a kiln::Failure (never a crash
 // and never a different exception).
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ class Tamper : public ::testing::Test {
   std::string accepted(const std::vector<std::uint8_t>& candidate) {
     try {
       test::open_and_verify(candidate, trust);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       return "";
     }
     return "accepted";
@@ -76,7 +76,7 @@ TEST_F(Tamper, ChangedMemberIsNamedInTheError) {
   try {
     test::open_and_verify(copy, trust);
     FAIL() << "accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::integrity);
     EXPECT_NE(std::string(e.what()).find("member 'k.ptx'"), std::string::npos) << e.what();
   }
@@ -125,7 +125,7 @@ TEST_F(TamperTree, ChangedIndexBytesAreRefused) {
       test::open_and_verify(copy, trust);
       ADD_FAILURE() << "changing byte " << offset << " of the index (at " << offset - h.index_offset << ") was not noticed";
       return;
-    } catch (const Error&) {
+    } catch (const Failure&) {
       ++tried;
     }
   }
@@ -154,7 +154,7 @@ TEST_F(TamperTree, ARewrittenSubtreeIsRefusedByTheDigestAboveIt) {
   try {
     test::open_and_verify(copy, trust);
     FAIL() << "a rewritten subtree was accepted";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::integrity) << e.what();
     EXPECT_NE(std::string(e.what()).find("index page at " + std::to_string(top.index_position) + ": its bytes do not match"),
               std::string::npos)

@@ -44,7 +44,7 @@ std::string sign(const TrustDocument& d, const std::vector<const PrivateKey*>& k
 std::string refusal(const std::function<void()>& f, Errc code) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), code) << e.what();
     return e.what();
   }
@@ -105,7 +105,7 @@ TEST(TrustFile, AnExpiredFileOrOneItsRootDidNotSignIsRefused) {
   std::string short_of = refusal([&] { verify_trust_file(sign(document(k, 5), {&k.root_a}), "t.json", now()); }, Errc::refused);
   EXPECT_NE(short_of.find("1 distinct root key(s) of its own signed it, 2 required"), std::string::npos) << short_of;
   // A signature by the same root key twice counts once.
-  EXPECT_THROW(verify_trust_file(sign(document(k, 5), {&k.root_a, &k.root_a}), "t.json", now()), Error);
+  EXPECT_THROW(verify_trust_file(sign(document(k, 5), {&k.root_a, &k.root_a}), "t.json", now()), Failure);
   // One changed byte of the signed payload (version 5 -> 6), the root's signatures kept: none verifies.
   std::string good = sign(document(k, 5), {&k.root_a, &k.root_b});
   DsseEnvelope e = dsse_parse(good, "t");

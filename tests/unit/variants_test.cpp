@@ -59,7 +59,7 @@ Manifest parse(const std::string& text) { return parse_manifest(text, "kiln.toml
 std::string refusal(const std::string& text) {
   try {
     parse(text);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest) << e.what();
     return e.what();
   }
@@ -136,7 +136,7 @@ TEST(Variants, TheRecordRoundTripsCanonicallyAndHostileOnesAreRefused) {
     try {
       decode_kernel_record(ByteView(bytes), "gemm", "record");
       ADD_FAILURE() << "accepted: " << why;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << why;
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << why << ": " << e.what();
     }
@@ -164,7 +164,7 @@ TEST(Variants, TheRecordRoundTripsCanonicallyAndHostileOnesAreRefused) {
     bad[i] ^= 0x5a;
     try {
       decode_kernel_record(ByteView(bad), "gemm", "record");
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       EXPECT_EQ(e.code(), Errc::malformed) << "byte " << i;
     }
   }
@@ -263,7 +263,7 @@ TEST(Variants, APackRefusesAVariantThatIsNotTheKernelsKindOfCodeForItsTargets) {
   try {
     cli::plan_pack(dir + "/kiln.toml");
     ADD_FAILURE() << "packed a variant built for another target";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_NE(std::string(e.what()).find("kiln.toml:25:57: kernel 'gemm' claims arch 'compute_90' for 'g.90.k16.ptx' but the "
                                          "file is built for compute_86"),
               std::string::npos)

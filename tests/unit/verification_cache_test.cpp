@@ -78,17 +78,17 @@ TEST(VerificationCache, ASecondOpenOfAChangedArchiveIsStillRefused) {
   try {
     test::open_and_verify(bad_signature, trust, 1);
     ADD_FAILURE() << "a changed signature was accepted after the archive had verified once";
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::signature) << e.what();
   }
   // A byte of the index head changed (its digest no longer matches the signed one).
   std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), ReadOptions{});
   std::vector<std::uint8_t> changed_head = bytes;
   changed_head[a->header().index_offset + 12] ^= 0x01;  // inside entry_count / sequence
-  EXPECT_THROW(test::open_and_verify(changed_head, trust, 1), Error);
+  EXPECT_THROW(test::open_and_verify(changed_head, trust, 1), Failure);
   // And another trust set never benefits from what this one verified.
   PrivateKey stranger = PrivateKey::generate();
-  EXPECT_THROW(test::open_and_verify(bytes, test::trust_of({&stranger}), 1), Error);
+  EXPECT_THROW(test::open_and_verify(bytes, test::trust_of({&stranger}), 1), Failure);
   clear_verification_cache();
 }
 
