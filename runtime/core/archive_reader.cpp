@@ -427,39 +427,22 @@ ByteView ArchiveReader::unchecked_stored_bytes(std::size_t i) const {
 }
 
 void ArchiveReader::verify_member(std::size_t i) const {
-  const format::Entry& e = entry(i);
   if (verified_flag(i).load(std::memory_order_acquire)) return;
   require_present(i);
-  Sha256 got;
   if (mapping_) {
-    // Read a piece at a time into one buffer per thread and hashed there, as `openssl dgst`
-    // reads a file: mapping the whole archive to hash it would fault its pages in one by one.
-    constexpr std::uint64_t kPiece = 256 * 1024;
-    thread_local std::vector<std::uint8_t> piece(kPiece);
-    Sha256Stream hash;
-    for (std::uint64_t at = 0; at < e.stored_size; at += kPiece) {
-      const std::uint64_t n = std::min(kPiece, e.stored_size - at);
-      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), piece.data());
-      hash.update(piece.data(), static_cast<std::size_t>(n));
-    }
-    got = hash.finish();
-  } else {
-    ByteView stored = unchecked_stored_bytes(i);
-    got = sha256(stored.data, stored.size);
+    // A piece at a time through one buffer per thread, as `openssl dgst` reads a file: mapping
+    // the whole archive to hash it would fault its pages in one by one.
+    thread_local std::vector<std::uint8_t> piece(kStoredPiece);
+    read_stored_checked(i, [&](std::uint64_t) { return piece.data(); });
+    return;
   }
-  if (got != e.stored_sha256) {
-    fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
-                              sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
-  }
-  verified_flag(i).store(true, std::memory_order_release);
+  ByteView stored = unchecked_stored_bytes(i);
+  check_stored_digest(i, sha256(stored.data, stored.size));
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
   const format::Entry& e = entry(i);
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
-                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
-  }
+  require_within_limit(i);
   require_present(i);
   std::vector<std::uint8_t> stored = copy_stored_checked(i);
   std::vector<std::uint8_t> content;
@@ -490,27 +473,43 @@ std::vector<std::uint8_t> ArchiveReader::copy_stored_checked(std::size_t i) cons
 }
 
 void ArchiveReader::copy_stored_checked_to(std::size_t i, std::uint8_t* out) const {
+  read_stored_checked(i, [out](std::uint64_t at) { return out + at; });
+}
+
+void ArchiveReader::read_stored_checked(std::size_t i, const std::function<std::uint8_t*(std::uint64_t)>& destination) const {
   const format::Entry& e = entry(i);
-  // Copied and hashed a piece at a time, each piece hashed while it is still in the cache: one
-  // pass over memory, as reading a file into a small buffer and hashing it would be.
-  constexpr std::uint64_t kPiece = 256 * 1024;
+  // Each piece hashed while it is still in the cache: one pass over memory, as reading a file
+  // into a small buffer and hashing it would be.
   Sha256Stream hash;
-  for (std::uint64_t at = 0; at < e.stored_size; at += kPiece) {
-    const std::uint64_t n = std::min(kPiece, e.stored_size - at);
+  for (std::uint64_t at = 0; at < e.stored_size; at += kStoredPiece) {
+    const std::uint64_t n = std::min<std::uint64_t>(kStoredPiece, e.stored_size - at);
+    std::uint8_t* to = destination(at);
     if (mapping_) {
-      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), out + at);
+      mapping_->read_at(file_offset(e.offset + at, n), static_cast<std::size_t>(n), to);
     } else {
       ByteView view = memory_.sub(file_offset(e.offset + at, n), n);
-      std::memcpy(out + at, view.data, view.size);
+      std::memcpy(to, view.data, view.size);
     }
-    hash.update(out + at, static_cast<std::size_t>(n));
+    hash.update(to, static_cast<std::size_t>(n));
   }
-  Sha256 got = hash.finish();
+  check_stored_digest(i, hash.finish());
+}
+
+void ArchiveReader::check_stored_digest(std::size_t i, const Sha256& got) const {
+  const format::Entry& e = entry(i);
   if (got != e.stored_sha256) {
     fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
   }
   verified_flag(i).store(true, std::memory_order_release);
+}
+
+void ArchiveReader::require_within_limit(std::size_t i) const {
+  const format::Entry& e = entry(i);
+  if (e.content_size > max_member_size_) {
+    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
+                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
+  }
 }
 
 ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {
@@ -519,10 +518,7 @@ ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t
     buffer = read_member(i);
     return ByteView(buffer);
   }
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
-                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
-  }
+  require_within_limit(i);
   require_present(i);
   if (buffer.size() < e.stored_size) buffer.resize(static_cast<std::size_t>(e.stored_size));
   copy_stored_checked_to(i, buffer.data());
@@ -534,10 +530,7 @@ ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t
 std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit) const {
   const format::Entry& e = entry(i);
   if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
-                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
-  }
+  require_within_limit(i);
   require_present(i);
   std::vector<std::uint8_t> stored = copy_stored_checked(i);
   check_zstd_frame(ByteView(stored), e.content_size, member_label(i));
@@ -560,10 +553,7 @@ std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::
 
 void ArchiveReader::verify_member_deep(std::size_t i) const {
   const format::Entry& e = entry(i);
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
-                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
-  }
+  require_within_limit(i);
   require_present(i);
   // One pass, one private copy of each piece: the stored digest, the zstd frame and the content
   // digest all see the same bytes, and memory stays one piece plus zstd's window (FORMAT.md §4).

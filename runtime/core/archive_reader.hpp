@@ -176,8 +176,16 @@ class ArchiveReader {
   // Member i's stored bytes, copied out and checked against the index (the flag set): the one
   // place read_member and read_member_prefix take them from. The caller has checked presence.
   std::vector<std::uint8_t> copy_stored_checked(std::size_t i) const;
-  // The same into `out` (stored_size bytes), piece by piece, each piece hashed while in cache.
+  // The same into `out` (stored_size bytes).
   void copy_stored_checked_to(std::size_t i, std::uint8_t* out) const;
+  // Member i's stored bytes read kStoredPiece at a time to `destination(at)` (the piece that
+  // starts at byte `at`), each hashed as it arrives, then checked against the index and flagged.
+  static constexpr std::uint64_t kStoredPiece = 256 * 1024;
+  void read_stored_checked(std::size_t i, const std::function<std::uint8_t*(std::uint64_t)>& destination) const;
+  // Throws Errc::integrity naming the member unless `got` is its stored digest; flags it verified.
+  void check_stored_digest(std::size_t i, const Sha256& got) const;
+  // Throws Errc::limit when the member declares more content than the reader's limit.
+  void require_within_limit(std::size_t i) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
