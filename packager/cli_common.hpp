@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/status.hpp"
+#include "kiln/kiln.hpp"
 
 namespace CLI {
 class App;
@@ -24,6 +26,17 @@ enum ExitCode : int {
 };
 
 int exit_code_for(Errc code);
+
+// Runs `f`, whose failed calls of libkiln's C API (through its C++ face, kiln.hpp) become the
+// exception the command's exit codes come from; `where` (may be empty) goes before the message.
+template <class F>
+void through_the_api(F&& f, const std::string& where = std::string()) {
+  try {
+    f();
+  } catch (const kiln::Error& e) {
+    throw Failure(errc_of(e.status()), where.empty() ? std::string(e.what()) : where + ": " + e.what());
+  }
+}
 
 std::string human_size(std::uint64_t bytes);
 

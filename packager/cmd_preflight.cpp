@@ -15,25 +15,11 @@
 #include "core/file_io.hpp"
 #include "core/json.hpp"
 #include "core/status.hpp"
-#include "engine/described_target.hpp"
 #include "kiln/kiln.hpp"
+#include "kiln/kiln_experimental.hpp"
 #include "preflight_targets.hpp"
 
 namespace kiln::cli {
-namespace {
-
-// A failed call of libkiln's C API (through its C++ face) as the exception the command's exit
-// codes come from.
-template <class F>
-void through_the_api(F&& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    throw Failure(errc_of(e.status()), e.what());
-  }
-}
-
-}  // namespace
 
 void add_preflight_command(CLI::App& app) {
   struct Options {
@@ -78,10 +64,10 @@ void add_preflight_command(CLI::App& app) {
       // that parses. A bad --target is a usage error (exit 2); a bad fleet file, bad input.
       for (const FleetTarget& t : targets) {
         try {
-          engine::parse_described_target(t.target, t.driver);
-        } catch (const Failure& e) {
+          kiln::experimental::check_target(t.target, t.driver);
+        } catch (const kiln::Error& e) {
           if (o->fleet.empty()) throw CLI::ValidationError("--target", e.what());
-          throw Failure(e.code(), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
+          throw Failure(errc_of(e.status()), o->fleet + ": " + (t.name.empty() ? "" : "target '" + t.name + "': ") + e.what());
         }
       }
       int off_device = preflight_targets(o->file, o->trust, o->strict, o->json, o->attestations, targets);
@@ -99,7 +85,7 @@ void add_preflight_command(CLI::App& app) {
       kiln::Archive archive(runtime, o->file);
       for (const std::string& f : o->attestations.files) {
         std::string envelope = read_small_file(f, kMaxAttestationBytes);
-        archive.add_attestation(envelope.data(), envelope.size());
+        through_the_api([&] { archive.add_attestation(envelope.data(), envelope.size()); }, f);
       }
       if (o->json) {
         // Resolving loads the chosen code objects (PTX is JIT-compiled) but launches nothing.

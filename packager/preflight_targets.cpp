@@ -3,12 +3,13 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli_common.hpp"
+#include "core/attestation_facts.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/json.hpp"
 #include "core/manifest_toml.hpp"
-#include "engine/archive.hpp"
-#include "engine/runtime.hpp"
+#include "kiln/kiln.hpp"
 
 namespace kiln::cli {
 
@@ -64,16 +65,20 @@ std::vector<FleetTarget> targets_from_list(const std::vector<std::string>& lists
 
 int preflight_targets(const std::string& file, const std::string& trust, bool strict, bool json,
                       const AttestationsGiven& attestations, const std::vector<FleetTarget>& targets) {
-  kiln_runtime_options options;
-  kiln_runtime_options_init(&options, sizeof options);  // the C API's defaults, as `kiln preflight` has them
-  options.trust_path = trust.c_str();
-  options.policy = strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK;
-  if (!attestations.keys.empty()) options.attestation_trust_path = attestations.keys.c_str();
-  options.attestation_threshold = attestations.threshold;
-  engine::Runtime runtime(options);
-  engine::Archive archive(runtime, file);
+  // The C API's defaults, as `kiln preflight` has them.
+  kiln::RuntimeOptions options;
+  options.trust_path(trust).policy(strict ? KILN_POLICY_STRICT : KILN_POLICY_FALLBACK);
+  if (!attestations.keys.empty()) options.attestation_trust_path(attestations.keys);
+  options.attestation_threshold(attestations.threshold);
+  kiln::Runtime runtime;
+  kiln::Archive archive;
+  through_the_api([&] {
+    runtime = kiln::Runtime(options);
+    archive = kiln::Archive(runtime, file);
+  });
   for (const std::string& f : attestations.files) {
-    archive.add_attestation(read_small_file(f, kMaxAttestationBytes), f);
+    std::string envelope = read_small_file(f, kMaxAttestationBytes);
+    through_the_api([&] { archive.add_attestation(envelope.data(), envelope.size()); }, f);
   }
   int off_device = 0;
   kiln::json::Writer w;
@@ -84,7 +89,8 @@ int preflight_targets(const std::string& file, const std::string& trust, bool st
     std::printf("  %-22s %-20s %-9s %-18s %s\n", "target", "kernel", "route", "reason", "detail");
   }
   for (const FleetTarget& t : targets) {
-    std::string report = archive.preflight_target_json(t.target, t.driver);
+    std::string report;
+    through_the_api([&] { report = archive.preflight_target(t.target, t.driver); });
     kiln::json::Value doc = kiln::json::parse(report, "the preflight report");
     std::string label = t.name.empty() ? t.target : t.name + " (" + t.target + ")";
     for (const kiln::json::Value& k : doc.get("kernels")->array) {

@@ -1,6 +1,6 @@
 // kiln preflight --target / --fleet: the route every kernel of an archive would take on GPUs
-// described rather than present, judged by libkiln's own resolver (engine::Archive::
-// preflight_target_json), so that no GPU is needed and nothing can drift from what a device
+// described rather than present, judged by libkiln's own resolver (kiln.h,
+// kiln_archive_preflight_target), so that no GPU is needed and nothing can drift from what a device
 // decides. The fleet file is TOML:
 //
 //   [[fleet]]

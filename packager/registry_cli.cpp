@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "cli_common.hpp"
-#include "engine/archive.hpp"
-#include "engine/runtime.hpp"
+#include "kiln/kiln.hpp"
+#include "kiln/kiln_experimental.hpp"
 #include "preflight_targets.hpp"
 
 namespace kiln::cli {
@@ -72,35 +72,36 @@ registry::MemberChoice SparseCli::choice(const std::string& trust_path, unsigned
   std::vector<FleetTarget> described = targets_from_list(targets, driver);
   const bool host = device, with_tests = tests;
   return [=](std::vector<std::uint8_t> partial) {
-    kiln_runtime_options o;
-    kiln_runtime_options_init(&o, sizeof o);
-    o.trust_path = trust_path.c_str();
-    o.signature_threshold = threshold;
-    engine::Runtime runtime(o);
-    engine::Archive archive(runtime, std::move(partial));
+    // Judged by libkiln on the partial archive (its index and signatures, no code yet), as a
+    // runtime with these keys would judge it.
     std::vector<std::size_t> out;
-    auto take = [&](const std::string& who, const std::vector<std::size_t>& members) {
-      std::uint64_t bytes = 0;
-      for (std::size_t i : members) bytes += archive.reader().entry(i).stored_size;
-      said->push_back(who + ": " + std::to_string(members.size()) + " code object(s), " + human_size(bytes));
-      out.insert(out.end(), members.begin(), members.end());
-    };
-    for (const FleetTarget& t : described) take(t.target, archive.code_for_target(t.target, t.driver));
-    if (host) {
-      std::vector<std::string> found;
-      std::vector<std::size_t> members = archive.code_for_host(&found);
-      std::string names;
-      for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
-      take("this host (" + names + ")", members);
-    }
-    if (with_tests) {
-      const std::vector<format::Entry>& entries = archive.reader().index().entries;
-      std::size_t count = 0;
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        if (entries[i].role == format::Role::testdata) out.push_back(i), ++count;
+    through_the_api([&] {
+      kiln::RuntimeOptions options;
+      options.trust_path(trust_path).signature_threshold(threshold);
+      kiln::Runtime runtime(options);
+      kiln::Archive archive = kiln::Archive::from_memory(runtime, partial.data(), partial.size());
+      const std::vector<kiln::experimental::Member> members = kiln::experimental::members(archive);
+      auto take = [&](const std::string& who, const std::vector<std::size_t>& chosen) {
+        std::uint64_t bytes = 0;
+        for (std::size_t i : chosen) bytes += members.at(i).stored_size;
+        said->push_back(who + ": " + std::to_string(chosen.size()) + " code object(s), " + human_size(bytes));
+        out.insert(out.end(), chosen.begin(), chosen.end());
+      };
+      for (const FleetTarget& t : described) take(t.target, kiln::experimental::plan_target(archive, t.target, t.driver));
+      if (host) {
+        kiln::experimental::HostPlan plan = kiln::experimental::plan_host(archive);
+        std::string names;
+        for (const std::string& d : plan.devices) names += (names.empty() ? "" : ", ") + d;
+        take("this host (" + names + ")", plan.members);
       }
-      said->push_back("test vectors: " + std::to_string(count));
-    }
+      if (with_tests) {
+        std::size_t count = 0;
+        for (std::size_t i = 0; i < members.size(); ++i) {
+          if (members[i].role == "testdata") out.push_back(i), ++count;
+        }
+        said->push_back("test vectors: " + std::to_string(count));
+      }
+    });
     return out;
   };
 }

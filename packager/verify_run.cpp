@@ -5,82 +5,46 @@
 #include <cstring>
 #include <set>
 
+#include "cli_common.hpp"
 #include "core/error.hpp"
 #include "core/float_formats.hpp"
+#include "core/manifest.hpp"
 #include "core/npy.hpp"
-#include "cuda/cuda_backend.hpp"
-#include "engine/archive.hpp"
-#include "engine/kernel.hpp"
-#include "engine/runtime.hpp"
+#include "kiln/kiln.hpp"
+#include "kiln/kiln_experimental.hpp"
 
 namespace kiln::cli {
 namespace {
 
-using cuda::CUdeviceptr;
-using cuda::CUevent;
+namespace x = kiln::experimental;
 
-kiln_runtime_options runtime_options(const RunOptions& o) {
-  kiln_runtime_options r{};
-  r.size = sizeof r;
-  r.signature_threshold = o.threshold;
-  r.trust_path = o.trust.c_str();
-  r.policy = KILN_POLICY_FALLBACK;
-  r.log_level = KILN_LOG_WARN;
-  r.max_member_size = kiln::kDefaultMaxMemberSize;
+kiln::RuntimeOptions runtime_options(const RunOptions& o) {
+  kiln::RuntimeOptions r;
+  r.trust_path(o.trust).signature_threshold(o.threshold).policy(KILN_POLICY_FALLBACK);
   return r;
 }
 
-// Device buffers for one test, freed on every path.
-struct Buffers {
-  const cuda::DriverApi* api = nullptr;
-  std::vector<CUdeviceptr> ptrs;
-  ~Buffers() {
-    for (CUdeviceptr p : ptrs) {
-      if (p) api->cuMemFree(p);
-    }
-  }
-};
-
-void check(const cuda::Driver& d, cuda::CUresult r, const std::string& what) {
-  if (r != cuda::CUDA_SUCCESS) fail(Errc::driver, what + ": " + d.describe(r));
+bool runs_on_device(const kiln::Kernel& k) {
+  return k.route() == KILN_ROUTE_NATIVE || k.route() == KILN_ROUTE_PTX_JIT;
 }
 
-// The runtime's CUDA backend: verify --run allocates, copies and times on its devices.
-cuda::CudaBackend& cuda_backend(engine::Runtime& rt) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(rt.backend(format::Vendor::cuda));
-  if (b == nullptr) fail(Errc::internal, "this libkiln has no CUDA backend");
-  return *b;
-}
-
-void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, const TestSpec& test, const RunOptions& o,
-             TestResult& result) {
-  const cuda::Driver& d = *cuda_backend(rt).driver();
-  const cuda::DriverApi& cu = d.api();
-  if (!cu.has_tools()) {
-    fail(Errc::unsupported, "the CUDA driver lacks the memory and event calls verify --run needs (cuMemAlloc, "
-                            "cuEventRecord, ...); libkiln serves without them, but test vectors cannot run");
-  }
-  cuda::Unavailable unavailable = cuda::Unavailable::none;
-  std::string why;
-  const cuda::Device* device = cuda_backend(rt).native_device(k.device(), &unavailable, &why);
-  if (device == nullptr) fail(Errc::driver, "CUDA device " + std::to_string(k.device()) + ": " + why);
-  check(d, cu.cuCtxSetCurrent(device->primary), "cuCtxSetCurrent");
-  const KernelSpec& spec = k.spec();
+// Runs one test on the kernel's device: buffers poisoned, inputs copied in, one checked launch,
+// outputs compared, then `o.repeats` timed launches. kiln::Error and kiln::Failure both name what
+// failed; the caller records either as the test's failure.
+void run_one(const kiln::Archive& archive, const kiln::Kernel& k, const KernelSpec& spec, const TestSpec& test,
+             const RunOptions& o, TestResult& result) {
   const ShapeSpec* shape = nullptr;
   for (const ShapeSpec& s : spec.shapes) {
     if (s.name == test.shape) shape = &s;
   }
   // Arguments: device buffers for pointers, the shape's values (and, for a range shape, the
   // test's own values, checked against the shape by the manifest parser) for scalars.
-  Buffers buffers;
-  buffers.api = &cu;
-  buffers.ptrs.assign(spec.params.size(), 0);
+  std::vector<std::unique_ptr<x::DeviceBuffer>> buffers(spec.params.size());
+  std::uint64_t null_pointer = 0;
   std::vector<std::uint64_t> scalars(spec.params.size(), 0);
   std::vector<void*> args(spec.params.size(), nullptr);
   std::vector<std::vector<std::uint8_t>> expected_bytes(spec.params.size());
   std::vector<NpyArray> expected(spec.params.size());
-  std::vector<std::vector<std::uint8_t>> keep;  // input bytes live until copied
-  auto member = [&](const FileRef& f) { return archive.reader().read_member(f.path); };
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     const KernelParam& p = spec.params[i];
     if (!p.is_pointer && is_float_type(p.type)) {
@@ -127,7 +91,7 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     }
     std::uint64_t bytes = 0;
     if (output != nullptr) {
-      expected_bytes[i] = member(*output);
+      expected_bytes[i] = archive.read_member(output->path);
       expected[i] = parse_npy(ByteView(expected_bytes[i]), output->path);
       npy_view_as(&expected[i], p.type);  // bf16 / fp8 raw bits: compared as their type (pack checked the dtype)
       bytes = expected[i].data.size;
@@ -135,34 +99,38 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
     std::vector<std::uint8_t> in;
     NpyArray in_array;
     if (input != nullptr) {
-      in = member(*input);
+      in = archive.read_member(input->path);
       in_array = parse_npy(ByteView(in), input->path);
       bytes = std::max<std::uint64_t>(bytes, in_array.data.size);
     }
     if (bytes == 0) {
-      args[i] = &buffers.ptrs[i];  // an unused pointer (Triton's scratch): NULL
+      args[i] = &null_pointer;  // an unused pointer (Triton's scratch): NULL
       continue;
     }
-    check(d, cu.cuMemAlloc(&buffers.ptrs[i], bytes), "cuMemAlloc " + std::to_string(bytes) + " bytes for '" + p.name + "'");
-    // Poison first: 0xff bytes are NaN in every float format, so an output element the kernel
-    // never wrote cannot pass as correct.
-    check(d, cu.cuMemsetD8(buffers.ptrs[i], 0xff, bytes), "cuMemsetD8");
-    if (input != nullptr) check(d, cu.cuMemcpyHtoD(buffers.ptrs[i], in_array.data.data, in_array.data.size), "cuMemcpyHtoD");
-    args[i] = &buffers.ptrs[i];
+    through_the_api([&] {
+      buffers[i] = std::make_unique<x::DeviceBuffer>(k, static_cast<std::size_t>(bytes));
+      // Poison first: 0xff bytes are NaN in every float format, so an output element the kernel
+      // never wrote cannot pass as correct.
+      buffers[i]->fill(0xff);
+      if (input != nullptr) buffers[i]->write(in_array.data.data, static_cast<std::size_t>(in_array.data.size));
+    }, "'" + p.name + "' (" + std::to_string(bytes) + " bytes)");
+    args[i] = buffers[i]->argument();
   }
 
-  int variant = k.variant_for(args.data());
-  if (variant >= 0) result.variant = spec.variants[static_cast<std::size_t>(variant)].name;
-  result.code_path = k.code_path(variant);
-  k.launch(args.data(), args.size(), nullptr);
-  check(d, cu.cuCtxSynchronize(), "the kernel failed on the device");
+  through_the_api([&] {
+    x::Choice choice = x::choice(k, args.data(), args.size());
+    result.variant = choice.variant;
+    result.code_path = choice.code_path;
+    k.launch(args.data(), args.size());
+    x::synchronize(k);
+  }, "the kernel's launch");
   Tolerance tol = test.has_tolerance ? test.tolerance : spec.tolerance;
   result.passed = true;
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     if (expected_bytes[i].empty()) continue;
     const NpyArray& want = expected[i];
     std::vector<std::uint8_t> got_bytes(want.data.size);
-    check(d, cu.cuMemcpyDtoH(got_bytes.data(), buffers.ptrs[i], got_bytes.size()), "cuMemcpyDtoH");
+    through_the_api([&] { buffers[i]->read(got_bytes.data(), got_bytes.size()); }, "'" + spec.params[i].name + "'");
     NpyArray got = want;
     got.data = ByteView(got_bytes);
     bool exact = !is_float_type(want.dtype);
@@ -186,66 +154,51 @@ void run_one(engine::Runtime& rt, engine::Archive& archive, engine::Kernel& k, c
                     " elements outside rtol " + std::to_string(tol.rtol) + " / atol " + std::to_string(tol.atol) +
                     (result.unwritten ? ", " + std::to_string(result.unwritten) + " never written" : "");
   }
-
   // Timing: the same launch repeated, each between two events; the median.
-  CUevent start = nullptr, stop = nullptr;
-  check(d, cu.cuEventCreate(&start, cuda::CU_EVENT_DEFAULT), "cuEventCreate");
-  check(d, cu.cuEventCreate(&stop, cuda::CU_EVENT_DEFAULT), "cuEventCreate");
-  std::vector<double> times;
-  for (int r = 0; r < o.repeats; ++r) {
-    cu.cuEventRecord(start, nullptr);
-    k.launch(args.data(), args.size(), nullptr);
-    cu.cuEventRecord(stop, nullptr);
-    cu.cuEventSynchronize(stop);
-    float ms = 0;
-    cu.cuEventElapsedTime(&ms, start, stop);
-    times.push_back(ms * 1000.0);
-  }
-  cu.cuEventDestroy(start);
-  cu.cuEventDestroy(stop);
-  if (!times.empty()) {
-    std::sort(times.begin(), times.end());
-    result.median_us = times[times.size() / 2];
+  if (o.repeats > 0) {
+    through_the_api([&] { result.median_us = x::time(k, args.data(), args.size(), static_cast<unsigned>(o.repeats)); },
+                    "timing");
   }
   result.ran = true;
 }
 
-// The device's memory in bytes, where the driver has cuDeviceTotalMem (0 otherwise).
-std::uint64_t device_memory(engine::Runtime& rt, int ordinal) {
-  const cuda::Driver* d = cuda_backend(rt).driver();
-  if (d == nullptr || d->api().cuDeviceTotalMem == nullptr) return 0;
-  cuda::Unavailable unavailable = cuda::Unavailable::none;
-  std::string why;
-  const cuda::Device* device = cuda_backend(rt).native_device(ordinal, &unavailable, &why);
-  std::size_t bytes = 0;
-  if (device == nullptr || d->api().cuDeviceTotalMem(&bytes, device->handle) != cuda::CUDA_SUCCESS) return 0;
-  return bytes;
+// The device a kernel was judged against, as an attestation records it.
+void describe_device(const kiln::Kernel& k, RunDevice* device) {
+  std::optional<x::Device> d = x::device_of(k);
+  if (!d) return;
+  device->known = true;
+  device->vendor = d->vendor == "CUDA" ? "cuda" : "hip";
+  device->name = d->name;
+  device->arch = d->arch;
+  device->compute_capability = d->cc_major > 0 ? std::to_string(d->cc_major) + "." + std::to_string(d->cc_minor) : "";
+  device->driver = d->driver_version;
+  device->memory_bytes = d->memory_bytes;
 }
 
 }  // namespace
 
 std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device) {
-  engine::Runtime rt(runtime_options(o));
-  engine::Archive archive(rt, o.archive);
-  const Manifest& manifest = archive.reader().manifest();
+  kiln::Runtime rt;
+  kiln::Archive archive;
+  Manifest manifest;
+  through_the_api([&] {
+    rt = kiln::Runtime(runtime_options(o));
+    archive = kiln::Archive(rt, o.archive);
+    // The signed manifest, verified by libkiln before it is parsed here: its tests and files.
+    std::string text = archive.read_member_text("kiln.toml");
+    manifest = parse_manifest(text, o.archive + ":kiln.toml");
+  });
   std::vector<TestResult> results;
   for (const KernelSpec& spec : manifest.kernels) {
-    engine::Kernel* k = archive.kernel(spec.name, o.device);
-    if (device != nullptr && !device->known && k->device_info() != nullptr && k->runs_on_device()) {
-      const backend::DeviceInfo& info = *k->device_info();
-      device->known = true;
-      device->vendor = info.cc_major > 0 ? "cuda" : "hip";
-      device->name = info.name;
-      device->arch = info.arch;
-      device->compute_capability = info.cc_major > 0 ? std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) : "";
-      device->driver = info.driver_version;
-      device->memory_bytes = device_memory(rt, o.device);
-    }
+    kiln::Kernel k;
+    through_the_api([&] { k = archive.kernel(spec.name, o.device); });
+    const bool on_device = runs_on_device(k);
+    if (device != nullptr && !device->known && on_device) through_the_api([&] { describe_device(k, device); });
     TestResult base;
     base.kernel = spec.name;
-    base.route = kiln_route_string(k->route());
-    base.target = k->target();
-    base.reason = k->reason_text();
+    base.route = kiln_route_string(k.route());
+    base.target = k.target();
+    base.reason = k.reason_text();
     if (spec.tests.empty()) {
       base.detail = "the manifest declares no test vector for this kernel";
       results.push_back(base);
@@ -255,13 +208,13 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device)
     for (const TestSpec& test : spec.tests) {
       TestResult r = base;
       r.test = test.shape;
-      if (!k->runs_on_device()) {
+      if (!on_device) {
         r.detail = "not run: routes to " + r.route + " on this host";
         results.push_back(r);
         continue;
       }
       try {
-        run_one(rt, archive, *k, test, o, r);
+        run_one(archive, k, spec, test, o, r);
       } catch (const Failure& e) {
         r.ran = true;
         r.passed = false;
@@ -270,7 +223,7 @@ std::vector<TestResult> run_test_vectors(const RunOptions& o, RunDevice* device)
       if (r.ran) reached.insert(r.variant);
       results.push_back(r);
     }
-    if (k->runs_on_device()) {
+    if (on_device) {
       for (const VariantSpec& v : spec.variants) {
         if (reached.count(v.name) == 0) results.back().unreached_variants.push_back(v.name);
       }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,25 @@ struct LoadOutcome {
   bool simulated = false;      // a described target's: nothing was loaded (described_target.hpp)
 };
 
+// What tools need of a device beyond loading and launching (kiln_experimental.h: kiln verify
+// --run runs test vectors with it): memory, synchronous copies, and timing. Each call returns the
+// driver's status (0 is success; Backend::describe_error names the rest) and leaves the calling
+// thread's current device or context as it found it.
+class DeviceTools {
+ public:
+  virtual ~DeviceTools() = default;
+  virtual int allocate(std::uint64_t bytes, std::uint64_t* address) = 0;
+  virtual int release(std::uint64_t address) = 0;
+  virtual int fill(std::uint64_t address, std::uint8_t byte, std::uint64_t bytes) = 0;
+  virtual int write(std::uint64_t address, const void* data, std::uint64_t bytes) = 0;
+  virtual int read(void* data, std::uint64_t address, std::uint64_t bytes) = 0;
+  virtual int synchronize() = 0;
+  // Runs `launch_once` (one launch on the default stream; it may throw) `repeats` times, each
+  // between two device events, appending each one's time in microseconds.
+  virtual int time(const std::function<void()>& launch_once, unsigned repeats, std::vector<double>* microseconds) = 0;
+  virtual std::uint64_t total_memory() = 0;  // 0 when the driver cannot say
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -138,8 +158,15 @@ class Backend {
   // dynamic shared memory any declared shape asks for (granted to the kernel at load).
   virtual LoadOutcome load(const DeviceInfo& device, ByteView image, format::CodeKind kind, const std::string& entry,
                            unsigned max_dynamic_smem) = 0;
-  // The driver's name and description of a status returned by Code::launch.
+  // The driver's name and description of a status returned by Code::launch or DeviceTools.
   virtual std::string describe_error(int error) const = 0;
+  // Device tools for a device this backend found, or null with why (a backend or driver without
+  // them). Cheap: made per use.
+  virtual std::unique_ptr<DeviceTools> tools(const DeviceInfo& device, std::string* why) {
+    (void)device;
+    *why = std::string("the ") + vendor() + " backend offers no device memory or timing calls";
+    return nullptr;
+  }
 };
 
 // The backends a resolver chooses among, in the order a kernel of backend "any" tries them.

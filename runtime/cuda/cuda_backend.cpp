@@ -28,26 +28,6 @@ constexpr unsigned kGrantDynamicSharedAbove = 0;
 // driver that refuses it loads the kernel all the same.
 constexpr unsigned kPreferSharedAbove = 49152;
 
-// Makes the device's primary context current for a scope when it is not already.
-class ContextScope {
- public:
-  ContextScope(const DriverApi& api, CUcontext wanted) : api_(api) {
-    CUcontext current = nullptr;
-    api_.cuCtxGetCurrent(&current);
-    if (current != wanted) pushed_ = api_.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
-  }
-  ~ContextScope() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      api_.cuCtxPopCurrent(&popped);
-    }
-  }
-
- private:
-  const DriverApi& api_;
-  bool pushed_ = false;
-};
-
 }  // namespace
 
 std::string Device::describe() const {

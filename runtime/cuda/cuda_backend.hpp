@@ -89,6 +89,8 @@ class CudaBackend final : public backend::Backend {
   backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
                             const std::string& entry, unsigned max_dynamic_smem) override;
   std::string describe_error(int error) const override;
+  // Memory, copies and event timing in the device's primary context (cuda_tools.cpp).
+  std::unique_ptr<backend::DeviceTools> tools(const backend::DeviceInfo& device, std::string* why) override;
 
   // The driver and a device of it, for kiln's own tools (verify --run allocates and times on the
   // device's primary context). Queried once per ordinal, then cached; thread-safe.

@@ -154,4 +154,25 @@ class Driver {
   int version_ = 0;
 };
 
+// Makes a context (a device's primary one) current for a scope when it is not already, and
+// restores the caller's on leaving.
+class ContextScope {
+ public:
+  ContextScope(const DriverApi& api, CUcontext wanted) : api_(api) {
+    CUcontext current = nullptr;
+    api_.cuCtxGetCurrent(&current);
+    if (current != wanted) pushed_ = api_.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      api_.cuCtxPopCurrent(&popped);
+    }
+  }
+
+ private:
+  const DriverApi& api_;
+  bool pushed_ = false;
+};
+
 }  // namespace kiln::cuda

@@ -31,6 +31,7 @@ class Archive {
   ~Archive();
 
   Runtime& runtime() { return runtime_; }
+  const Runtime& runtime() const { return runtime_; }
   const kiln::ArchiveReader& reader() const { return *reader_; }
   const std::string& digest() const { return digest_; }
 

@@ -47,6 +47,8 @@ class Kernel {
   // The device the kernel was judged against: set when its backend found one, also when no
   // code fitted or a load failed (diagnostics name it); null when there was no device.
   const kiln::backend::DeviceInfo* device_info() const { return device_info_; }
+  // The backend that found that device (null when none did): device tools come from it.
+  kiln::backend::Backend* device_backend() const { return device_backend_; }
 
   // The variant a call takes on this device: the first whose conditions hold and whose code is
   // loaded; -1 for the kernel's own code (also when it does not run here).
@@ -81,6 +83,7 @@ class Kernel {
   // Where the code runs, when it does: the backend that loaded it, its device, the code.
   kiln::backend::Backend* backend_ = nullptr;
   const kiln::backend::DeviceInfo* device_info_ = nullptr;
+  kiln::backend::Backend* device_backend_ = nullptr;
   std::unique_ptr<kiln::backend::Code> code_;
   std::string code_path_;
   // The variants (kiln.toml [[kernel.variant]]), loaded for the target code_ was chosen for;

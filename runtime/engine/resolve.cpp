@@ -136,6 +136,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
   const kiln::backend::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
   if (device == nullptr) return settle_without_code(k, unavailable, why);
   k.device_info_ = device;
+  k.device_backend_ = &backend;
   const std::string& where = device->describe;
   // Required attestations come before any code is judged: unproven code is not loaded at all.
   if (runtime_.attestation_trust() != nullptr) {

@@ -126,7 +126,7 @@ def compatible(tool, baseline, lib, headers):
         return 0
     functions = re.search(r"Functions changes summary: (\d+) Removed, (\d+) Changed", out)
     variables = re.search(r"Variables changes summary: (\d+) Removed, (\d+) Changed", out)
-    added = re.findall(r"\[A\] 'function [^']*'\s*\{(\w+)@@(KILN_[0-9.]+)\}", out)
+    added = re.findall(r"\[A\] 'function [^']*'\s*{(\w+)@@(KILN_[A-Z0-9.]+)\}", out)
     old_nodes = set(re.findall(r"version='(KILN_[0-9.]+)'", open(baseline, encoding="utf-8").read()))
     broken = []
     if r.returncode & 8:

@@ -78,7 +78,7 @@ TEST(PreflightTarget, SaysWhichTargetsTheGivenAttestationsCover) {
       "application/vnd.in-toto+json", kiln::test::gpu_run_statement_text(digest, "sm_90", "9.0", true), {&stranger});
   Result bad = run_kiln(common + " --attestation " + dir + "/other.json");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find(dir + "/other.json: 0 distinct trusted signer(s), 1 required"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find(dir + "/other.json: the attestation given: 0 distinct trusted signer(s), 1 required"), std::string::npos) << bad.out;
 }
 
 TEST(PreflightTarget, AnOldDriverAndAMissingFeatureAreNamed) {
