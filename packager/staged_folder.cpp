@@ -1,6 +1,5 @@
 #include "staged_folder.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,58 +14,6 @@
 
 namespace kiln::cli {
 namespace {
-
-// Removes `name` under `dir` and everything in it, never following a link (a link is removed,
-// not what it points to). Returns "" or the first reason something stayed.
-std::string remove_tree(int dir, const std::string& name, const std::string& shown) {
-  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return "";
-    if (errno != ENOTDIR && errno != ELOOP) return shown + ": cannot open to remove: " + errno_text(errno);
-    if (::unlinkat(dir, name.c_str(), 0) != 0) return shown + ": cannot remove: " + errno_text(errno);
-    return "";
-  }
-  DIR* listing = ::fdopendir(fd);
-  if (listing == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return shown + ": cannot list to remove: " + errno_text(err);
-  }
-  // Names first, removal after: a folder changed while it is being read may skip entries.
-  std::vector<std::string> names;
-  while (dirent* d = ::readdir(listing)) {
-    std::string n = d->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  std::string problem;
-  for (const std::string& n : names) {
-    std::string p = remove_tree(::dirfd(listing), n, shown + "/" + n);
-    if (problem.empty()) problem = p;
-  }
-  ::closedir(listing);
-  if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0 && problem.empty()) {
-    problem = shown + ": cannot remove: " + errno_text(errno);
-  }
-  return problem;
-}
-
-bool folder_is_empty(int parent, const std::string& name, const std::string& shown) {
-  int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) fail(Errc::io, shown + ": cannot open: " + errno_text(errno));
-  DIR* listing = ::fdopendir(fd);
-  if (listing == nullptr) {
-    int err = errno;
-    ::close(fd);
-    fail(Errc::io, shown + ": cannot list: " + errno_text(err));
-  }
-  bool empty = true;
-  while (dirent* d = ::readdir(listing)) {
-    std::string n = d->d_name;
-    if (n != "." && n != "..") empty = false;
-  }
-  ::closedir(listing);
-  return empty;
-}
 
 // Renames without replacing anything. Where the kernel or the file system lacks
 // RENAME_NOREPLACE, a plain rename of a folder still never loses data: it replaces only an
@@ -98,7 +45,7 @@ StagedFolder::StagedFolder(const std::string& destination) : destination_(destin
     if (!S_ISDIR(st.st_mode)) {
       fail(Errc::io, destination + ": already exists and is not a folder (a file or a link); kiln extract never overwrites");
     }
-    if (!folder_is_empty(parent_fd_.get(), name_, destination)) {
+    if (!list_directory_at(parent_fd_.get(), name_, destination).empty()) {
       fail(Errc::io, destination + ": already exists and is not empty; kiln extract never overwrites (name a new or empty folder)");
     }
     replace_empty_ = true;
@@ -204,7 +151,7 @@ std::string StagedFolder::discard() {
   if (done_) return "";
   done_ = true;
   root_ = FileDescriptor();
-  return remove_tree(parent_fd_.get(), temp_name_, temporary_);
+  return remove_tree_at(parent_fd_.get(), temp_name_, temporary_);
 }
 
 }  // namespace kiln::cli

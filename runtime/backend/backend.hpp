@@ -138,7 +138,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* vendor() const = 0;       // "CUDA", "HIP": for reasons
-  virtual format::Vendor format_backend() const = 0;  // the index's backend byte of its code
+  virtual format::Vendor format_vendor() const = 0;  // the index's backend byte of its code
   virtual const char* launch_call() const = 0;  // "cuLaunchKernel": for launch errors
 
   // The device of this ordinal, or null with why: KILN_REASON_NO_DRIVER or _NO_DEVICE.

@@ -51,20 +51,71 @@ std::string directory_of(const std::string& path) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-std::vector<std::string> list_directory(const std::string& dir, bool missing_is_empty) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (missing_is_empty && errno == ENOENT) return names;
-    fail(Errc::io, dir + ": cannot list the folder: " + errno_text(errno));
+namespace {
+
+// The names in the folder open as `fd` (taken: closed here), without "." and "..", sorted.
+std::vector<std::string> names_in(int fd, const std::string& shown) {
+  DIR* listing = ::fdopendir(fd);
+  if (listing == nullptr) {
+    int err = errno;
+    ::close(fd);
+    fail(Errc::io, shown + ": cannot list the folder: " + errno_text(err));
   }
-  while (dirent* e = ::readdir(d)) {
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(listing)) {
     std::string n = e->d_name;
     if (n != "." && n != "..") names.push_back(std::move(n));
   }
-  ::closedir(d);
+  ::closedir(listing);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+}  // namespace
+
+std::vector<std::string> list_directory_at(int dir, const std::string& name, const std::string& shown) {
+  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail(Errc::io, shown + ": cannot open the folder: " + errno_text(errno));
+  return names_in(fd, shown);
+}
+
+std::string remove_tree_at(int dir, const std::string& name, const std::string& shown) {
+  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return "";
+    if (errno != ENOTDIR && errno != ELOOP) return shown + ": cannot open to remove: " + errno_text(errno);
+    if (::unlinkat(dir, name.c_str(), 0) != 0) return shown + ": cannot remove: " + errno_text(errno);
+    return "";
+  }
+  // The folder stays open (a second descriptor) while its entries go, so that every removal is
+  // relative to it and not to a path that could be swapped; names first, removal after, since a
+  // folder changed while it is read may skip entries.
+  Fd held(::dup(fd));
+  std::vector<std::string> names;
+  try {
+    names = names_in(fd, shown);
+  } catch (const Failure& e) {
+    return e.what();
+  }
+  if (held.get() < 0) return shown + ": cannot hold the folder open to remove it: " + errno_text(errno);
+  std::string problem;
+  for (const std::string& n : names) {
+    std::string p = remove_tree_at(held.get(), n, shown + "/" + n);
+    if (problem.empty()) problem = p;
+  }
+  if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0 && problem.empty()) {
+    problem = shown + ": cannot remove: " + errno_text(errno);
+  }
+  return problem;
+}
+
+std::vector<std::string> list_directory(const std::string& dir, bool missing_is_empty) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (missing_is_empty && errno == ENOENT) return {};
+    fail(Errc::io, dir + ": cannot list the folder: " + errno_text(errno));
+  }
+  return names_in(fd, dir);
 }
 
 // Every open for reading is O_NONBLOCK: a FIFO or device given as a path opens at once instead

@@ -185,6 +185,13 @@ void write_new_file(const std::string& path, const std::string& content, unsigne
 // The names in a folder, without "." and "..", sorted. A folder that cannot be listed is an
 // Errc::io error naming it, except a missing one when `missing_is_empty` (then: no names).
 std::vector<std::string> list_directory(const std::string& dir, bool missing_is_empty = false);
+// The same for folder `name` under the open folder `dir`, never through a link (a file or a link
+// there is an Errc::io error too), named `shown` in errors: for callers that hold a folder open
+// so that a path changed meanwhile cannot redirect them (kiln extract's staged folder).
+std::vector<std::string> list_directory_at(int dir, const std::string& name, const std::string& shown);
+// Removes `name` under the open folder `dir` and everything in it, never following a link (a
+// link is removed, not what it points to). Returns "" or the first reason something stayed.
+std::string remove_tree_at(int dir, const std::string& name, const std::string& shown);
 
 std::string errno_text(int err);
 

@@ -79,7 +79,7 @@ class CudaBackend final : public backend::Backend {
 
   // backend::Backend
   const char* vendor() const override { return "CUDA"; }
-  format::Vendor format_backend() const override { return format::Vendor::cuda; }
+  format::Vendor format_vendor() const override { return format::Vendor::cuda; }
   const char* launch_call() const override { return "cuLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) override;

@@ -50,7 +50,7 @@ backend::BackendList described_backends(const DescribedTarget& target) {
 
 backend::Backend* find_backend(const backend::BackendList& list, format::Vendor vendor) {
   for (const auto& b : list) {
-    if (b->format_backend() == vendor) return b.get();
+    if (b->format_vendor() == vendor) return b.get();
   }
   return nullptr;
 }

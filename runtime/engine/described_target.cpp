@@ -48,7 +48,7 @@ class DescribedCuda final : public backend::Backend {
                      ", " + (driver_given_ ? "driver " + info_.driver_version : "driver not given: assumed new enough") + ")";
   }
   const char* vendor() const override { return "CUDA"; }
-  format::Vendor format_backend() const override { return format::Vendor::cuda; }
+  format::Vendor format_vendor() const override { return format::Vendor::cuda; }
   const char* launch_call() const override { return "cuLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
@@ -95,7 +95,7 @@ class DescribedHip final : public backend::Backend {
                      ")";
   }
   const char* vendor() const override { return "HIP"; }
-  format::Vendor format_backend() const override { return format::Vendor::hip; }
+  format::Vendor format_vendor() const override { return format::Vendor::hip; }
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
@@ -123,7 +123,7 @@ class NoDevice final : public backend::Backend {
  public:
   NoDevice(format::Vendor which, std::string why) : which_(which), why_(std::move(why)) {}
   const char* vendor() const override { return which_ == format::Vendor::cuda ? "CUDA" : "HIP"; }
-  format::Vendor format_backend() const override { return which_; }
+  format::Vendor format_vendor() const override { return which_; }
   const char* launch_call() const override {
     return which_ == format::Vendor::cuda ? "cuLaunchKernel" : "hipModuleLaunchKernel";
   }

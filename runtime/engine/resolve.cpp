@@ -156,7 +156,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
     const kiln::format::Entry& entry = reader_->entry(m);
     // Code of the other vendor (a kernel with backend "any") is the other backend's to judge;
     // code of this vendor that it cannot read is an error, never a silent skip.
-    if (entry.backend != backend.format_backend()) continue;
+    if (entry.backend != backend.format_vendor()) continue;
     // A sparse archive's absent code is judged like any other when planning what to fetch, and
     // otherwise rejected with its reason: nothing absent is read.
     const bool absent = !reader_->member_present(m);

@@ -54,7 +54,7 @@ class HipBackend final : public backend::Backend {
 
   // backend::Backend
   const char* vendor() const override { return "HIP"; }
-  format::Vendor format_backend() const override { return format::Vendor::hip; }
+  format::Vendor format_vendor() const override { return format::Vendor::hip; }
   const char* launch_call() const override { return "hipModuleLaunchKernel"; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }

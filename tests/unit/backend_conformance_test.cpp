@@ -53,7 +53,7 @@ std::vector<Case> cases() {
        [] {
          backend::BackendList list = engine::described_backends(described("sm_90"));
          for (auto& b : list) {
-           if (b->format_backend() == format::Vendor::hip) return std::move(b);
+           if (b->format_vendor() == format::Vendor::hip) return std::move(b);
          }
          return std::unique_ptr<backend::Backend>();
        },
@@ -83,7 +83,7 @@ class BackendConformance : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(BackendConformance, NamesItsVendorConsistently) {
-  EXPECT_EQ(backend_->format_backend(), GetParam().vendor);
+  EXPECT_EQ(backend_->format_vendor(), GetParam().vendor);
   EXPECT_STREQ(backend_->vendor(), cuda() ? "CUDA" : "HIP");
   EXPECT_STREQ(backend_->launch_call(), cuda() ? "cuLaunchKernel" : "hipModuleLaunchKernel");
 }
