@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api_test_env.hpp"
+#include "cxx_test_support.hpp"
 #include "kiln/kiln.hpp"
 
 namespace {
@@ -47,19 +48,8 @@ std::vector<char> read_file(const std::string& path) {
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The kiln::Error `body` throws; a failure of the test (and KILN_OK) where it throws none.
-template <typename Body>
-kiln::Error error_from(Body body) {
-  try {
-    body();
-  } catch (const kiln::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no kiln::Error was thrown";
-  return kiln::Error(KILN_OK, "none thrown");
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using kiln_test::contains;
+using kiln_test::error_from;
 
 // A reference callable holding `token`, so that its use count says how many such are alive.
 kiln::ReferenceFunction holding(const std::shared_ptr<int>& token) {

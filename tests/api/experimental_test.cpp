@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api_test_env.hpp"
+#include "cxx_test_support.hpp"
 #include "kiln/kiln_experimental.hpp"
 
 namespace {
@@ -24,18 +25,8 @@ kiln::RuntimeOptions driverless_options() {
   return kiln::RuntimeOptions().trust_path(keys() + "/test.pub").cuda_driver_path(kNoDriver).hip_runtime_path(kNoHip);
 }
 
-template <typename Body>
-kiln::Error error_from(Body body) {
-  try {
-    body();
-  } catch (const kiln::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no kiln::Error was thrown";
-  return kiln::Error(KILN_OK, "none thrown");
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using kiln_test::contains;
+using kiln_test::error_from;
 
 // The paths of the members at `positions`.
 std::vector<std::string> paths(const std::vector<x::Member>& members, const std::vector<std::size_t>& positions) {
