@@ -89,8 +89,8 @@ KILN_API kiln_status kiln_x_kernel_device(const kiln_kernel* kernel, kiln_x_devi
 /* Device memory, copies and synchronisation on the device `kernel` runs on (its route native or
  * PTX-JIT; any other route is KILN_ERR_INVALID_ARGUMENT saying so). Addresses are the device's,
  * passed to a launch as a pointer argument's value. Every copy and fill is synchronous. A driver
- * failure is KILN_ERR_DRIVER with the driver's name and text of it; a backend without these
- * calls (today: HIP) KILN_ERR_UNSUPPORTED. */
+ * failure is KILN_ERR_DRIVER with the driver's name and text of it; a driver or runtime without
+ * these calls (they are optional to libkiln) KILN_ERR_UNSUPPORTED saying so. */
 KILN_API kiln_status kiln_x_device_alloc(const kiln_kernel* kernel, size_t bytes, uint64_t* address);
 KILN_API kiln_status kiln_x_device_free(const kiln_kernel* kernel, uint64_t address);
 KILN_API kiln_status kiln_x_device_fill(const kiln_kernel* kernel, uint64_t address, unsigned char byte, size_t bytes);

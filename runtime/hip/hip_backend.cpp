@@ -20,27 +20,6 @@
 namespace kiln::hip {
 namespace {
 
-// Makes `ordinal` the calling thread's current HIP device for a scope, and puts the thread's
-// own device back after: libkiln must not leave a serving thread on another GPU (the CUDA
-// side does the same with the primary context).
-class DeviceScope {
- public:
-  DeviceScope(const HipApi& api, int ordinal) : api_(api) {
-    if (api_.hipGetDevice(&previous_) != 0) previous_ = -1;
-    if (previous_ != ordinal) status_ = api_.hipSetDevice(ordinal);
-    else previous_ = -1;  // already current: nothing to restore
-  }
-  ~DeviceScope() {
-    if (previous_ >= 0) api_.hipSetDevice(previous_);
-  }
-  int status() const { return status_; }
-
- private:
-  const HipApi& api_;
-  int previous_ = -1;
-  int status_ = 0;
-};
-
 constexpr int kHipFuncAttributeMaxDynamicSharedMemorySize = 8;  // hipFuncAttribute in hip_runtime_api.h
 constexpr unsigned kDefaultSharedLimit = 64 * 1024;              // an AMD workgroup's LDS without asking
 

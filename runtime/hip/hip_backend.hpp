@@ -64,6 +64,8 @@ class HipBackend final : public backend::Backend {
   backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
                             const std::string& entry, unsigned max_dynamic_smem) override;
   std::string describe_error(int error) const override;
+  // Memory, copies and event timing on the device (hip_tools.cpp).
+  std::unique_ptr<backend::DeviceTools> tools(const backend::DeviceInfo& device, std::string* why) override;
 
   // A device of the HIP runtime, queried once per ordinal, then cached; thread-safe.
   const Device* native_device(int ordinal, backend::Unavailable* kind, std::string* why);

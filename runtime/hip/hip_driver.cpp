@@ -9,6 +9,35 @@
 #include <utility>
 
 namespace kiln::hip {
+namespace {
+
+constexpr const char* kToolSymbols[] = {
+    "hipMalloc", "hipFree", "hipMemset", "hipMemcpyHtoD", "hipMemcpyDtoH", "hipDeviceSynchronize", "hipEventCreate",
+    "hipEventRecord", "hipEventSynchronize", "hipEventElapsedTime", "hipEventDestroy", "hipDeviceTotalMem"};
+
+// Binds the optional tool functions (absent ones stay null), in kToolSymbols' order.
+void bind_tools(void* lib, HipApi& api) {
+  auto bind = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name)); };
+  bind(api.hipMalloc, kToolSymbols[0]);
+  bind(api.hipFree, kToolSymbols[1]);
+  bind(api.hipMemset, kToolSymbols[2]);
+  bind(api.hipMemcpyHtoD, kToolSymbols[3]);
+  bind(api.hipMemcpyDtoH, kToolSymbols[4]);
+  bind(api.hipDeviceSynchronize, kToolSymbols[5]);
+  bind(api.hipEventCreate, kToolSymbols[6]);
+  bind(api.hipEventRecord, kToolSymbols[7]);
+  bind(api.hipEventSynchronize, kToolSymbols[8]);
+  bind(api.hipEventElapsedTime, kToolSymbols[9]);
+  bind(api.hipEventDestroy, kToolSymbols[10]);
+  bind(api.hipDeviceTotalMem, kToolSymbols[11]);
+}
+
+}  // namespace
+
+const char* const* tool_symbols(std::size_t* count) {
+  *count = sizeof kToolSymbols / sizeof kToolSymbols[0];
+  return kToolSymbols;
+}
 
 const HipApi* load_api(const std::string& path, std::string* why, bool* no_device) {
   static std::mutex mutex;
@@ -41,6 +70,7 @@ const HipApi* load_api(const std::string& path, std::string* why, bool* no_devic
       bind(api->hipModuleLaunchKernel, "hipModuleLaunchKernel");
       bind(api->hipGetErrorName, "hipGetErrorName");
       api->hipFuncSetAttribute = reinterpret_cast<decltype(api->hipFuncSetAttribute)>(::dlsym(lib, "hipFuncSetAttribute"));
+      bind_tools(lib, *api);
       if (ok) {
         int count = 0;
         int r = api->hipInit(0);

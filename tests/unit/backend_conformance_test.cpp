@@ -3,10 +3,13 @@
 // each with its library missing, and the described-target backends `kiln preflight --target`
 // uses. Whatever the vendor, a backend names itself consistently, either finds a device or says
 // why not with the right reason, recognises only its own target tags, judges its own device's
-// arch as fitting and another arch of its vendor with a reason, and loads real code of its
-// vendor for its device or explains the failure. The resolver relies on exactly these answers.
+// arch as fitting and another arch of its vendor with a reason, loads real code of its vendor
+// for its device or explains the failure, and offers device tools (memory, copies, timing) for
+// a device that is there, or says why not. The resolver relies on exactly these answers.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -18,6 +21,7 @@
 #include "engine/backends.hpp"
 #include "engine/described_target.hpp"
 #include "hip/hip_backend.hpp"
+#include "hip/hip_driver.hpp"
 
 namespace kiln {
 namespace {
@@ -175,6 +179,56 @@ TEST_P(BackendConformance, LoadsRealCodeForItsDeviceOrExplainsTheFailure) {
     EXPECT_FALSE(missing.message.empty());
     EXPECT_FALSE(backend_->describe_error(missing.error).empty());
   }
+}
+
+TEST_P(BackendConformance, OffersDeviceToolsThatRoundTripBytesOrSaysWhy) {
+  if (device_ == nullptr) GTEST_SKIP() << GetParam().name << " has no device: " << why_;
+  std::string why;
+  std::unique_ptr<backend::DeviceTools> tools = backend_->tools(*device_, &why);
+  if (GetParam().device == "present") {  // a described target: a GPU that is not here has no memory
+    EXPECT_EQ(tools, nullptr);
+    EXPECT_NE(why.find("offers no device memory"), std::string::npos) << why;
+    return;
+  }
+  ASSERT_NE(tools, nullptr) << why;
+  EXPECT_GT(tools->total_memory(), 0u);
+  constexpr std::uint64_t kBytes = 4096;
+  std::uint64_t address = 0;
+  ASSERT_EQ(tools->allocate(kBytes, &address), 0);
+  ASSERT_NE(address, 0u);
+  std::vector<std::uint8_t> pattern(256);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::uint8_t>(i);
+  EXPECT_EQ(tools->fill(address, 0xff, kBytes), 0);
+  EXPECT_EQ(tools->write(address, pattern.data(), pattern.size()), 0);
+  EXPECT_EQ(tools->synchronize(), 0);
+  std::vector<std::uint8_t> back(kBytes, 0);
+  EXPECT_EQ(tools->read(back.data(), address, kBytes), 0);
+  EXPECT_TRUE(std::equal(pattern.begin(), pattern.end(), back.begin())) << "the bytes written come back";
+  EXPECT_TRUE(std::all_of(back.begin() + 256, back.end(), [](std::uint8_t b) { return b == 0xff; })) << "the fill holds";
+  std::vector<double> times;
+  EXPECT_EQ(tools->time([] {}, 3, &times), 0);
+  EXPECT_EQ(times.size(), 3u);
+  for (double t : times) EXPECT_GE(t, 0.0);
+  EXPECT_EQ(tools->release(address), 0);
+  // A failure is the driver's status, which the backend names.
+  std::uint64_t huge = 0;
+  int refused = tools->allocate(std::uint64_t{1} << 60, &huge);
+  EXPECT_NE(refused, 0);
+  EXPECT_EQ(huge, 0u);
+  EXPECT_FALSE(backend_->describe_error(refused).empty());
+}
+
+// The HIP runtime's tool functions are bound by name: each must be a symbol of the real runtime
+// (Debian's libamdhip64, where installed; no AMD GPU is needed to look them up).
+TEST(HipTools, EveryBoundNameIsASymbolOfTheRuntime) {
+  void* lib = ::dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) lib = ::dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) GTEST_SKIP() << "no HIP runtime on this host";
+  std::size_t count = 0;
+  const char* const* names = hip::tool_symbols(&count);
+  EXPECT_GE(count, 11u);
+  for (std::size_t i = 0; i < count; ++i) EXPECT_NE(::dlsym(lib, names[i]), nullptr) << names[i];
+  ::dlclose(lib);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBackend, BackendConformance, ::testing::ValuesIn(cases()),
