@@ -70,6 +70,10 @@ using LaunchConfig = kiln::LaunchConfig;  // the same for every backend
 backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
                           const std::string& what);
 
+// How reasons and launch errors name this vendor (its backend and its described targets' alike).
+inline constexpr const char* kVendorName = "CUDA";
+inline constexpr const char* kLaunchCall = "cuLaunchKernel";
+
 class CudaBackend final : public backend::Backend {
  public:
   explicit CudaBackend(std::string driver_path) : driver_path_(std::move(driver_path)) {}
@@ -78,9 +82,9 @@ class CudaBackend final : public backend::Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   // backend::Backend
-  const char* vendor() const override { return "CUDA"; }
+  const char* vendor() const override { return kVendorName; }
   format::Vendor format_vendor() const override { return format::Vendor::cuda; }
-  const char* launch_call() const override { return "cuLaunchKernel"; }
+  const char* launch_call() const override { return kLaunchCall; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) override;
   std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;

@@ -47,9 +47,9 @@ class DescribedCuda final : public backend::Backend {
     info_.describe = "target " + t.text + " (cc " + std::to_string(spec_.cc_major) + "." + std::to_string(spec_.cc_minor) +
                      ", " + (driver_given_ ? "driver " + info_.driver_version : "driver not given: assumed new enough") + ")";
   }
-  const char* vendor() const override { return "CUDA"; }
+  const char* vendor() const override { return cuda::kVendorName; }
   format::Vendor format_vendor() const override { return format::Vendor::cuda; }
-  const char* launch_call() const override { return "cuLaunchKernel"; }
+  const char* launch_call() const override { return cuda::kLaunchCall; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
     return &info_;
@@ -94,9 +94,9 @@ class DescribedHip final : public backend::Backend {
                           : "") +
                      ")";
   }
-  const char* vendor() const override { return "HIP"; }
+  const char* vendor() const override { return hip::kVendorName; }
   format::Vendor format_vendor() const override { return format::Vendor::hip; }
-  const char* launch_call() const override { return "hipModuleLaunchKernel"; }
+  const char* launch_call() const override { return hip::kLaunchCall; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason*, std::string*) override {
     info_.ordinal = ordinal;
     return &info_;
@@ -122,10 +122,10 @@ class DescribedHip final : public backend::Backend {
 class NoDevice final : public backend::Backend {
  public:
   NoDevice(format::Vendor which, std::string why) : which_(which), why_(std::move(why)) {}
-  const char* vendor() const override { return which_ == format::Vendor::cuda ? "CUDA" : "HIP"; }
+  const char* vendor() const override { return which_ == format::Vendor::cuda ? cuda::kVendorName : hip::kVendorName; }
   format::Vendor format_vendor() const override { return which_; }
   const char* launch_call() const override {
-    return which_ == format::Vendor::cuda ? "cuLaunchKernel" : "hipModuleLaunchKernel";
+    return which_ == format::Vendor::cuda ? cuda::kLaunchCall : hip::kLaunchCall;
   }
   const backend::DeviceInfo* device(int, kiln_reason* reason, std::string* why) override {
     *reason = KILN_REASON_NO_DEVICE;

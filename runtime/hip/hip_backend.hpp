@@ -46,6 +46,10 @@ struct LoadResult {
 // of every HIP backend's judge: the runtime's and a described target's).
 backend::TagFit judge_tag(const TargetId& device, const std::string& tag);
 
+// How reasons and launch errors name this vendor (its backend and its described targets' alike).
+inline constexpr const char* kVendorName = "HIP";
+inline constexpr const char* kLaunchCall = "hipModuleLaunchKernel";
+
 class HipBackend final : public backend::Backend {
  public:
   explicit HipBackend(std::string library_path) : library_path_(std::move(library_path)) {}
@@ -53,9 +57,9 @@ class HipBackend final : public backend::Backend {
   HipBackend& operator=(const HipBackend&) = delete;
 
   // backend::Backend
-  const char* vendor() const override { return "HIP"; }
+  const char* vendor() const override { return kVendorName; }
   format::Vendor format_vendor() const override { return format::Vendor::hip; }
-  const char* launch_call() const override { return "hipModuleLaunchKernel"; }
+  const char* launch_call() const override { return kLaunchCall; }
   const backend::DeviceInfo* device(int ordinal, kiln_reason* reason, std::string* why) override;
   std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }
   std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;
