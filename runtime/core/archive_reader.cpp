@@ -527,6 +527,20 @@ ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t
   return content;
 }
 
+ByteView ArchiveReader::decode_member_into(std::size_t i, std::vector<std::uint8_t>& buffer,
+                                           std::vector<std::uint8_t>& stored) const {
+  const format::Entry& e = entry(i);
+  if (e.compression == format::Compression::none) return read_member_into(i, buffer);
+  require_within_limit(i);
+  require_present(i);
+  if (stored.size() < e.stored_size) stored.resize(static_cast<std::size_t>(e.stored_size));
+  copy_stored_checked_to(i, stored.data());
+  ByteView content = zstd_decompress_exact_into(ByteView(stored.data(), static_cast<std::size_t>(e.stored_size)),
+                                                e.content_size, member_label(i), buffer);
+  if (auto p = format::nested_archive_problem(e.path, content); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+  return content;
+}
+
 std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit) const {
   const format::Entry& e = entry(i);
   if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);

@@ -114,6 +114,11 @@ class ArchiveReader {
   // bytes as a view into it: a caller reading many members reuses one buffer instead of
   // allocating, zeroing and freeing one per member. A compressed member is read_member's.
   ByteView read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const;
+  // A member's content for telling what it is (the default verification level's semantic checks):
+  // its stored bytes copied into `stored` and checked against their signed digest, then
+  // decompressed into `buffer` (both grown when smaller, never shrunk), without checking the
+  // content's own SHA-256 (--deep and read_member do). A raw member is read_member_into's.
+  ByteView decode_member_into(std::size_t i, std::vector<std::uint8_t>& buffer, std::vector<std::uint8_t>& stored) const;
   // Member i's stored bytes checked as read_member checks them (digest, and the zstd frame's
   // header), and the first `limit` bytes of its content, decompressing no further: what telling a
   // code object by its headers needs at the default verification level. The content digest is

@@ -181,9 +181,11 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     // compressed PTX member is decompressed to its first 4 KiB, where compilers write them (and
     // which kiln's writer makes a zstd block of their own), and to 64 KiB only when they are not
     // there. Anything else, or PTX whose first bytes are another format's magic, is read whole.
-    // Whole members go through one buffer per thread: thousands of cubins are otherwise as many
-    // allocations of fresh, zeroed pages.
-    thread_local std::vector<std::uint8_t> buffer;
+    // Whole members are decoded through two buffers per thread (thousands of cubins are
+    // otherwise as many allocations of fresh, zeroed pages), their stored bytes checked against
+    // the signed index and their content's own digest left to --deep, as the format's levels
+    // say (FORMAT.md §8).
+    thread_local std::vector<std::uint8_t> buffer, stored;
     constexpr std::size_t kKeptBuffer = 8u << 20;
     std::vector<std::uint8_t> prefix;
     ByteView bytes;
@@ -193,9 +195,9 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
         prefix = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin), e.content_size);
       }
       bytes = ByteView(prefix);
-      if (prefix.size() < e.content_size && has_binary_code_magic(bytes)) bytes = archive.read_member_into(i, buffer);
+      if (prefix.size() < e.content_size && has_binary_code_magic(bytes)) bytes = archive.decode_member_into(i, buffer, stored);
     } else {
-      bytes = archive.read_member_into(i, buffer);
+      bytes = archive.decode_member_into(i, buffer, stored);
     }
     try {
       infos[i] = inspect_code_object(bytes, "member '" + e.path + "'");
@@ -204,6 +206,7 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     }
     // A buffer grown for an unusually large member is not kept for the thread's lifetime.
     if (buffer.capacity() > kKeptBuffer) std::vector<std::uint8_t>().swap(buffer);
+    if (stored.capacity() > kKeptBuffer) std::vector<std::uint8_t>().swap(stored);
     if (std::string p = code_entry_problem(e, infos[i]); !p.empty()) fail(Errc::integrity, where + p);
   });
   for (const KernelSpec& k : m.kernels) {

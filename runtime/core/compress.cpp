@@ -111,18 +111,26 @@ std::vector<std::uint8_t>& thread_output() {
 }  // namespace
 
 std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t content_size, const std::string& what) {
+  std::vector<std::uint8_t> out;
+  zstd_decompress_exact_into(stored, content_size, what, out);
+  out.resize(static_cast<std::size_t>(content_size));
+  return out;
+}
+
+ByteView zstd_decompress_exact_into(ByteView stored, std::uint64_t content_size, const std::string& what,
+                                    std::vector<std::uint8_t>& out) {
   check_zstd_frame(stored, content_size, what);
   ZSTD_DCtx* dctx = thread_dctx();
-  // The buffer is the declared size, which the caller has already bounded; zstd cannot
+  // zstd is given exactly the declared size, which the caller has already bounded; it cannot
   // write past it whatever the frame says, so a lying frame ends in an error, not a bomb.
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(content_size));
-  std::size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data, stored.size);
+  if (out.size() < content_size) out.resize(static_cast<std::size_t>(content_size));
+  std::size_t n = ZSTD_decompressDCtx(dctx, out.data(), static_cast<std::size_t>(content_size), stored.data, stored.size);
   if (ZSTD_isError(n)) fail(Errc::malformed, what + ": zstd refused the frame: " + ZSTD_getErrorName(n));
   if (n != content_size) {
     fail(Errc::malformed, what + ": the zstd frame produced " + std::to_string(n) + " bytes, not " +
                               std::to_string(content_size));
   }
-  return out;
+  return ByteView(out.data(), static_cast<std::size_t>(content_size));
 }
 
 ZstdStreamDecoder::ZstdStreamDecoder(std::uint64_t content_size, std::string what)

@@ -46,6 +46,10 @@ void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::st
 // header declares another size, that would write more than content_size, that needs a
 // window above 128 MiB, or that is followed by anything. `what` names the member.
 std::vector<std::uint8_t> zstd_decompress_exact(ByteView stored, std::uint64_t content_size, const std::string& what);
+// The same into `out` (grown when smaller, never shrunk), returning the content as a view of it:
+// a caller decoding many members reuses one buffer.
+ByteView zstd_decompress_exact_into(ByteView stored, std::uint64_t content_size, const std::string& what,
+                                    std::vector<std::uint8_t>& out);
 
 // Decompresses one frame fed in pieces, handing the content to `sink` in pieces: memory is the
 // window (at most 128 MiB, refused above) plus one output block (128 KiB), whatever the member's
