@@ -219,14 +219,18 @@ CUresult CudaBackend::launch(const Device& device, const LoadedCode& code, const
   return api.cuLaunchKernelEx(&config, f, args, nullptr);
 }
 
-CUresult CudaBackend::encode_tensor_map(const Device&, const TensorMapRequest& request, void* out) const {
+CUresult CudaBackend::encode_tensor_map(const Device& device, const TensorMapRequest& request, void* out) const {
+  // A host-side call, but the driver refuses it (CUDA_ERROR_INVALID_CONTEXT) on a thread with no
+  // current context: an embedder's launching thread need not have one.
+  const DriverApi& api = driver()->api();
+  ContextScope scope(api, device.primary);
   const TensorMapRecipe& r = *request.recipe;
   unsigned box[5] = {}, element_strides[5] = {};
   for (std::size_t d = 0; d < r.box.size() && d < 5; ++d) {
     box[d] = r.box[d];
     element_strides[d] = r.element_strides[d];
   }
-  return driver()->api().cuTensorMapEncodeTiled(
+  return api.cuTensorMapEncodeTiled(
       static_cast<CUtensorMap*>(out), r.dtype, static_cast<unsigned>(r.dims.size()),
       reinterpret_cast<void*>(static_cast<std::uintptr_t>(request.address)),
       reinterpret_cast<const unsigned long long*>(request.dims), reinterpret_cast<const unsigned long long*>(request.strides), box,

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../unit/attestation_text.hpp"
@@ -591,6 +591,56 @@ TEST(Gpu, TensorMapClusterAndLargeSharedMemoryLaunchThroughKiln) {
   EXPECT_EQ(odd.route, KILN_ROUTE_REFERENCE);
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_NE(calls[0].find("where[0] 'cols % 4 == 0' does not hold"), std::string::npos) << calls[0];
+}
+
+// A launching thread need not have a CUDA context current (a fresh worker of an embedder does
+// not): libkiln makes the device's own current for each driver call of a launch, the tensor
+// map's host-side encode included, and leaves the thread as it found it.
+TEST(Gpu, TensorMapKernelLaunchesFromAThreadWithNoCurrentContext) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("tma-pair-sum.kiln", 0, "tma_pair_sum");
+  ASSERT_NE(k, nullptr) << r.error();
+  if (kiln_kernel_route(k) != KILN_ROUTE_NATIVE) GTEST_SKIP() << kiln_kernel_reason_text(k);
+  int rows = 70, cols = 100;
+  std::vector<float> in(static_cast<size_t>(rows) * cols), got(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 1000) / 4.0f;
+  DeviceBuffer din{&cu}, dout{&cu};
+  CU_OK(cu.cuMemAlloc(&din.ptr, in.size() * 4));
+  CU_OK(cu.cuMemAlloc(&dout.ptr, in.size() * 4));
+  CU_OK(cu.cuMemcpyHtoD(din.ptr, in.data(), in.size() * 4));
+  CU_OK(cu.cuMemsetD8(dout.ptr, 0xff, in.size() * 4));
+  CU_OK(cu.cuCtxSynchronize());
+  kiln_status status = KILN_ERR_INTERNAL;
+  CUcontext before = reinterpret_cast<CUcontext>(1), after = reinterpret_cast<CUcontext>(1);
+  std::string error;
+  std::thread worker([&] {
+    cu.cuCtxGetCurrent(&before);
+    void* args[] = {&din.ptr, &dout.ptr, &rows, &cols};
+    status = kiln_kernel_launch(k, args, 4, nullptr, nullptr);
+    if (status != KILN_OK) {
+      char buf[2048] = {};
+      kiln_last_error(buf, sizeof buf, nullptr);
+      error = buf;
+    }
+    cu.cuCtxGetCurrent(&after);
+  });
+  worker.join();
+  EXPECT_EQ(before, nullptr) << "the worker began with no current context";
+  ASSERT_EQ(status, KILN_OK) << error;
+  EXPECT_EQ(after, nullptr) << "libkiln left a context current on the worker";
+  CU_OK(cu.cuCtxSynchronize());
+  CU_OK(cu.cuMemcpyDtoH(got.data(), dout.ptr, got.size() * 4));
+  size_t wrong = 0;
+  for (int row = 0; row < rows; ++row) {
+    for (int c = 0; c < cols; ++c) {
+      size_t i = static_cast<size_t>(row) * cols + static_cast<size_t>(c);
+      int p = c ^ 32;
+      float want = in[i] + (p < cols ? in[static_cast<size_t>(row) * cols + static_cast<size_t>(p)] : 0.0f);
+      wrong += std::memcmp(&got[i], &want, 4) != 0 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
 }
 
 // scratch_roundtrip (tests/gpu/kernels): the kernel's scratch pointer comes from libkiln's pool,

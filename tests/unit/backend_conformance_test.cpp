@@ -228,7 +228,8 @@ TEST(HipTools, EveryBoundNameIsASymbolOfTheRuntime) {
   const char* const* names = hip::tool_symbols(&count);
   EXPECT_GE(count, 11u);
   for (std::size_t i = 0; i < count; ++i) EXPECT_NE(::dlsym(lib, names[i]), nullptr) << names[i];
-  ::dlclose(lib);
+  // Not closed: the HIP runtime's LLVM registers its options once per process, and a runtime
+  // unloaded and loaded again (by the HIP backend's own cases) aborts on the second registration.
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBackend, BackendConformance, ::testing::ValuesIn(cases()),
