@@ -113,8 +113,9 @@ inline std::optional<Device> device_of(const Kernel& kernel) {
                 kiln::detail::borrowed(info.driver_version), info.cc_major, info.cc_minor, info.memory_bytes};
 }
 
-// Device memory on the device a kernel runs on, freed when the buffer goes. A kernel's pointer
-// argument is the address: args[i] = buffer.argument().
+// Device memory on the device a kernel runs on, freed when the buffer goes, which must be before
+// the kernel's archive is (the buffer frees through the kernel). A kernel's pointer argument is
+// the address: args[i] = buffer.argument().
 class DeviceBuffer {
  public:
   DeviceBuffer(const Kernel& kernel, std::size_t bytes) : kernel_(kernel), bytes_(bytes) {
