@@ -258,6 +258,7 @@ kiln_status kiln_x_kernel_choice(const kiln_kernel* kernel, void* const* args, s
       throw Failure(Errc::invalid_argument, "kiln_x_kernel_choice: kernel '" + k.name() + "' takes " +
                                                 std::to_string(params) + " arguments, given " + std::to_string(arg_count));
     }
+    k.explain_call(args, arg_count);  // the arguments checked as a launch checks them (NULL ones, ...)
     int v = k.variant_for(args);
     *variant = v >= 0 ? k.spec().variants[static_cast<std::size_t>(v)].name.c_str() : "";
     *code_path = k.code_path(v).c_str();

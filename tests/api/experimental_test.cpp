@@ -149,6 +149,8 @@ TEST(Experimental, ChoiceNamesTheCodeACallTakes) {
   kiln::Error short_args = error_from([&] { x::choice(k, args, 3); });
   EXPECT_EQ(short_args.status(), KILN_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(short_args.what(), "kernel 'scale' takes 4 arguments, given 3")) << short_args.what();
+  void* holes[] = {&y, &xs, nullptr, &n};  // a NULL argument is refused as a launch refuses it, not read
+  EXPECT_EQ(error_from([&] { x::choice(k, holes, 4); }).status(), KILN_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace
