@@ -3,6 +3,7 @@
 // clang++ where present. The templates are instantiated here, since a header's template is only
 // checked once used.
 #include "kiln/kiln.hpp"
+#include "kiln/kiln_experimental.hpp"
 
 namespace {
 
@@ -28,6 +29,23 @@ namespace {
   (void)package.launch("k", {args[0], args[1]});
   kiln::Runtime moved(std::move(rt));
   rt = std::move(moved);
+  // kiln_experimental.hpp's
+  kiln::experimental::check_target("sm_90", "12.4");
+  (void)kiln::experimental::plan_target(archive, "sm_90");
+  (void)kiln::experimental::plan_host(archive);
+  (void)kiln::experimental::members(archive);
+  (void)kiln::experimental::device_of(kernel);
+  kiln::experimental::DeviceBuffer buffer(kernel, 64);
+  buffer.fill(0xff);
+  buffer.write(sizes, sizeof sizes);
+  std::size_t back[2] = {};
+  buffer.read(back, sizeof back);
+  args[0] = buffer.argument();
+  kiln::experimental::DeviceBuffer taken(std::move(buffer));
+  (void)taken.address();
+  kiln::experimental::synchronize(kernel);
+  (void)kiln::experimental::time(kernel, args, 2, 10);
+  (void)kiln::experimental::choice(kernel, args, 2);
 }
 
 }  // namespace
