@@ -71,6 +71,12 @@ kiln_status copy_message(const std::string& text, char* buffer, std::size_t capa
 
 bool struct_size_ok(std::size_t size) { return size >= sizeof(std::uint32_t) && size <= KILN_MAX_STRUCT_SIZE; }
 
+kiln_status bad_struct_size(const std::string& what, std::size_t size) {
+  return invalid(nullptr, what + " " + std::to_string(size) + " is not a size of this struct (" +
+                              std::to_string(sizeof(std::uint32_t)) + " to " + std::to_string(KILN_MAX_STRUCT_SIZE) +
+                              " bytes): pass sizeof the struct, as its *_init function takes it");
+}
+
 void track(HandleKind kind, const void* handle) {
   std::lock_guard<std::mutex> lock(handles_mutex());
   handles().insert({kind, handle});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -35,6 +36,12 @@ kiln_status copy_message(const std::string& text, char* buffer, std::size_t capa
 // Caller-sized structs ({size, ...}, filled by an *_init function): the size a caller may
 // claim, between the first field and KILN_MAX_STRUCT_SIZE.
 bool struct_size_ok(std::size_t size);
+// The argument error for a size that is not one of a caller-sized struct (`what` names it).
+kiln_status bad_struct_size(const std::string& what, std::size_t size);
+// An output struct whose own first field says its size (as its *_init function set it): false
+// when that size cannot be one (too small to hold the size field and one more, or too large).
+inline bool filled_size_ok(std::uint32_t size) { return size >= 2 * sizeof(std::uint32_t) && size <= KILN_MAX_STRUCT_SIZE; }
+
 // Zero-fills a caller's struct of `size` bytes and copies in what this library knows of `known`.
 template <typename T>
 void init_sized(T* out, const T& known, std::size_t size) {
@@ -52,6 +59,31 @@ bool copy_sized(T* dst, const void* src, std::size_t caller_size) {
   }
   std::memcpy(dst, src, caller_size < sizeof(T) ? caller_size : sizeof(T));
   return true;
+}
+
+// A *_init function of a caller-sized struct: `out` zero-filled up to `size`, this library's
+// defaults `known` copied in, its size field set. `what` names the function in errors.
+template <typename T>
+kiln_status init_struct(T* out, const T& known, std::size_t size, const char* what) {
+  if (out == nullptr) return invalid(nullptr, std::string(what) + ": the struct pointer is NULL");
+  if (!struct_size_ok(size)) return bad_struct_size(std::string(what) + ": size", size);
+  init_sized(out, known, size);
+  out->size = static_cast<std::uint32_t>(size);
+  clear_error();
+  return KILN_OK;
+}
+
+// Fills a caller's output struct with `full`, as far as the size its own first field states.
+template <typename T>
+kiln_status fill_struct(T* out, T full, const engine::Runtime* runtime, const char* what) {
+  if (!filled_size_ok(out->size)) {
+    return invalid(runtime, std::string(what) + ": its size field " + std::to_string(out->size) +
+                                " is not a size of this struct (fill it with its *_init function first)");
+  }
+  full.size = out->size;
+  std::memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
+  clear_error();
+  return KILN_OK;
 }
 
 // Live handles by kind: created handles are added, a destroy removes one and frees it only if

@@ -17,6 +17,7 @@
 #include "engine/runtime.hpp"
 #include "kiln/kiln.h"
 
+using kiln::api::bad_struct_size;
 using kiln::api::copy_message;
 using kiln::api::engine_of;
 using kiln::api::handle_of;
@@ -30,13 +31,6 @@ using kiln::Errc;
 using kiln::Failure;
 
 namespace {
-
-
-kiln_status bad_struct_size(const char* what, std::size_t size) {
-  return invalid(nullptr, std::string(what) + " " + std::to_string(size) + " is not a size of this struct (" +
-                              std::to_string(sizeof(std::uint32_t)) + " to " + std::to_string(KILN_MAX_STRUCT_SIZE) +
-                              " bytes): pass sizeof the struct, as its *_init function takes it");
-}
 
 // The manifest's scalar types as the C API numbers them; a switch, so that reordering either
 // enum cannot silently renumber the other.
@@ -290,18 +284,13 @@ const char* kiln_kernel_revision(const kiln_kernel* k) {
 size_t kiln_kernel_param_count(const kiln_kernel* k) { return k ? kernel_of(k)->spec().params.size() : 0; }
 
 kiln_status kiln_param_info_init(kiln_param_info* info, size_t size) {
-  if (info == nullptr) return invalid(nullptr, "kiln_param_info_init: info is NULL");
-  if (!kiln::api::struct_size_ok(size)) return bad_struct_size("kiln_param_info_init: size", size);
-  kiln::api::init_sized(info, kiln_param_info{}, size);
-  info->size = static_cast<uint32_t>(size);
-  kiln::api::clear_error();
-  return KILN_OK;
+  return kiln::api::init_struct(info, kiln_param_info{}, size, "kiln_param_info_init");
 }
 
 kiln_status kiln_kernel_param(const kiln_kernel* k, size_t index, kiln_param_info* info) {
   const kiln::engine::Runtime* rt = k ? &kernel_of(k)->archive().runtime() : nullptr;
   if (k == nullptr || info == nullptr) return invalid(rt, "kiln_kernel_param: kernel and info are required");
-  if (info->size < 2 * sizeof(uint32_t) || info->size > KILN_MAX_STRUCT_SIZE) {
+  if (!kiln::api::filled_size_ok(info->size)) {
     return invalid(rt, "kiln_kernel_param: info->size " + std::to_string(info->size) +
                            " is not a size of kiln_param_info (fill it with kiln_param_info_init)");
   }
@@ -406,17 +395,12 @@ kiln_status kiln_package_launch(kiln_package* package, const char* kernel, void*
 }
 
 kiln_status kiln_stats_init(kiln_stats* stats, size_t size) {
-  if (stats == nullptr) return invalid(nullptr, "kiln_stats_init: stats is NULL");
-  if (!kiln::api::struct_size_ok(size)) return bad_struct_size("kiln_stats_init: size", size);
-  kiln::api::init_sized(stats, kiln_stats{}, size);
-  stats->size = static_cast<uint32_t>(size);
-  kiln::api::clear_error();
-  return KILN_OK;
+  return kiln::api::init_struct(stats, kiln_stats{}, size, "kiln_stats_init");
 }
 
 kiln_status kiln_runtime_stats(const kiln_runtime* runtime, kiln_stats* stats) {
   if (runtime == nullptr || stats == nullptr) return invalid(engine_of(runtime), "kiln_runtime_stats: runtime and stats are required");
-  if (stats->size < 2 * sizeof(uint32_t) || stats->size > KILN_MAX_STRUCT_SIZE) {
+  if (!kiln::api::filled_size_ok(stats->size)) {
     return invalid(engine_of(runtime), "kiln_runtime_stats: stats->size " + std::to_string(stats->size) +
                                 " is not a size of kiln_stats (fill it with kiln_stats_init)");
   }

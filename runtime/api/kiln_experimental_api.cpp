@@ -3,7 +3,6 @@
 // every function is `guarded`, so no exception leaves this file and every outcome is recorded
 // for the calling thread.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,32 +27,6 @@ using kiln::api::kernel_of;
 namespace {
 
 constexpr unsigned kMaxTimedRepeats = 100000;
-
-// Writes what this library fills of `full` into a caller's struct that says its own size
-// (first field, as filled by its *_init function).
-template <typename T>
-kiln_status fill_sized(T* out, T full, const kiln::engine::Runtime* rt, const char* what) {
-  if (out->size < 2 * sizeof(uint32_t) || out->size > KILN_MAX_STRUCT_SIZE) {
-    return invalid(rt, std::string(what) + ": info->size " + std::to_string(out->size) +
-                           " is not a size of this struct (fill it with its *_init function)");
-  }
-  full.size = out->size;
-  std::memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
-  kiln::api::clear_error();
-  return KILN_OK;
-}
-
-template <typename T>
-kiln_status init_struct(T* info, size_t size, const char* what) {
-  if (info == nullptr) return invalid(nullptr, std::string(what) + ": info is NULL");
-  if (!kiln::api::struct_size_ok(size)) {
-    return invalid(nullptr, std::string(what) + ": size " + std::to_string(size) + " is not a size of this struct");
-  }
-  kiln::api::init_sized(info, T{}, size);
-  info->size = static_cast<uint32_t>(size);
-  kiln::api::clear_error();
-  return KILN_OK;
-}
 
 // Member positions into a caller's array: all of them, or KILN_ERR_BUFFER_TOO_SMALL.
 kiln_status copy_positions(const std::vector<std::size_t>& found, size_t* members, size_t capacity, size_t* count) {
@@ -135,7 +108,7 @@ kiln_status kiln_x_archive_plan_host(kiln_archive* archive, size_t* members, siz
 }
 
 kiln_status kiln_x_member_info_init(kiln_x_member_info* info, size_t size) {
-  return init_struct(info, size, "kiln_x_member_info_init");
+  return kiln::api::init_struct(info, kiln_x_member_info{}, size, "kiln_x_member_info_init");
 }
 
 size_t kiln_x_archive_member_count(const kiln_archive* archive) {
@@ -159,11 +132,11 @@ kiln_status kiln_x_archive_member(const kiln_archive* archive, size_t index, kil
   full.content_size = e.content_size;
   full.stored_size = e.stored_size;
   full.present = reader.member_present(index) ? 1 : 0;
-  return fill_sized(info, full, rt, "kiln_x_archive_member");
+  return kiln::api::fill_struct(info, full, rt, "kiln_x_archive_member");
 }
 
 kiln_status kiln_x_device_info_init(kiln_x_device_info* info, size_t size) {
-  return init_struct(info, size, "kiln_x_device_info_init");
+  return kiln::api::init_struct(info, kiln_x_device_info{}, size, "kiln_x_device_info_init");
 }
 
 kiln_status kiln_x_kernel_device(const kiln_kernel* kernel, kiln_x_device_info* info) {
@@ -187,7 +160,7 @@ kiln_status kiln_x_kernel_device(const kiln_kernel* kernel, kiln_x_device_info* 
   if (std::unique_ptr<kiln::backend::DeviceTools> tools = k.device_backend()->tools(*d, &why)) {
     full.memory_bytes = tools->total_memory();
   }
-  return fill_sized(info, full, rt, "kiln_x_kernel_device");
+  return kiln::api::fill_struct(info, full, rt, "kiln_x_kernel_device");
 }
 
 kiln_status kiln_x_device_alloc(const kiln_kernel* kernel, size_t bytes, uint64_t* address) {
