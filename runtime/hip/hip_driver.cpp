@@ -11,25 +11,21 @@
 namespace kiln::hip {
 namespace {
 
-constexpr const char* kToolSymbols[] = {
-    "hipMalloc", "hipFree", "hipMemset", "hipMemcpyHtoD", "hipMemcpyDtoH", "hipDeviceSynchronize", "hipEventCreate",
-    "hipEventRecord", "hipEventSynchronize", "hipEventElapsedTime", "hipEventDestroy", "hipDeviceTotalMem"};
+// The optional tool functions, each named once: HipApi's member is the runtime's symbol.
+#define KILN_HIP_TOOL_FUNCTIONS(X)                                                                 \
+  X(hipMalloc) X(hipFree) X(hipMemset) X(hipMemcpyHtoD) X(hipMemcpyDtoH) X(hipDeviceSynchronize) \
+  X(hipEventCreate) X(hipEventRecord) X(hipEventSynchronize) X(hipEventElapsedTime) X(hipEventDestroy) \
+  X(hipDeviceTotalMem)
 
-// Binds the optional tool functions (absent ones stay null), in kToolSymbols' order.
+#define KILN_HIP_TOOL_NAME(fn) #fn,
+constexpr const char* kToolSymbols[] = {KILN_HIP_TOOL_FUNCTIONS(KILN_HIP_TOOL_NAME)};
+#undef KILN_HIP_TOOL_NAME
+
+// Binds the optional tool functions; absent ones stay null (HipApi::has_tools says so).
 void bind_tools(void* lib, HipApi& api) {
-  auto bind = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name)); };
-  bind(api.hipMalloc, kToolSymbols[0]);
-  bind(api.hipFree, kToolSymbols[1]);
-  bind(api.hipMemset, kToolSymbols[2]);
-  bind(api.hipMemcpyHtoD, kToolSymbols[3]);
-  bind(api.hipMemcpyDtoH, kToolSymbols[4]);
-  bind(api.hipDeviceSynchronize, kToolSymbols[5]);
-  bind(api.hipEventCreate, kToolSymbols[6]);
-  bind(api.hipEventRecord, kToolSymbols[7]);
-  bind(api.hipEventSynchronize, kToolSymbols[8]);
-  bind(api.hipEventElapsedTime, kToolSymbols[9]);
-  bind(api.hipEventDestroy, kToolSymbols[10]);
-  bind(api.hipDeviceTotalMem, kToolSymbols[11]);
+#define KILN_HIP_TOOL_BIND(fn) api.fn = reinterpret_cast<decltype(api.fn)>(::dlsym(lib, #fn));
+  KILN_HIP_TOOL_FUNCTIONS(KILN_HIP_TOOL_BIND)
+#undef KILN_HIP_TOOL_BIND
 }
 
 }  // namespace
