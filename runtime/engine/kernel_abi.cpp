@@ -1,5 +1,7 @@
 #include "engine/kernel_abi.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -16,6 +18,20 @@ constexpr std::int64_t kMaxTensorStride = std::int64_t{1} << 40;
 // Scratch beyond this is refused before it reaches the allocator (and keeps size + align and the
 // doubling in the pool far from overflow).
 constexpr std::uint64_t kMaxScratchBytes = std::uint64_t{1} << 40;
+
+std::atomic<std::uint64_t> g_next_abi_id{1};
+
+// The last parameter list this thread built, and what went into it. Every entry of a build is a
+// pure function of the call's parameter bytes (expressions read only the call; a tensor map is
+// the pointer and the evaluated dims and strides), so equal bytes give an equal build: a server
+// launching the same kernel on the same tensors again skips the expressions and the cache's lock.
+struct LastBuild {
+  std::uint64_t abi = 0;  // 0: none
+  std::uint64_t key[KernelAbi::kMemoParams] = {};
+  std::uint64_t values[KernelAbi::kMemoEntries] = {};
+  alignas(128) unsigned char maps[KernelAbi::kMemoMaps][kTensorMapBytes] = {};
+};
+thread_local LastBuild t_last_build;
 
 // Evaluates a decoded expression over the call; false on a fault.
 bool evaluate(const std::vector<ExprInstr>& code, void* const* call, std::int64_t* out, ExprFault* fault) {
@@ -65,6 +81,26 @@ KernelAbi::KernelAbi(const KernelSpec& kernel) : kernel_(kernel.name) {
     entries_.push_back(std::move(e));
   }
   caches_ = std::make_unique<MapCache[]>(maps == 0 ? 1 : maps);
+  map_count_ = maps;
+  // No expression reads a float parameter: a call that changes only those is the same build.
+  for (const KernelParam& p : params_) {
+    param_bytes_.push_back(p.is_pointer ? sizeof(void*) : is_float_type(p.type) ? 0 : scalar_type_size(p.type));
+  }
+  memo_ = scratch == 0 && params_.size() <= kMemoParams && entries_.size() <= kMemoEntries && maps <= kMemoMaps;
+  id_ = g_next_abi_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+void KernelAbi::memo_key(void* const* call, std::uint64_t* key) const {
+  // Sizes spelled out so that each copy is one load, not a call to memcpy.
+  for (std::size_t i = 0; i < param_bytes_.size(); ++i) {
+    switch (param_bytes_[i]) {
+      case 1: { std::uint8_t v; std::memcpy(&v, call[i], 1); key[i] = v; break; }
+      case 2: { std::uint16_t v; std::memcpy(&v, call[i], 2); key[i] = v; break; }
+      case 4: { std::uint32_t v; std::memcpy(&v, call[i], 4); key[i] = v; break; }
+      case 8: std::memcpy(&key[i], call[i], 8); break;
+      default: key[i] = 0; break;  // a float: not read by any entry
+    }
+  }
 }
 
 void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const {
@@ -72,7 +108,45 @@ void KernelAbi::fail_value(const KernelArg& arg, const std::string& what) const 
 }
 
 unsigned KernelAbi::build(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code,
-                      const backend::Backend* backend, Frame* frame) const {
+                          const backend::Backend* backend, Frame* frame) const {
+  if (!memo_) return build_entries(call, launch, stream, code, backend, frame);
+  std::uint64_t key[kMemoParams];
+  memo_key(call, key);
+  LastBuild& last = t_last_build;
+  const std::size_t n = param_bytes_.size();
+  bool same = last.abi == id_;
+  for (std::size_t i = 0; same && i < n; ++i) same = last.key[i] == key[i];
+  if (same) {
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      switch (e.kind) {
+        case KernelArgKind::param: frame->args[i] = call[e.param]; break;
+        case KernelArgKind::value:
+          frame->values[i] = last.values[i];
+          frame->args[i] = &frame->values[i];
+          break;
+        case KernelArgKind::tensor_map:
+          std::memcpy(frame->maps[e.slot], last.maps[e.slot], kTensorMapBytes);
+          frame->args[i] = frame->maps[e.slot];
+          break;
+        case KernelArgKind::scratch: break;  // never memoised
+      }
+    }
+    return 0;
+  }
+  // A build that throws leaves the memo as it was: only a complete build is remembered.
+  unsigned encoded = build_entries(call, launch, stream, code, backend, frame);
+  last.abi = id_;
+  std::copy(key, key + n, last.key);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].kind == KernelArgKind::value) last.values[i] = frame->values[i];
+  }
+  for (std::size_t m = 0; m < map_count_; ++m) std::memcpy(last.maps[m], frame->maps[m], kTensorMapBytes);
+  return encoded;
+}
+
+unsigned KernelAbi::build_entries(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code,
+                                  const backend::Backend* backend, Frame* frame) const {
   unsigned encoded = 0;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];

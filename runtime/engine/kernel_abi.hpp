@@ -40,6 +40,11 @@ class KernelAbi {
   unsigned build(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code, const backend::Backend* backend,
                  Frame* frame) const;
 
+  // The per-thread memo of the last build (below) answers a call whose parameters hold the same
+  // bytes as that build's when the kernel has at most this many parameters, entries and tensor
+  // maps, and no scratch (whose address depends on the pool, not on the call alone).
+  static constexpr std::size_t kMemoParams = 8, kMemoEntries = 16, kMemoMaps = 4;
+
  private:
   struct Entry {
     KernelArgKind kind = KernelArgKind::param;
@@ -64,6 +69,10 @@ class KernelAbi {
   };
 
   [[noreturn]] void fail_value(const KernelArg& arg, const std::string& what) const;
+  unsigned build_entries(void* const* call, const LaunchConfig& launch, void* stream, const backend::Code& code,
+                         const backend::Backend* backend, Frame* frame) const;
+  // The call's parameters as the memo compares them: each one's own bytes, zero-extended.
+  void memo_key(void* const* call, std::uint64_t* key) const;
   // True when it encoded (a cache miss).
   bool build_tensor_map(const Entry& e, const KernelArg& arg, void* const* call, const backend::Code& code,
                         const backend::Backend* backend, void* out) const;
@@ -73,6 +82,10 @@ class KernelAbi {
   std::vector<KernelArg> args_;      // the stored entries, for recipes and names
   std::vector<Entry> entries_;
   std::unique_ptr<MapCache[]> caches_;
+  std::vector<std::size_t> param_bytes_;  // per call parameter: how many of its bytes the memo compares
+  std::size_t map_count_ = 0;
+  bool memo_ = false;
+  std::uint64_t id_ = 0;  // names this parameter list in the per-thread memo (never reused)
 };
 
 }  // namespace kiln::engine

@@ -246,4 +246,76 @@ TEST_F(KernelAbiTest, NegativeScratchIsRefusedAndZeroPassesNull) {
   }
 }
 
+// The per-thread memo of the last build: a repeated call is answered from it (no expression, no
+// cache lookup, no encode), and anything that changes the build (a pointer, a size, another
+// kernel's parameter list) is built again. A kernel with scratch is never memoised (its address
+// comes from the pool), which the tests above cover through the fixture's kernel.
+TEST(KernelAbiMemo, ARepeatedCallReusesTheLastBuildAndAnyChangedParameterRebuildsIt) {
+  std::string text = replaced(kKernel, "  { name = \"ws\", scratch = { bytes = \"k\", align = 128 } },\n", "");
+  text = replaced(text, "  { name = \"k\", type = \"i32\" },\n", "  { name = \"k\", type = \"i32\" },\n  { name = \"alpha\", type = \"f32\" },\n");
+  text = replaced(text, "  \"m\",\n]", "  \"m\",\n  \"alpha\",\n]");
+  KernelSpec spec = parse_manifest(text, "kiln.toml").kernels[0];
+  ASSERT_EQ(spec.kernel_args.size(), 5u);
+  engine::KernelAbi abi(spec), twin(spec);
+  RecordingCode code, twin_code;
+  LaunchConfig launch;
+  struct FloatCall {
+    std::uint64_t a = 0x10010, c = 0x20000;
+    std::int32_t m = 256, k = 1096;
+    float alpha = 1.0f;
+    void* args[5] = {&a, &c, &m, &k, &alpha};
+  } call;
+  auto map_byte = [](const engine::KernelAbi::Frame& f) { return static_cast<const unsigned char*>(f.args[0])[0]; };
+  auto lda = [](const engine::KernelAbi::Frame& f) {
+    std::int8_t v = 0;
+    std::memcpy(&v, f.args[2], 1);
+    return v;
+  };
+
+  engine::KernelAbi::Frame first;
+  ASSERT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &first), 1u);
+  engine::KernelAbi::Frame again;  // a fresh frame: everything in it comes from the memo
+  std::memset(&again, 0xee, sizeof again);
+  EXPECT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &again), 0u);
+  EXPECT_EQ(code.encodes.size(), 1u);
+  EXPECT_EQ(std::memcmp(again.args[0], first.args[0], kTensorMapBytes), 0);
+  EXPECT_EQ(map_byte(again), 0x10);
+  EXPECT_EQ(lda(again), 96);
+  EXPECT_EQ(again.args[1], call.args[1]);
+  EXPECT_EQ(again.args[3], call.args[2]);
+
+  call.alpha = 2.0f;  // no entry reads a float: the same build, alpha passed through as it is now
+  engine::KernelAbi::Frame scaled;
+  EXPECT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &scaled), 0u);
+  EXPECT_EQ(scaled.args[4], call.args[4]);
+  EXPECT_EQ(code.encodes.size(), 1u);
+
+  call.k = 1104;  // another size: its own map (dims, stride) and its own lda
+  engine::KernelAbi::Frame resized;
+  EXPECT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &resized), 1u);
+  ASSERT_EQ(code.encodes.size(), 2u);
+  EXPECT_EQ(code.encodes[1].dims[0], 1104u);
+  EXPECT_EQ(lda(resized), 104);
+
+  call.a = 0x10020;  // another tensor: its own map
+  engine::KernelAbi::Frame moved;
+  EXPECT_EQ(abi.build(call.args, launch, nullptr, code, nullptr, &moved), 1u);
+  EXPECT_EQ(map_byte(moved), 0x20);
+
+  // The twin has the same parameter list and gets the same call: it builds (and encodes) its own.
+  engine::KernelAbi::Frame other;
+  EXPECT_EQ(twin.build(call.args, launch, nullptr, twin_code, nullptr, &other), 1u);
+  EXPECT_EQ(twin_code.encodes.size(), 1u);
+
+  // A refused call is not remembered, and does not replace what is.
+  call.k = 2000;  // lda = 1000: not an i8 (the map, built first, is encoded and cached)
+  engine::KernelAbi::Frame refused;
+  EXPECT_THROW(twin.build(call.args, launch, nullptr, twin_code, nullptr, &refused), Failure);
+  EXPECT_THROW(twin.build(call.args, launch, nullptr, twin_code, nullptr, &refused), Failure);
+  call.k = 1104;
+  EXPECT_EQ(twin.build(call.args, launch, nullptr, twin_code, nullptr, &refused), 0u);
+  EXPECT_EQ(twin_code.encodes.size(), 2u);
+  EXPECT_EQ(map_byte(refused), 0x20);
+}
+
 }  // namespace
