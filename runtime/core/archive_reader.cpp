@@ -541,13 +541,16 @@ ByteView ArchiveReader::decode_member_into(std::size_t i, std::vector<std::uint8
   return content;
 }
 
-std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit) const {
+std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit,
+                                                            std::vector<std::uint8_t>& stored_buffer) const {
   const format::Entry& e = entry(i);
   if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);
   require_within_limit(i);
   require_present(i);
-  std::vector<std::uint8_t> stored = copy_stored_checked(i);
-  check_zstd_frame(ByteView(stored), e.content_size, member_label(i));
+  if (stored_buffer.size() < e.stored_size) stored_buffer.resize(static_cast<std::size_t>(e.stored_size));
+  copy_stored_checked_to(i, stored_buffer.data());
+  const ByteView stored(stored_buffer.data(), static_cast<std::size_t>(e.stored_size));
+  check_zstd_frame(stored, e.content_size, member_label(i));
   // Fed in small pieces, so that decoding stops about where the prefix is complete: zstd decodes a
   // block only once all of it has come, so a piece much larger than the prefix could bring in a
   // whole 128 KiB block beyond it.
@@ -555,8 +558,8 @@ std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::
   std::vector<std::uint8_t> prefix;
   prefix.reserve(limit);
   ZstdStreamDecoder decoder(e.content_size, member_label(i));
-  for (std::size_t at = 0; at < stored.size() && prefix.size() < limit; at += kPiece) {
-    decoder.feed(ByteView(stored.data() + at, std::min(kPiece, stored.size() - at)), [&](ByteView out) {
+  for (std::size_t at = 0; at < stored.size && prefix.size() < limit; at += kPiece) {
+    decoder.feed(ByteView(stored.data + at, std::min(kPiece, stored.size - at)), [&](ByteView out) {
       std::size_t take = std::min(out.size, limit - prefix.size());
       prefix.insert(prefix.end(), out.data, out.data + take);
     });

@@ -123,7 +123,9 @@ class ArchiveReader {
   // header), and the first `limit` bytes of its content, decompressing no further: what telling a
   // code object by its headers needs at the default verification level. The content digest is
   // checked only where the prefix is the whole content (read_member and --deep check it always).
-  std::vector<std::uint8_t> read_member_prefix(std::size_t i, std::size_t limit) const;
+  // A compressed member's stored bytes go through `stored` (grown when smaller, never shrunk), as
+  // decode_member_into's do: one buffer per reading thread instead of a zeroed one per member.
+  std::vector<std::uint8_t> read_member_prefix(std::size_t i, std::size_t limit, std::vector<std::uint8_t>& stored) const;
   // Checks one member's stored and content digests in one streaming pass (verify_all's deep level).
   void verify_member_deep(std::size_t i) const;
 

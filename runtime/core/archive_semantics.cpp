@@ -190,9 +190,9 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     std::vector<std::uint8_t> prefix;
     ByteView bytes;
     if (e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd) {
-      prefix = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock), e.content_size);
+      prefix = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock, stored), e.content_size);
       if (prefix.size() < e.content_size && !has_ptx_directives(ByteView(prefix))) {
-        prefix = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin), e.content_size);
+        prefix = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin, stored), e.content_size);
       }
       bytes = ByteView(prefix);
       if (prefix.size() < e.content_size && has_binary_code_magic(bytes)) bytes = archive.decode_member_into(i, buffer, stored);
