@@ -6,20 +6,22 @@
 namespace kiln::engine {
 
 void Stats::count(int device, Outcome outcome) {
-  std::atomic<std::uint64_t>* total = nullptr;
-  switch (outcome) {
-    case Outcome::native: total = &launches_native; break;
-    case Outcome::ptx_jit: total = &launches_ptx_jit; break;
-    case Outcome::reference: total = &launches_reference; break;
-    case Outcome::refused: total = &launches_refused; break;
-    case Outcome::failure: total = &launch_failures; break;
+  const std::size_t o = static_cast<std::size_t>(outcome);
+  if (device < 0 || device >= kDevicesCounted) {
+    bump(other_devices_.by_outcome[o]);
+    return;
   }
-  bump(*total);
-  if (device < 0 || device >= kDevicesCounted) return;
-  bump(devices_[static_cast<std::size_t>(device)].by_outcome[static_cast<std::size_t>(outcome)]);
+  bump(devices_[static_cast<std::size_t>(device)].by_outcome[o]);
   const std::uint64_t bit = std::uint64_t{1} << device;
   // read first: after its first call a device's bit is set, and the hot path stays a load
   if ((devices_seen_.load(std::memory_order_relaxed) & bit) == 0) devices_seen_.fetch_or(bit, std::memory_order_relaxed);
+}
+
+std::uint64_t Stats::launches(Outcome outcome) const {
+  const std::size_t o = static_cast<std::size_t>(outcome);
+  std::uint64_t total = other_devices_.by_outcome[o].load(std::memory_order_relaxed);
+  for (const DeviceCounters& d : devices_) total += d.by_outcome[o].load(std::memory_order_relaxed);
+  return total;
 }
 
 void Stats::snapshot(kiln_stats* out) const {
@@ -34,11 +36,11 @@ void Stats::snapshot(kiln_stats* out) const {
   full.jit_compiles = get(jit_compiles);
   full.jit_failures = get(jit_failures);
   full.jit_time_ns = get(jit_time_ns);
-  full.launches_native = get(launches_native);
-  full.launches_ptx_jit = get(launches_ptx_jit);
-  full.launches_reference = get(launches_reference);
-  full.launches_refused = get(launches_refused);
-  full.launch_failures = get(launch_failures);
+  full.launches_native = launches(Outcome::native);
+  full.launches_ptx_jit = launches(Outcome::ptx_jit);
+  full.launches_reference = launches(Outcome::reference);
+  full.launches_refused = launches(Outcome::refused);
+  full.launch_failures = launches(Outcome::failure);
   full.undeclared_shape_calls = get(undeclared_shape_calls);
   std::size_t n = out->size < sizeof(kiln_stats) ? out->size : sizeof(kiln_stats);
   std::uint32_t caller_size = out->size;
@@ -66,12 +68,13 @@ std::string Stats::prometheus() const {
   s += "kiln_code_load_seconds_total{kind=\"binary\"} " + seconds(load_time_ns) + "\n";
   s += "kiln_code_load_seconds_total{kind=\"ptx_jit\"} " + seconds(jit_time_ns) + "\n";
   s += "# HELP kiln_launches_total Kernel calls, by the route each took.\n# TYPE kiln_launches_total counter\n";
-  s += "kiln_launches_total{route=\"native\"} " + get(launches_native) + "\n";
-  s += "kiln_launches_total{route=\"ptx_jit\"} " + get(launches_ptx_jit) + "\n";
-  s += "kiln_launches_total{route=\"reference\"} " + get(launches_reference) + "\n";
-  s += "kiln_launches_total{route=\"refused\"} " + get(launches_refused) + "\n";
+  auto total = [&](Outcome o) { return std::to_string(launches(o)); };
+  s += "kiln_launches_total{route=\"native\"} " + total(Outcome::native) + "\n";
+  s += "kiln_launches_total{route=\"ptx_jit\"} " + total(Outcome::ptx_jit) + "\n";
+  s += "kiln_launches_total{route=\"reference\"} " + total(Outcome::reference) + "\n";
+  s += "kiln_launches_total{route=\"refused\"} " + total(Outcome::refused) + "\n";
   s += "# HELP kiln_launch_failures_total Calls that failed in the driver or in the reference.\n# TYPE kiln_launch_failures_total counter\n";
-  s += "kiln_launch_failures_total " + get(launch_failures) + "\n";
+  s += "kiln_launch_failures_total " + total(Outcome::failure) + "\n";
   s += "# HELP kiln_undeclared_shape_calls_total Calls whose arguments matched no declared shape.\n# TYPE kiln_undeclared_shape_calls_total counter\n";
   s += "kiln_undeclared_shape_calls_total " + get(undeclared_shape_calls) + "\n";
   s += "# HELP kiln_tensor_map_encodes_total Tensor maps encoded at launch (cache misses).\n# TYPE kiln_tensor_map_encodes_total counter\n";

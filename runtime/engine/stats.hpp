@@ -20,11 +20,6 @@ struct Stats {
   std::atomic<std::uint64_t> jit_compiles{0};
   std::atomic<std::uint64_t> jit_failures{0};
   std::atomic<std::uint64_t> jit_time_ns{0};
-  std::atomic<std::uint64_t> launches_native{0};
-  std::atomic<std::uint64_t> launches_ptx_jit{0};
-  std::atomic<std::uint64_t> launches_reference{0};
-  std::atomic<std::uint64_t> launches_refused{0};
-  std::atomic<std::uint64_t> launch_failures{0};
   std::atomic<std::uint64_t> undeclared_shape_calls{0};
   // Prometheus only (kiln_stats keeps its 0.2 layout): CUtensorMaps encoded at launch, the
   // misses of the per-kernel caches; a steady server stops adding to it.
@@ -35,8 +30,10 @@ struct Stats {
   // their own counters; higher ones count in the totals alone.
   enum class Outcome { native, ptx_jit, reference, refused, failure };
   static constexpr int kDevicesCounted = 64;
-  // Bumps the runtime's total for `outcome` and, where it has its own counters, the device's.
+  // Counts one call: one atomic add on the launch path, to the device's counter (or to the
+  // counter of ordinals without their own). The runtime's totals are the sums, made when read.
   void count(int device, Outcome outcome);
+  std::uint64_t launches(Outcome outcome) const;  // the runtime's total, all devices
 
   static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
     counter.fetch_add(by, std::memory_order_relaxed);
@@ -47,10 +44,12 @@ struct Stats {
   std::string prometheus() const;
 
  private:
-  struct DeviceCounters {
+  // A cache line each: threads launching on different GPUs do not write the same line.
+  struct alignas(64) DeviceCounters {
     std::array<std::atomic<std::uint64_t>, 5> by_outcome{};  // indexed by Outcome
   };
   std::array<DeviceCounters, kDevicesCounted> devices_{};
+  DeviceCounters other_devices_;  // ordinals without counters of their own (kDevicesCounted and up)
   std::atomic<std::uint64_t> devices_seen_{0};  // bit d: ordinal d has counted something
 };
 

@@ -441,12 +441,23 @@ TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
   ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", record_reference, &seen), KILN_OK);
   ASSERT_EQ(kiln_kernel_launch(k5, args, 4, nullptr, nullptr), KILN_OK) << last_error(rt);
   ASSERT_EQ(kiln_kernel_launch(k5, args, 4, nullptr, nullptr), KILN_OK) << last_error(rt);
+  // an ordinal past the per-device counters (64 and up) counts in the totals alone
+  kiln_kernel* k70 = nullptr;
+  ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 70, &k70), KILN_OK);
+  ASSERT_EQ(kiln_kernel_launch(k70, args, 4, nullptr, nullptr), KILN_OK) << last_error(rt);
+  kiln_stats stats;
+  kiln_stats_init(&stats, sizeof stats);
+  ASSERT_EQ(kiln_runtime_stats(rt, &stats), KILN_OK);
+  EXPECT_EQ(stats.launches_reference, 4u);
+  EXPECT_EQ(stats.launches_refused, 1u);
+  EXPECT_EQ(stats.launch_failures, 1u);
+  EXPECT_EQ(stats.launches_native, 0u);
 
   char prom[8192];
   size_t needed = 0;
   ASSERT_EQ(kiln_runtime_stats_prometheus(rt, prom, sizeof prom, &needed), KILN_OK);
   std::string text = prom;
-  EXPECT_NE(text.find("kiln_launches_total{route=\"reference\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_launches_total{route=\"reference\"} 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_launch_failures_total 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_launches_total{route=\"refused\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_device_launches_total{device=\"0\",route=\"reference\"} 1\n"), std::string::npos) << text;
@@ -455,6 +466,7 @@ TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
   EXPECT_NE(text.find("kiln_device_launches_total{device=\"5\",route=\"reference\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln_device_launch_failures_total{device=\"5\"} 0\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("device=\"1\""), std::string::npos) << "a device with no calls is not listed";
+  EXPECT_EQ(text.find("device=\"70\""), std::string::npos) << "ordinals from 64 up have no counters of their own";
   char tiny[8];
   EXPECT_EQ(kiln_runtime_stats_prometheus(rt, tiny, sizeof tiny, &needed), KILN_ERR_BUFFER_TOO_SMALL);
   EXPECT_EQ(needed, text.size() + 1);
