@@ -76,8 +76,10 @@ def host_rows(bench):
         if memory:
             n = max(memory)
             m = memory[n]
+            # The performance goal: what an open + load adds to the heap within 1.5x of what the
+            # reader must hold (the index head and pages it decoded, the members it read).
             rows.append((f"memory, fresh process: heap added, {shape}-{n} vs what the reader holds", m["anon_kib"],
-                         m["bound_kib"], "KiB", "<= 1.00", 1.00))
+                         m["bound_kib"], "KiB", "<= 1.50", 1.50))
             rows.append((f"  file-backed added, {shape}-{n} (all mappings) vs the same", m["file_kib"], m["bound_kib"],
                          "KiB", "report", 0))
             rows.append((f"  of which the archive's own pages, {shape}-{n}", m["archive_kib"], m["bound_kib"], "KiB",
