@@ -22,6 +22,10 @@ class KernelAbi {
  public:
   KernelAbi() = default;
   explicit KernelAbi(const KernelSpec& kernel);
+  // Built in place and never copied or moved: its id names it in each thread's memo of the last
+  // build, and a second object with the same id would be answered with the first one's.
+  KernelAbi(const KernelAbi&) = delete;
+  KernelAbi& operator=(const KernelAbi&) = delete;
 
   // True when the kernel takes the call's parameters as they are (no kernel_args).
   bool passes_call() const { return entries_.empty(); }
