@@ -24,18 +24,21 @@ struct MdCtxDeleter {
 
 }  // namespace
 
-Sha256 sha256(const void* data, std::size_t size) {
+Sha256 sha256(std::initializer_list<Sha256Piece> pieces) {
   // One context per thread, re-initialised for each digest: EVP_Digest allocates and frees a
   // context per call, which costs as much as hashing a small index page or kernel record.
   thread_local std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
   Sha256 out{};
   unsigned int len = 0;
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), sha256_md(), nullptr) != 1 || EVP_DigestUpdate(ctx.get(), data, size) != 1 ||
-      EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1 || len != out.size()) {
+  bool ok = ctx && EVP_DigestInit_ex(ctx.get(), sha256_md(), nullptr) == 1;
+  for (const Sha256Piece& p : pieces) ok = ok && EVP_DigestUpdate(ctx.get(), p.data, p.size) == 1;
+  if (!ok || EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1 || len != out.size()) {
     fail(Errc::internal, "OpenSSL SHA-256 failed");
   }
   return out;
 }
+
+Sha256 sha256(const void* data, std::size_t size) { return sha256({Sha256Piece{data, size}}); }
 
 std::string sha256_hex(const Sha256& digest) { return to_hex(digest.data(), digest.size()); }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,12 @@ namespace kiln {
 using Sha256 = std::array<std::uint8_t, 32>;
 
 Sha256 sha256(const void* data, std::size_t size);
+// The digest of several byte ranges one after another, as if they were one buffer.
+struct Sha256Piece {
+  const void* data;
+  std::size_t size;
+};
+Sha256 sha256(std::initializer_list<Sha256Piece> pieces);
 std::string sha256_hex(const Sha256& digest);
 std::string digest_string(const Sha256& digest);  // "sha256:<64 lowercase hex>"
 // Parses "sha256:<64 lowercase hex>" exactly; returns false on anything else.

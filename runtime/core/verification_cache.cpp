@@ -5,9 +5,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include <openssl/evp.h>
-
-#include "core/error.hpp"
+#include "core/sha256.hpp"
 
 namespace kiln {
 namespace {
@@ -36,17 +34,11 @@ Memo& memo() {
 
 VerificationKey verification_key(const Ed25519PublicRaw& key, const Ed25519Signature& signature,
                                  const std::uint8_t* message, std::size_t size) {
-  // Fixed-size fields first, so that no two input triples share an encoding.
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  // Fixed-size fields first, so that no two input triples share an encoding. Through sha256(),
+  // whose SHA-256 is fetched once per process: EVP_sha256() here made OpenSSL look the
+  // implementation up again at every open, memo hit or not.
   VerificationKey out{};
-  unsigned int len = 0;
-  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
-            EVP_DigestUpdate(ctx, key.data(), key.size()) == 1 &&
-            EVP_DigestUpdate(ctx, signature.data(), signature.size()) == 1 &&
-            EVP_DigestUpdate(ctx, message, size) == 1 && EVP_DigestFinal_ex(ctx, out.bytes.data(), &len) == 1 &&
-            len == out.bytes.size();
-  EVP_MD_CTX_free(ctx);
-  if (!ok) fail(Errc::internal, "OpenSSL SHA-256 failed");
+  out.bytes = sha256({{key.data(), key.size()}, {signature.data(), signature.size()}, {message, size}});
   return out;
 }
 
