@@ -480,20 +480,21 @@ Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t 
 // ---- signed attributes ---------------------------------------------------------------
 
 std::string encode_attributes(const SignedAttributes& a) {
+  // Appended in place: every open re-encodes each signature's attributes to check their form.
   std::string s;
-  s += "kiln-signature: 1\n";
-  s += "archive: " + digest_string(a.archive_digest) + "\n";
-  s += "package: " + a.package + "\n";
-  s += "sequence: " + std::to_string(a.sequence) + "\n";
-  s += "key-id: " + a.key_id + "\n";
-  s += "signer: " + a.signer + "\n";
-  s += "created: " + std::to_string(a.created) + "\n";
+  s.reserve(160 + a.package.size() + a.signer.size());
+  s.append("kiln-signature: 1\narchive: ").append(digest_string(a.archive_digest));
+  s.append("\npackage: ").append(a.package);
+  s.append("\nsequence: ").append(std::to_string(a.sequence));
+  s.append("\nkey-id: ").append(a.key_id);
+  s.append("\nsigner: ").append(a.signer);
+  s.append("\ncreated: ").append(std::to_string(a.created)).append("\n");
   return s;
 }
 
 namespace {
 
-bool parse_decimal_u64(const std::string& s, std::uint64_t* out) {
+bool parse_decimal_u64(std::string_view s, std::uint64_t* out) {
   if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) return false;
   std::uint64_t v = 0;
   for (char c : s) {
@@ -509,25 +510,28 @@ bool parse_decimal_u64(const std::string& s, std::uint64_t* out) {
 }  // namespace
 
 SignedAttributes decode_attributes(const std::string& text) {
-  static const char* const keys[] = {"kiln-signature", "archive", "package", "sequence", "key-id", "signer", "created"};
-  std::string values[7];
+  // Read as views into `text` (every open decodes each signature): only the fields kept are
+  // copied, and errors build their texts.
+  static const std::string_view keys[] = {"kiln-signature", "archive", "package", "sequence", "key-id", "signer", "created"};
+  const std::string_view all(text);
+  std::string_view values[7];
   std::size_t pos = 0;
   for (int i = 0; i < 7; ++i) {
-    std::string prefix = std::string(keys[i]) + ": ";
-    if (text.compare(pos, prefix.size(), prefix) != 0) {
+    const std::string_view key = keys[i];
+    if (all.compare(pos, key.size(), key) != 0 || all.compare(pos + key.size(), 2, ": ") != 0) {
       fail(Errc::malformed, std::string("signed attributes: line ") + std::to_string(i + 1) + " should start with '" +
-                                prefix + "'");
+                                std::string(key) + ": '");
     }
-    pos += prefix.size();
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) fail(Errc::malformed, "signed attributes: line " + std::to_string(i + 1) + " has no newline");
-    values[i] = text.substr(pos, nl - pos);
+    pos += key.size() + 2;
+    std::size_t nl = all.find('\n', pos);
+    if (nl == std::string_view::npos) fail(Errc::malformed, "signed attributes: line " + std::to_string(i + 1) + " has no newline");
+    values[i] = all.substr(pos, nl - pos);
     pos = nl + 1;
   }
   if (pos != text.size()) fail(Errc::malformed, "signed attributes: bytes after the 'created' line");
   SignedAttributes a;
-  if (values[0] != "1") fail(Errc::malformed, "signed attributes: unsupported kiln-signature version '" + values[0] + "'");
-  if (!parse_digest_string(values[1], &a.archive_digest)) fail(Errc::malformed, "signed attributes: bad archive digest");
+  if (values[0] != "1") fail(Errc::malformed, "signed attributes: unsupported kiln-signature version '" + std::string(values[0]) + "'");
+  if (!parse_digest_string(std::string(values[1]), &a.archive_digest)) fail(Errc::malformed, "signed attributes: bad archive digest");
   a.package = values[2];
   if (auto p = package_name_problem(a.package); !p.empty()) fail(Errc::malformed, "signed attributes: " + p);
   if (!parse_decimal_u64(values[3], &a.sequence)) fail(Errc::malformed, "signed attributes: bad sequence");
