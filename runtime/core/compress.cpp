@@ -89,15 +89,18 @@ void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::st
 namespace {
 
 ZSTD_DCtx* thread_dctx() {
-  // One context per thread, reset before each frame: creating one costs more than
-  // decompressing a small member (a kernel record, the kernel table) does.
+  // One context per thread, its session reset before each frame (a frame abandoned by an
+  // exception leaves one half-read): creating one costs more than decompressing a small member
+  // does. Its one parameter is set once; nothing here changes it.
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx;
   if (!dctx) {
     dctx.reset(ZSTD_createDCtx());
-    if (!dctx) fail(Errc::internal, "zstd: cannot allocate a decompression context");
+    if (!dctx || ZSTD_isError(ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog))) {
+      dctx.reset();
+      fail(Errc::internal, "zstd: cannot allocate a decompression context");
+    }
   }
-  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
-  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
+  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_only);
   return dctx.get();
 }
 
