@@ -220,6 +220,11 @@ def main():
               f"{str(all(r['identical'] is True for r in rows)):>9} "
               + (f"{statistics.median(sum(rep['lookup_seconds'] for rep in r['reports']) for r in rows):9.3f}"
                  if rows[0].get("reports") is not None else f"{'-':>9}"))
+    for mode, rows in results.items():  # the last boot of each mode, by torch's own timers and counters
+        boot = rows[-1]["boot"]
+        phases = sorted(boot.get("torch_phases_s", {}).items(), key=lambda kv: -kv[1] if isinstance(kv[1], float) else 0)
+        print(f"{mode}: Inductor {boot.get('inductor_counters', {})}; torch phases (s) "
+              + ", ".join(f"{k} {v}" for k, v in phases[:8]))
     warm_med = statistics.median(kernels(r) for r in results["warm JIT"])
     for mode in [m for m in results if m.startswith("kiln")]:
         print(f"first compiled forward + first Triton and TileLang calls, {mode} / warm JIT: "

@@ -35,6 +35,9 @@ def start(directory, targets=()):
     from .jit import recorder
     # Read by TileLang at each lookup: set before its first kernel, wherever it was imported.
     os.environ["TILELANG_CACHE_DIR"] = recorder.tilelang_cache_dir(directory)
+    # Read by Inductor when it compiles a kernel: the cubins are where the capture's cache manager
+    # writes them, so Inductor bundles its kernels as statically launchable (recorder.py).
+    os.environ["TRITON_CACHE_DIR"] = recorder.triton_cache_dir(directory)
     from .jit import hooks, tilelang_hooks
     from .jit.boot_hook import when_imported
     session = recorder.CaptureSession(targets)
@@ -133,12 +136,12 @@ def main(argv=None):
         parser.error(f"{out} exists and is not empty: capture into a new folder")
     work = os.path.join(out, ".work")
     os.makedirs(work, exist_ok=True)
-    from .jit.recorder import tilelang_cache_dir
+    from .jit.recorder import tilelang_cache_dir, triton_cache_dir
     env = child_environment(os.environ, {
         "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target, "TILELANG_CACHE_DIR": tilelang_cache_dir(out),
         "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
         # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": os.path.join(work, "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": triton_cache_dir(out),
         # Compile in the app's own processes (Inductor's worker pool would compile in others).
         "TORCHINDUCTOR_COMPILE_THREADS": "1"})
     env.pop("KILN_SERVE", None)

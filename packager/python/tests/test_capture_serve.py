@@ -50,21 +50,23 @@ def captured(tmp_path_factory):
     root = tmp_path_factory.mktemp("capture")
     cli = kiln_cli()
     out = root / "app"
-    _python(f"""
-        import json, kiln.capture
+    ran = _python(f"""
+        import json, os, kiln.capture
         with kiln.capture.capture({str(out)!r}, targets=["sm_80"], package="test-app") as c:
             from jit_app import kernels
             kernels.compile_add()
             kernels.compile_scale()
             kernels.build_probe()
-        print(json.dumps(c.summary))
+            triton_cache_dir = os.environ.get("TRITON_CACHE_DIR")
+        print(json.dumps(dict(c.summary, triton_cache_dir=triton_cache_dir)))
     """)
     subprocess.run([cli, "keygen", "--out", str(root / "release")], check=True, capture_output=True)
     subprocess.run([cli, "keygen", "--out", str(root / "stranger")], check=True, capture_output=True)
     archive = root / "app.kiln"
     subprocess.run([cli, "pack", str(out / "kiln.toml"), "--key", str(root / "release.key"), "-o", str(archive), "-q"],
                    check=True, capture_output=True)
-    return {"root": root, "dir": out, "archive": archive, "trust": root / "release.pub", "cli": cli}
+    return {"root": root, "dir": out, "archive": archive, "trust": root / "release.pub", "cli": cli,
+            "triton_cache_dir": ran["triton_cache_dir"]}
 
 
 _SERVE = """
@@ -114,6 +116,13 @@ def test_capture_is_an_ordinary_package_of_every_specialisation(captured):
     add = [e for e in index["triton"].values() if e["kind"] == "kernel" and e["components"]["source"]["name"] == "add_kernel"]
     assert {e["components"]["arch"] for e in add} == {80, 90} and all(e["components"]["compiler_build"] for e in add)
     assert index["ptxas"]["90"]["version"].startswith("ptxas") and len(index["ptxas"]["90"]["sha256"]) == 64
+    # Where Inductor looks a cubin up to launch it statically and bundle it into torch.compile's
+    # artifacts (TRITON_CACHE_DIR/<KEY>/<name>.cubin) is where the capture wrote it.
+    for key, e in index["triton"].items():
+        if e["kind"] == "kernel":
+            name = e["group"][:-len(".json")] + ".cubin"
+            assert (pathlib.Path(captured["triton_cache_dir"]) / key / name).read_bytes() == \
+                (captured["dir"] / e["files"][name]).read_bytes()
     # the kiln command sees the captured kernels like any other: judged for an sm_90 fleet
     r = subprocess.run([captured["cli"], "preflight", str(captured["archive"]), "--trust", str(captured["trust"]),
                         "--target", "sm_90", "--json"], capture_output=True, text=True, check=True)
@@ -139,6 +148,41 @@ def test_a_served_lookup_is_the_captured_bytes_and_runs_no_program(captured):
     assert report["served"] == 3 and report["compiled"] == 0 and report["refused"] == 0
     assert report["triton_compilations"] == 0 and report["triton_cache_hits"] == 2
     assert r["programs"] == [] and report["programs"] == []  # no ptxas --version, gcc or `file`: nothing ran
+
+
+def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(captured):
+    """Inductor loads the kernels of its cache entries without asking Triton (cubins bundled in
+    torch.compile's artifact, launched statically). kiln admits one only where the archive holds
+    its entry and libkiln accepts that cubin for the device, and then writes the archive's cubin
+    where Inductor reads it; a kernel it does not admit is left to Triton's lookup. Judged here for
+    sm_90 and sm_80 with the captured add_kernel's own hashes (Inductor's shape of the call)."""
+    index = json.loads((captured["dir"] / "capture.json").read_text())
+    adds = {e["components"]["arch"]: (key, json.loads((captured["dir"] / e["files"][e["group"]]).read_text())["hash"],
+                                      (captured["dir"] / e["files"]["add_kernel.cubin"]).read_bytes())
+            for key, e in index["triton"].items() if e["kind"] == "kernel" and "add_kernel.cubin" in e["files"]}
+    body = """
+        from kiln.jit import triton_keys
+        s = kiln.serve.session()
+        here = s.served.dir
+        for arch, h in {hashes!r}.items():
+            result[arch] = s.admit_static_kernel(h, "add_kernel", here, triton_keys.base32, 0)
+            path = os.path.join(here, triton_keys.base32(h), "add_kernel.cubin")
+            result[arch + "-file"] = open(path, "rb").read().hex() if os.path.exists(path) else None
+        result["unknown"] = s.admit_static_kernel("ab" * 32, "add_kernel", here, triton_keys.base32, 0)
+        result["other-dir"] = s.admit_static_kernel({h90!r}, "add_kernel", "/tmp", triton_keys.base32, 0)
+        result["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"] == here
+    """.format(hashes={str(a): h for a, (_, h, _) in adds.items()}, h90=adds[90][1])
+    on90 = _serve(captured, body, target="sm_90")
+    on80 = _serve(captured, body, target="sm_80")
+    assert on90["90"] is True and bytes.fromhex(on90["90-file"]) == adds[90][2]  # the archive's own cubin
+    # Another major's code (CUDA's rule, libkiln's verdict): left to Triton, nothing written.
+    assert on90["80"] is False and on90["80-file"] is None
+    assert on80["90"] is False and on80["90-file"] is None
+    assert on80["80"] is True and bytes.fromhex(on80["80-file"]) == adds[80][2]
+    assert on90["unknown"] is False and on90["other-dir"] is False and on90["TRITON_CACHE_DIR"] is True
+    served = {e["key"] for e in on90["report"]["events"] if e["outcome"] == "served"}
+    assert served == {adds[90][0]} and on90["report"]["refused"] == 0
+    assert any("not kiln's folder" in n for n in on90["report"]["notes"])
 
 
 def test_every_miss_is_refused_with_the_component_that_differs(captured):

@@ -156,10 +156,22 @@ def main():
         with open(os.environ["KILN_APP_PROFILE"], "w") as f:
             f.write(text.getvalue())
     torch.save({k: v.cpu() for k, v in outputs.items()}, out)
+    # Where torch.compile's part of the first forward went, by torch's own phase timers, and how
+    # Inductor got its kernels (statically launched from its cache entries, or loaded from source).
+    phases, inductor = {}, {}
+    try:
+        from torch._dynamo.utils import compile_times, counters
+        names, values = compile_times(repr="csv", aggregate=True)
+        phases = {n: round(float(v), 3) for n, v in zip(names, values) if float(v) >= 0.005}
+        inductor = {k: v for k, v in counters["inductor"].items()
+                    if k.startswith(("triton_bundler", "async_compile", "fxgraph_cache"))}
+    except Exception as e:  # diagnostics only: a torch without them still boots the app
+        phases = {"unavailable": repr(e)[:200]}
     print("BOOT " + json.dumps({"first_output_s": round(first_output_s, 3), "imports_s": round(imports_s, 3),
                                 "first_forward_s": round(forward_s, 3), "first_triton_calls_s": round(triton_s, 3),
                                 "first_tilelang_call_s": round(tilelang_s, 3), "tilelang": tilelang is not None,
-                                "compilations_in_process": _compiles[0], "programs": _programs}), flush=True)
+                                "compilations_in_process": _compiles[0], "programs": _programs,
+                                "torch_phases_s": phases, "inductor_counters": inductor}), flush=True)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,9 @@ def scan(root):
     taken = set()
     for folder in sorted(glob.glob(os.path.join(root, "triton", "*"))):
         key = os.path.basename(folder)
+        if key.startswith("tmp."):  # Inductor's TritonBundler writing an entry it then renames
+            found["skipped"].append({"key": key, "why": "a temporary folder of Inductor's, not a cache entry"})
+            continue
         files = sorted(f for f in os.listdir(folder) if not f.startswith(".tmp-"))
         member = lambda f: f"triton/{key}/{f}"  # noqa: E731
         groups = [f for f in files if f.startswith("__grp__")]

@@ -4,7 +4,8 @@ the capture folder, and the hooks that note each key's components beside it.
 Layout of a capture folder while the app runs (several processes may write it at once):
 
     triton/<KEY>/<file>      what Triton put under cache key KEY (kernel files, host modules,
-                             autotune results), byte for byte
+                             autotune results), byte for byte; also TRITON_CACHE_DIR, where
+                             Inductor finds the cubins it launches statically
     keys/<KEY>.json          the key's components (triton_keys.py), written before Triton looks it up
     .work/tilelang/          TileLang's cache folder (TILELANG_CACHE_DIR) while the app runs
     tilelang-keys/<KEY>.json the components of each TileLang key (tilelang_keys.py)
@@ -19,6 +20,14 @@ import threading
 from .files import safe_name, write_atomic
 
 CAPTURE_DIR_ENV = "KILN_CAPTURE_DIR"
+
+
+def triton_cache_dir(root):
+    """TRITON_CACHE_DIR while capturing: the folder CaptureCacheManager writes Triton's entries into
+    (<root>/triton/<KEY>/<file>, Triton's own layout). Inductor looks a kernel's cubin up there to
+    launch it statically and to bundle it, cubin included, into torch.compile's cache artifacts; a
+    cubin it cannot find there makes Inductor load that kernel from its source at every boot."""
+    return os.path.join(root, "triton")
 
 
 def tilelang_cache_dir(root):

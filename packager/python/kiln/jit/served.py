@@ -376,6 +376,44 @@ class ServeSession:
                    "TILELANG_DISABLE_CACHE), so nothing can be served to it", cache="TileLang")
         self.report.tilelang_compilations += 1
 
+    # -- Inductor's statically launched kernels -------------------------------------------------
+    def admit_static_kernel(self, kernel_hash, name, cache_dir, path_key, device):
+        """Before Inductor loads a kernel from torch.compile's artifacts as statically launchable
+        (its cubin bundled in the artifact, launched without asking Triton): True once the archive's
+        Triton entry for it has been found, libkiln's resolver has accepted that entry's cubin for
+        `device`, and the verified cubin lies where Inductor reads it (`cache_dir`/<KEY>/<name>.cubin,
+        which must be kiln's own folder). False otherwise, and Inductor then loads the kernel
+        through Triton, where kiln answers or refuses it, with its reason, as any lookup."""
+        started = time.perf_counter()
+        try:
+            private = os.path.realpath(self.served.dir)
+            if os.path.realpath(cache_dir) != private:
+                self._note_once("static-dir", f"Inductor reads its statically launched kernels from {cache_dir}, "
+                                              f"not kiln's folder {private} (TRITON_CACHE_DIR was changed after kiln "
+                                              "serve started): they are loaded through Triton instead")
+                return False
+            key = path_key(kernel_hash)
+            entry = self.served.entries.get(key)
+            filename = f"{name}.cubin"
+            if entry is None or entry.get("kind") != "kernel" or filename not in entry["files"]:
+                return False
+            ok, _ = self.served.arch_verdict(entry["kernel"], device)
+            if not ok:
+                return False
+            self.served.materialise(key, filename)
+            components = entry.get("components") or {}
+            self.report.record("served", "kernel", (components.get("source") or {}).get("name") or entry["kernel"], key)
+            return True
+        finally:
+            self.report.add_time(time.perf_counter() - started)
+
+    def _note_once(self, tag, text):
+        with self.report._lock:
+            if tag in self.report._seen:
+                return
+            self.report._seen.add(tag)
+        self.note(text)
+
     # -- lookups -------------------------------------------------------------------------------
     def _device(self):
         if self.served.target is not None:
