@@ -5,6 +5,7 @@ under torch.compile, autotune, launches) is ci/gpu-app-boot.sh's, on the H200.""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,29 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
     served = {e["key"] for e in on90["report"]["events"] if e["outcome"] == "served"}
     assert served == {adds[90][0]} and on90["report"]["refused"] == 0
     assert any("not kiln's folder" in n for n in on90["report"]["notes"])
+
+
+def test_a_statically_launched_kernel_whose_entry_names_no_kernel_is_left_to_triton(captured, tmp_path):
+    """A signed capture.json whose entry names a manifest kernel the archive lacks: libkiln cannot
+    judge it, so Inductor is not handed it; the Triton lookup it is left to refuses it."""
+    changed = tmp_path / "changed"
+    shutil.copytree(captured["dir"], changed)
+    index = json.loads((changed / "capture.json").read_text())
+    key, entry = next((k, e) for k, e in index["triton"].items()
+                      if e["kind"] == "kernel" and e["components"]["arch"] == 90 and "add_kernel.cubin" in e["files"])
+    entry["kernel"] = "no_such_kernel"
+    (changed / "capture.json").write_text(json.dumps(index))
+    archive = _repack(captured, changed, tmp_path / "changed.kiln")
+    h = json.loads((changed / entry["files"][entry["group"]]).read_text())["hash"]
+    r = _serve(captured, f"""
+        from kiln.jit import triton_keys
+        s = kiln.serve.session()
+        result["admitted"] = s.admit_static_kernel({h!r}, "add_kernel", s.served.dir, triton_keys.base32, 0)
+        result["file"] = os.path.exists(os.path.join(s.served.dir, {key!r}, "add_kernel.cubin"))
+        attempt("add", kernels.compile_add)
+    """, archive=archive)
+    assert r["admitted"] is False and r["file"] is False
+    assert r["add"]["ok"] is False and r["add"]["reason"] == "arch" and "no_such_kernel" in r["add"]["message"], r["add"]
 
 
 def test_every_miss_is_refused_with_the_component_that_differs(captured):

@@ -397,10 +397,15 @@ class ServeSession:
             filename = f"{name}.cubin"
             if entry is None or entry.get("kind") != "kernel" or filename not in entry["files"]:
                 return False
-            ok, _ = self.served.arch_verdict(entry["kernel"], device)
-            if not ok:
+            try:
+                ok, _ = self.served.arch_verdict(entry["kernel"], device)
+                if not ok:
+                    return False
+                self.served.materialise(key, filename)
+            except Exception as e:  # the Triton lookup this leaves the kernel to meets it again and says so
+                self._note_once(f"static:{key}", f"Inductor's statically launched kernel {name!r} (key {key}) is "
+                                                 f"left to Triton's lookup: {e}")
                 return False
-            self.served.materialise(key, filename)
             components = entry.get("components") or {}
             self.report.record("served", "kernel", (components.get("source") or {}).get("name") or entry["kernel"], key)
             return True
