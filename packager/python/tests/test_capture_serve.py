@@ -170,6 +170,8 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
             path = os.path.join(here, triton_keys.base32(h), "add_kernel.cubin")
             result[arch + "-file"] = open(path, "rb").read().hex() if os.path.exists(path) else None
         result["unknown"] = s.admit_static_kernel("ab" * 32, "add_kernel", here, triton_keys.base32, 0)
+        result["not-hex"] = s.admit_static_kernel("../x", "add_kernel", here, triton_keys.base32, 0)
+        result["climbing"] = s.admit_static_kernel({h90!r}, "../add_kernel", here, triton_keys.base32, 0)
         result["other-dir"] = s.admit_static_kernel({h90!r}, "add_kernel", "/tmp", triton_keys.base32, 0)
         result["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"] == here
     """.format(hashes={str(a): h for a, (_, h, _) in adds.items()}, h90=adds[90][1])
@@ -181,6 +183,7 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
     assert on80["90"] is False and on80["90-file"] is None
     assert on80["80"] is True and bytes.fromhex(on80["80-file"]) == adds[80][2]
     assert on90["unknown"] is False and on90["other-dir"] is False and on90["TRITON_CACHE_DIR"] is True
+    assert on90["not-hex"] is False and on90["climbing"] is False  # names from the artifact, not matched: refused
     served = {e["key"] for e in on90["report"]["events"] if e["outcome"] == "served"}
     assert served == {adds[90][0]} and on90["report"]["refused"] == 0
     assert any("not kiln's folder" in n for n in on90["report"]["notes"])

@@ -392,19 +392,21 @@ class ServeSession:
                                               f"not kiln's folder {private} (TRITON_CACHE_DIR was changed after kiln "
                                               "serve started): they are loaded through Triton instead")
                 return False
-            key = path_key(kernel_hash)
-            entry = self.served.entries.get(key)
-            filename = f"{name}.cubin"
-            if entry is None or entry.get("kind") != "kernel" or filename not in entry["files"]:
-                return False
+            # The hash and name come from a signed artifact, but a signer is trusted with bytes, not
+            # with names: anything kiln cannot match to an entry's own file is left to Triton.
             try:
+                key = path_key(kernel_hash)
+                entry = self.served.entries.get(key)
+                filename = f"{name}.cubin"
+                if entry is None or entry.get("kind") != "kernel" or filename not in entry["files"]:
+                    return False
                 ok, _ = self.served.arch_verdict(entry["kernel"], device)
                 if not ok:
                     return False
                 self.served.materialise(key, filename)
             except Exception as e:  # the Triton lookup this leaves the kernel to meets it again and says so
-                self._note_once(f"static:{key}", f"Inductor's statically launched kernel {name!r} (key {key}) is "
-                                                 f"left to Triton's lookup: {e}")
+                self._note_once(f"static:{kernel_hash!r}", f"Inductor's statically launched kernel {name!r} (hash "
+                                                           f"{kernel_hash!r}) is left to Triton's lookup: {e}")
                 return False
             components = entry.get("components") or {}
             self.report.record("served", "kernel", (components.get("source") or {}).get("name") or entry["kernel"], key)
