@@ -425,3 +425,52 @@ def test_a_capture_of_an_app_that_compiled_nothing_says_so(tmp_path):
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 3 and "no Triton or TileLang kernel was compiled while the app ran" in r.stderr, r.stderr
     assert not (tmp_path / "cap" / "kiln.toml").exists()
+
+
+def _gpu_torch():
+    """Skips unless torch with a CUDA GPU is here (asked in a fresh process: CUDA is never
+    initialised in the test runner)."""
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True,
+                       text=True, timeout=300)
+    if r.stdout.strip() != "True":
+        pytest.skip("needs torch with a CUDA GPU (torch.compile's graphs are compiled for a device)")
+
+
+_COMPILED = ("import sys, torch\n"
+             "f = torch.compile(lambda x: torch.sin(x) * {scale} + 1)\n"
+             "print(float(f(torch.ones(1000, device='cuda')).sum()))\n")
+
+
+def test_a_torch_compile_miss_says_on_which_gpu_the_graphs_were_captured(tmp_path):
+    """Inductor keys its graphs by the GPU's name: served on another GPU model, it compiles them
+    again and their kernels are misses whatever --target cross-compiled. The miss says so, naming
+    both GPUs, where the archive's pinned capture GPU is not this one; not where it is."""
+    _gpu_torch()
+    cli = kiln_cli()
+    cap = tmp_path / "cap"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
+    subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(cap), "--", sys.executable, "-c",
+                    _COMPILED.format(scale=2)], check=True, capture_output=True, env=env, timeout=600)
+    subprocess.run([cli, "keygen", "--out", str(tmp_path / "k")], check=True, capture_output=True)
+    index = json.loads((cap / "capture.json").read_text())
+    assert index["torch"] and index["toolchain"]["capture_gpu"]
+    archives = {}
+    for tag, gpu in (("same", index["toolchain"]["capture_gpu"]), ("other", "NVIDIA A100-SXM4-80GB")):
+        index["toolchain"]["capture_gpu"] = gpu
+        (cap / "capture.json").write_text(json.dumps(index))
+        archives[tag] = tmp_path / f"{tag}.kiln"
+        subprocess.run([cli, "pack", str(cap / "kiln.toml"), "--key", str(tmp_path / "k.key"), "-o",
+                        str(archives[tag]), "-q"], check=True, capture_output=True)
+    outs = {}
+    for tag, archive in archives.items():  # a graph the capture never compiled: its kernel is a miss
+        r = subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(tmp_path / "k.pub"), "--",
+                            sys.executable, "-c", _COMPILED.format(scale=3)], capture_output=True, text=True, env=env,
+                           timeout=600)
+        outs[tag] = (r.returncode, r.stdout + r.stderr)
+    code, text = outs["other"]
+    assert code != 0 and "is not in archive" in text, text[-3000:]
+    assert "graphs were captured on NVIDIA A100-SXM4-80GB and this GPU is" in text, text[-3000:]
+    code, text = outs["same"]
+    assert code != 0 and "is not in archive" in text and "graphs were captured on" not in text, text[-3000:]

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -285,6 +286,7 @@ class ServeSession:
         self.asked_tilelang = {}
         self.tilelang_build = None  # set by tilelang_hooks.install: this process's TileLang build pin
         self.fallback_dir = None
+        self._graph_gpu_hint = None
 
     # -- hooks ---------------------------------------------------------------------------------
     def installed(self):
@@ -480,7 +482,32 @@ class ServeSession:
             return "kernel", asked["source"]["name"]
         return "file", filename.rsplit(".", 1)[0]
 
+    def _graph_gpu(self):
+        """Where torch.compile's artifacts were captured on another GPU model than this process's:
+        a line saying so (noted once in the report), else ''. Inductor keys its graphs by the GPU's
+        name, so there it compiles them again and their kernels are misses, whatever --target
+        cross-compiled. Read from torch only once it has initialised CUDA itself."""
+        if self._graph_gpu_hint is None:
+            hint = ""
+            captured = (self.served.index.get("toolchain") or {}).get("capture_gpu")
+            torch = sys.modules.get("torch")
+            if self.served.index.get("torch") and captured and torch is not None and self.served.target is None:
+                try:
+                    here = torch.cuda.get_device_name(torch.cuda.current_device()) \
+                        if torch.cuda.is_initialized() else None
+                except Exception:  # no answer from torch: no hint, the miss still says what differs
+                    here = None
+                if here and here != captured:
+                    hint = (f"torch.compile's graphs were captured on {captured} and this GPU is {here}: Inductor keys "
+                            "its graphs by the GPU's name and compiles them again here, so their kernels are not in "
+                            "the archive (capture the app on each GPU model it runs on)")
+                    self.note(hint)
+            self._graph_gpu_hint = hint
+        return self._graph_gpu_hint
+
     def _miss(self, what, name, key, reason, detail, cache="Triton"):
+        if what == "kernel" and cache == "Triton" and self._graph_gpu():
+            detail = f"{detail}; {self._graph_gpu()}"
         message = (f"kiln serve: {what} {name!r} ({cache} cache key {key}) is not in archive "
                    f"{self.served.archive.digest}: {reason}: {detail}")
         if self.policy == "refuse":
