@@ -184,8 +184,8 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
     assert on80["80"] is True and bytes.fromhex(on80["80-file"]) == adds[80][2]
     assert on90["unknown"] is False and on90["other-dir"] is False and on90["TRITON_CACHE_DIR"] is True
     assert on90["not-hex"] is False and on90["climbing"] is False  # names from the artifact, not matched: refused
-    served = {e["key"] for e in on90["report"]["events"] if e["outcome"] == "served"}
-    assert served == {adds[90][0]} and on90["report"]["refused"] == 0
+    served = {(e["key"], e["what"]) for e in on90["report"]["events"] if e["outcome"] == "served"}
+    assert served == {(adds[90][0], "statically launched kernel")} and on90["report"]["refused"] == 0
     assert any("not kiln's folder" in n for n in on90["report"]["notes"])
 
 
