@@ -411,7 +411,8 @@ class ServeSession:
                                                            f"{kernel_hash!r}) is left to Triton's lookup: {e}")
                 return False
             components = entry.get("components") or {}
-            self.report.record("served", "statically launched kernel", (components.get("source") or {}).get("name") or entry["kernel"], key)
+            name = (components.get("source") or {}).get("name") or entry["kernel"]
+            self.report.record("served", "statically launched kernel", name, key)
             return True
         finally:
             self.report.add_time(time.perf_counter() - started)
