@@ -498,7 +498,9 @@ class ServeSession:
                         if torch.cuda.is_initialized() else None
                 except Exception:  # no answer from torch: no hint, the miss still says what differs
                     here = None
-                if here and here != captured:
+                if here is None:
+                    return ""  # asked again at the next miss, once torch may have a device
+                if here != captured:
                     hint = (f"torch.compile's graphs were captured on {captured} and this GPU is {here}: Inductor keys "
                             "its graphs by the GPU's name and compiles them again here, so their kernels are not in "
                             "the archive (capture the app on each GPU model it runs on)")
