@@ -172,7 +172,13 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
         result["unknown"] = s.admit_static_kernel("ab" * 32, "add_kernel", here, triton_keys.base32, 0)
         result["not-hex"] = s.admit_static_kernel("../x", "add_kernel", here, triton_keys.base32, 0)
         result["climbing"] = s.admit_static_kernel({h90!r}, "../add_kernel", here, triton_keys.base32, 0)
-        result["other-dir"] = s.admit_static_kernel({h90!r}, "add_kernel", "/tmp", triton_keys.base32, 0)
+        import tempfile
+        moved = tempfile.mkdtemp()  # the app set TRITON_CACHE_DIR itself: a stale file lies there
+        stale = os.path.join(moved, triton_keys.base32({h90!r}), "add_kernel.cubin")
+        os.makedirs(os.path.dirname(stale))
+        open(stale, "wb").write(b"not the archive's cubin")
+        result["other-dir"] = s.admit_static_kernel({h90!r}, "add_kernel", moved, triton_keys.base32, 0)
+        result["other-dir-file"] = open(stale, "rb").read().hex()
         result["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"] == here
     """.format(hashes={str(a): h for a, (_, h, _) in adds.items()}, h90=adds[90][1])
     on90 = _serve(captured, body, target="sm_90")
@@ -182,11 +188,13 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
     assert on90["80"] is False and on90["80-file"] is None
     assert on80["90"] is False and on80["90-file"] is None
     assert on80["80"] is True and bytes.fromhex(on80["80-file"]) == adds[80][2]
-    assert on90["unknown"] is False and on90["other-dir"] is False and on90["TRITON_CACHE_DIR"] is True
+    assert on90["unknown"] is False and on90["TRITON_CACHE_DIR"] is True
+    # Where Inductor reads from another folder, the archive's cubin is written there over what lay there.
+    assert on90["other-dir"] is True and bytes.fromhex(on90["other-dir-file"]) == adds[90][2]
     assert on90["not-hex"] is False and on90["climbing"] is False  # names from the artifact, not matched: refused
     served = {(e["key"], e["what"]) for e in on90["report"]["events"] if e["outcome"] == "served"}
     assert served == {(adds[90][0], "statically launched kernel")} and on90["report"]["refused"] == 0
-    assert any("not kiln's folder" in n for n in on90["report"]["notes"])
+    assert any("not kiln's folder" in n and "replacing whatever lay there" in n for n in on90["report"]["notes"])
 
 
 def test_a_statically_launched_kernel_whose_entry_names_no_kernel_is_left_to_triton(captured, tmp_path):
@@ -440,7 +448,7 @@ def _gpu_torch():
 
 _COMPILED = ("import sys, torch\n"
              "f = torch.compile(lambda x: torch.sin(x) * {scale} + 1)\n"
-             "print(float(f(torch.ones(1000, device='cuda')).sum()))\n")
+             "print('RESULT', float(f(torch.ones(1000, device='cuda')).sum()))\n")
 
 
 def test_a_torch_compile_miss_says_on_which_gpu_the_graphs_were_captured(tmp_path):
@@ -475,3 +483,38 @@ def test_a_torch_compile_miss_says_on_which_gpu_the_graphs_were_captured(tmp_pat
     assert "graphs were captured on NVIDIA A100-SXM4-80GB and this GPU is" in text, text[-3000:]
     code, text = outs["same"]
     assert code != 0 and "is not in archive" in text and "graphs were captured on" not in text, text[-3000:]
+
+
+def test_an_app_that_moves_triton_cache_dir_still_launches_only_the_archives_cubins(tmp_path):
+    """Inductor launches a kernel statically from the cubin file it finds under TRITON_CACHE_DIR, not
+    from the bytes Triton was handed. An app that sets TRITON_CACHE_DIR itself, to a folder where a
+    file of the same name holds something else, still runs the archive's code: kiln writes the
+    verified cubin there before Inductor reads it (without that, the planted bytes are loaded)."""
+    _gpu_torch()
+    cli = kiln_cli()
+    cap = tmp_path / "cap"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
+    captured = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(cap), "--", sys.executable, "-c",
+                               _COMPILED.format(scale=2)], check=True, capture_output=True, text=True, env=env,
+                              timeout=600)
+    subprocess.run([cli, "keygen", "--out", str(tmp_path / "k")], check=True, capture_output=True)
+    archive = tmp_path / "app.kiln"
+    subprocess.run([cli, "pack", str(cap / "kiln.toml"), "--key", str(tmp_path / "k.key"), "-o", str(archive), "-q"],
+                   check=True, capture_output=True)
+    moved = tmp_path / "apps-own-triton-cache"
+    planted = []
+    for key, e in json.loads((cap / "capture.json").read_text())["triton"].items():
+        for name in e["files"]:
+            if name.endswith(".cubin"):
+                planted.append((moved / key / name, (cap / e["files"][name]).read_bytes()))
+                planted[-1][0].parent.mkdir(parents=True, exist_ok=True)
+                planted[-1][0].write_bytes(b"\x7fELF not the archive's cubin")
+    assert planted
+    app = f"import os\nos.environ['TRITON_CACHE_DIR'] = {str(moved)!r}\n" + _COMPILED.format(scale=2)
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(tmp_path / "k.pub"), "--",
+                        sys.executable, "-c", app], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    result = lambda out: [line for line in out.splitlines() if line.startswith("RESULT ")]  # noqa: E731
+    assert result(r.stdout) == result(captured.stdout) and result(r.stdout), r.stdout  # the captured run's
+    assert any(path.read_bytes() == good for path, good in planted)  # replaced by the archive's bytes

@@ -224,6 +224,17 @@ class ServedArchive:
             return path
 
 
+    def place(self, key, filename, folder):
+        """The verified member triton/<key>/<filename> at folder/<key>/<filename>: kiln's own copy
+        where `folder` is kiln's folder, else written there as well (an app that set
+        TRITON_CACHE_DIR itself has Inductor read cubins from its folder, and whatever lies there
+        is replaced by the archive's bytes). Returns the path."""
+        if os.path.realpath(folder) == os.path.realpath(self.dir):
+            return self.materialise(key, filename)
+        data = self.archive.read(self.entries[key]["files"][filename])   # digests checked by libkiln first
+        return write_atomic(os.path.join(folder, safe_name(key, "Triton cache key"),
+                                         safe_name(filename, "Triton cache file")), data, mode=0o600)
+
     def _remove_folders(self):
         for folder in (self.dir, self._tilelang_dir):
             if folder:
@@ -383,17 +394,11 @@ class ServeSession:
         """Before Inductor loads a kernel from torch.compile's artifacts as statically launchable
         (its cubin bundled in the artifact, launched without asking Triton): True once the archive's
         Triton entry for it has been found, libkiln's resolver has accepted that entry's cubin for
-        `device`, and the verified cubin lies where Inductor reads it (`cache_dir`/<KEY>/<name>.cubin,
-        which must be kiln's own folder). False otherwise, and Inductor then loads the kernel
-        through Triton, where kiln answers or refuses it, with its reason, as any lookup."""
+        `device`, and the verified cubin lies where Inductor reads it (`cache_dir`/<KEY>/<name>.cubin).
+        False otherwise, and Inductor then loads the kernel through Triton, where kiln answers or
+        refuses it, with its reason, as any lookup."""
         started = time.perf_counter()
         try:
-            private = os.path.realpath(self.served.dir)
-            if os.path.realpath(cache_dir) != private:
-                self._note_once("static-dir", f"Inductor reads its statically launched kernels from {cache_dir}, "
-                                              f"not kiln's folder {private} (TRITON_CACHE_DIR was changed after kiln "
-                                              "serve started): they are loaded through Triton instead")
-                return False
             # The hash and name come from a signed artifact, but a signer is trusted with bytes, not
             # with names: anything kiln cannot match to an entry's own file is left to Triton.
             try:
@@ -405,7 +410,7 @@ class ServeSession:
                 ok, _ = self.served.arch_verdict(entry["kernel"], device)
                 if not ok:
                     return False
-                self.served.materialise(key, filename)
+                self._place_for_inductor(key, filename, cache_dir)
             except Exception as e:  # the Triton lookup this leaves the kernel to meets it again and says so
                 self._note_once(f"static:{kernel_hash!r}", f"Inductor's statically launched kernel {name!r} (hash "
                                                            f"{kernel_hash!r}) is left to Triton's lookup: {e}")
@@ -416,6 +421,25 @@ class ServeSession:
             return True
         finally:
             self.report.add_time(time.perf_counter() - started)
+
+    def _place_for_inductor(self, key, filename, folder):
+        """The archive's cubin where Inductor will read it: Inductor launches a kernel statically
+        from the file it finds at TRITON_CACHE_DIR/<KEY>/<name>.cubin, not from the bytes Triton
+        was handed, so that file is kiln's whichever folder the app has made TRITON_CACHE_DIR."""
+        if os.path.realpath(folder) != os.path.realpath(self.served.dir):
+            self._note_once("moved-dir", f"TRITON_CACHE_DIR is {folder}, not kiln's folder {self.served.dir} (the app "
+                                         "set it after kiln serve started): kiln writes there the verified cubin of "
+                                         "each kernel Inductor may launch from it, replacing whatever lay there")
+        return self.served.place(key, filename, folder)
+
+    def _inductor_triton_dir(self):
+        """The folder Inductor reads cubins from for this process's device (torch's own
+        triton_cache_dir, as it will compute it), or None where Inductor is not loaded."""
+        for module in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils"):
+            utils = sys.modules.get(module)
+            if utils is not None and hasattr(utils, "triton_cache_dir"):
+                return utils.triton_cache_dir(self._device())
+        return None
 
     def _note_once(self, tag, text):
         with self.report._lock:
@@ -467,6 +491,11 @@ class ServeSession:
                 raise ValueError(f"kiln serve: archive {self.served.archive.digest}: the group of {name!r} "
                                  f"(key {key}) names {unknown}, which its entry in capture.json does not hold")
             paths = {child: self.served.materialise(key, child) for child in group_names}
+            inductor_dir = self._inductor_triton_dir()
+            if inductor_dir is not None and os.path.realpath(inductor_dir) != os.path.realpath(self.served.dir):
+                for child in group_names:
+                    if child.endswith(".cubin"):
+                        self._place_for_inductor(key, child, inductor_dir)
             self.report.record("served", what, name, key)
             return paths
         path = self.served.materialise(key, filename)
