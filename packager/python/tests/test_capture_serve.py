@@ -179,6 +179,13 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
         open(stale, "wb").write(b"not the archive's cubin")
         result["other-dir"] = s.admit_static_kernel({h90!r}, "add_kernel", moved, triton_keys.base32, 0)
         result["other-dir-file"] = open(stale, "rb").read().hex()
+        blocked = tempfile.mkdtemp()  # where the cubin would go, a folder: kiln cannot write it (even as root)
+        os.makedirs(os.path.join(blocked, triton_keys.base32({h90!r}), "add_kernel.cubin"))
+        try:
+            s._place_for_inductor(triton_keys.base32({h90!r}), "add_kernel.cubin", blocked)
+            result["unwritable"] = None
+        except ValueError as e:
+            result["unwritable"] = str(e)
         result["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"] == here
     """.format(hashes={str(a): h for a, (_, h, _) in adds.items()}, h90=adds[90][1])
     on90 = _serve(captured, body, target="sm_90")
@@ -191,6 +198,7 @@ def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(c
     assert on90["unknown"] is False and on90["TRITON_CACHE_DIR"] is True
     # Where Inductor reads from another folder, the archive's cubin is written there over what lay there.
     assert on90["other-dir"] is True and bytes.fromhex(on90["other-dir-file"]) == adds[90][2]
+    assert "cannot write the verified cubin of add_kernel.cubin" in on90["unwritable"], on90["unwritable"]
     assert on90["not-hex"] is False and on90["climbing"] is False  # names from the artifact, not matched: refused
     served = {(e["key"], e["what"]) for e in on90["report"]["events"] if e["outcome"] == "served"}
     assert served == {(adds[90][0], "statically launched kernel")} and on90["report"]["refused"] == 0

@@ -430,7 +430,12 @@ class ServeSession:
             self._note_once("moved-dir", f"TRITON_CACHE_DIR is {folder}, not kiln's folder {self.served.dir} (the app "
                                          "set it after kiln serve started): kiln writes there the verified cubin of "
                                          "each kernel Inductor may launch from it, replacing whatever lay there")
-        return self.served.place(key, filename, folder)
+        try:
+            return self.served.place(key, filename, folder)
+        except OSError as e:
+            raise ValueError(f"kiln serve: Inductor launches kernels from the cubins in {folder} (TRITON_CACHE_DIR) "
+                             f"and kiln cannot write the verified cubin of {filename} there ({e}); make that folder "
+                             "writable, or leave TRITON_CACHE_DIR to kiln serve") from None
 
     def _inductor_triton_dir(self):
         """The folder Inductor reads cubins from for this process's device (torch's own
