@@ -459,32 +459,48 @@ _COMPILED = ("import sys, torch\n"
              "print('RESULT', float(f(torch.ones(1000, device='cuda')).sum()))\n")
 
 
+class _TorchApp:
+    """A torch.compile'd function captured with `python -m kiln.capture` in `root`, a signing key,
+    and the commands to pack the capture and to serve a script from an archive."""
+
+    def __init__(self, root):
+        _gpu_torch()
+        self.root, self.cli, self.cap = root, kiln_cli(), root / "cap"
+        self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(root / "t"),
+                        TORCHINDUCTOR_CACHE_DIR=str(root / "i"))
+        self.captured = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(self.cap), "--",
+                                        sys.executable, "-c", _COMPILED.format(scale=2)], check=True,
+                                       capture_output=True, text=True, env=self.env, timeout=600)
+        subprocess.run([self.cli, "keygen", "--out", str(root / "k")], check=True, capture_output=True)
+        self.index = json.loads((self.cap / "capture.json").read_text())
+
+    def pack(self, name):
+        archive = self.root / f"{name}.kiln"
+        subprocess.run([self.cli, "pack", str(self.cap / "kiln.toml"), "--key", str(self.root / "k.key"), "-o",
+                        str(archive), "-q"], check=True, capture_output=True)
+        return archive
+
+    def serve(self, archive, script):
+        return subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(self.root / "k.pub"),
+                               "--", sys.executable, "-c", script], capture_output=True, text=True, env=self.env,
+                              timeout=600)
+
+
+def _results(output):
+    return [line for line in output.splitlines() if line.startswith("RESULT ")]
+
+
 def test_a_torch_compile_miss_says_on_which_gpu_the_graphs_were_captured(tmp_path):
     """Inductor keys its graphs by the GPU's name: served on another GPU model, it compiles them
     again and their kernels are misses whatever --target cross-compiled. The miss says so, naming
     both GPUs, where the archive's pinned capture GPU is not this one; not where it is."""
-    _gpu_torch()
-    cli = kiln_cli()
-    cap = tmp_path / "cap"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(tmp_path / "t"),
-               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
-    subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(cap), "--", sys.executable, "-c",
-                    _COMPILED.format(scale=2)], check=True, capture_output=True, env=env, timeout=600)
-    subprocess.run([cli, "keygen", "--out", str(tmp_path / "k")], check=True, capture_output=True)
-    index = json.loads((cap / "capture.json").read_text())
-    assert index["torch"] and index["toolchain"]["capture_gpu"]
-    archives = {}
-    for tag, gpu in (("same", index["toolchain"]["capture_gpu"]), ("other", "NVIDIA A100-SXM4-80GB")):
-        index["toolchain"]["capture_gpu"] = gpu
-        (cap / "capture.json").write_text(json.dumps(index))
-        archives[tag] = tmp_path / f"{tag}.kiln"
-        subprocess.run([cli, "pack", str(cap / "kiln.toml"), "--key", str(tmp_path / "k.key"), "-o",
-                        str(archives[tag]), "-q"], check=True, capture_output=True)
+    app = _TorchApp(tmp_path)
+    assert app.index["torch"] and app.index["toolchain"]["capture_gpu"]
     outs = {}
-    for tag, archive in archives.items():  # a graph the capture never compiled: its kernel is a miss
-        r = subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(tmp_path / "k.pub"), "--",
-                            sys.executable, "-c", _COMPILED.format(scale=3)], capture_output=True, text=True, env=env,
-                           timeout=600)
+    for tag, gpu in (("same", app.index["toolchain"]["capture_gpu"]), ("other", "NVIDIA A100-SXM4-80GB")):
+        app.index["toolchain"]["capture_gpu"] = gpu
+        (app.cap / "capture.json").write_text(json.dumps(app.index))
+        r = app.serve(app.pack(tag), _COMPILED.format(scale=3))  # a graph the capture never compiled: a miss
         outs[tag] = (r.returncode, r.stdout + r.stderr)
     code, text = outs["other"]
     assert code != 0 and "is not in archive" in text, text[-3000:]
@@ -498,31 +514,18 @@ def test_an_app_that_moves_triton_cache_dir_still_launches_only_the_archives_cub
     from the bytes Triton was handed. An app that sets TRITON_CACHE_DIR itself, to a folder where a
     file of the same name holds something else, still runs the archive's code: kiln writes the
     verified cubin there before Inductor reads it (without that, the planted bytes are loaded)."""
-    _gpu_torch()
-    cli = kiln_cli()
-    cap = tmp_path / "cap"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(tmp_path / "t"),
-               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
-    captured = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(cap), "--", sys.executable, "-c",
-                               _COMPILED.format(scale=2)], check=True, capture_output=True, text=True, env=env,
-                              timeout=600)
-    subprocess.run([cli, "keygen", "--out", str(tmp_path / "k")], check=True, capture_output=True)
-    archive = tmp_path / "app.kiln"
-    subprocess.run([cli, "pack", str(cap / "kiln.toml"), "--key", str(tmp_path / "k.key"), "-o", str(archive), "-q"],
-                   check=True, capture_output=True)
+    app = _TorchApp(tmp_path)
     moved = tmp_path / "apps-own-triton-cache"
     planted = []
-    for key, e in json.loads((cap / "capture.json").read_text())["triton"].items():
-        for name in e["files"]:
-            if name.endswith(".cubin"):
-                planted.append((moved / key / name, (cap / e["files"][name]).read_bytes()))
-                planted[-1][0].parent.mkdir(parents=True, exist_ok=True)
-                planted[-1][0].write_bytes(b"\x7fELF not the archive's cubin")
+    for key, e in app.index["triton"].items():
+        for name in (n for n in e["files"] if n.endswith(".cubin")):
+            path = moved / key / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"\x7fELF not the archive's cubin")
+            planted.append((path, (app.cap / e["files"][name]).read_bytes()))
     assert planted
-    app = f"import os\nos.environ['TRITON_CACHE_DIR'] = {str(moved)!r}\n" + _COMPILED.format(scale=2)
-    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(tmp_path / "k.pub"), "--",
-                        sys.executable, "-c", app], capture_output=True, text=True, env=env, timeout=600)
+    r = app.serve(app.pack("app"), f"import os\nos.environ['TRITON_CACHE_DIR'] = {str(moved)!r}\n" +
+                  _COMPILED.format(scale=2))
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    result = lambda out: [line for line in out.splitlines() if line.startswith("RESULT ")]  # noqa: E731
-    assert result(r.stdout) == result(captured.stdout) and result(r.stdout), r.stdout  # the captured run's
+    assert _results(r.stdout) == _results(app.captured.stdout) and _results(r.stdout), r.stdout  # the captured run's
     assert any(path.read_bytes() == good for path, good in planted)  # replaced by the archive's bytes
