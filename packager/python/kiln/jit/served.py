@@ -56,6 +56,7 @@ class Report:
         self.compilations = collections.Counter()   # Triton's listener: cache_hit False / True
         self.tilelang_compilations = 0              # TileLang lookups that ended in a compile
         self.notes = []
+        self._noted = set()         # note_once's tags
         self.lookup_seconds = 0.0   # time spent answering lookups (verification, arch check, files)
 
     def add_time(self, seconds):
@@ -70,6 +71,14 @@ class Report:
             self.counts[outcome] += 1
             self.events.append({"outcome": outcome, "what": what, "name": name, "key": key, "reason": reason,
                                 "detail": detail})
+
+    def note_once(self, tag, text):
+        """A note, once per `tag` however often its situation recurs."""
+        with self._lock:
+            if tag in self._noted:
+                return
+            self._noted.add(tag)
+            self.notes.append(text)
 
     def as_dict(self):
         with self._lock:
@@ -412,8 +421,9 @@ class ServeSession:
                     return False
                 self._place_for_inductor(key, filename, cache_dir)
             except Exception as e:  # the Triton lookup this leaves the kernel to meets it again and says so
-                self._note_once(f"static:{kernel_hash!r}", f"Inductor's statically launched kernel {name!r} (hash "
-                                                           f"{kernel_hash!r}) is left to Triton's lookup: {e}")
+                self.report.note_once(f"static:{kernel_hash!r}",
+                                      f"Inductor's statically launched kernel {name!r} (hash {kernel_hash!r}) is left "
+                                      f"to Triton's lookup: {e}")
                 return False
             components = entry.get("components") or {}
             name = (components.get("source") or {}).get("name") or entry["kernel"]
@@ -427,9 +437,10 @@ class ServeSession:
         from the file it finds at TRITON_CACHE_DIR/<KEY>/<name>.cubin, not from the bytes Triton
         was handed, so that file is kiln's whichever folder the app has made TRITON_CACHE_DIR."""
         if os.path.realpath(folder) != os.path.realpath(self.served.dir):
-            self._note_once("moved-dir", f"TRITON_CACHE_DIR is {folder}, not kiln's folder {self.served.dir} (the app "
-                                         "set it after kiln serve started): kiln writes there the verified cubin of "
-                                         "each kernel Inductor may launch from it, replacing whatever lay there")
+            self.report.note_once("moved-dir",
+                                  f"TRITON_CACHE_DIR is {folder}, not kiln's folder {self.served.dir} (the app set it "
+                                  "after kiln serve started): kiln writes there the verified cubin of each kernel "
+                                  "Inductor may launch from it, replacing whatever lay there")
         try:
             return self.served.place(key, filename, folder)
         except OSError as e:
@@ -445,13 +456,6 @@ class ServeSession:
             if utils is not None and hasattr(utils, "triton_cache_dir"):
                 return utils.triton_cache_dir(self._device())
         return None
-
-    def _note_once(self, tag, text):
-        with self.report._lock:
-            if tag in self.report._seen:
-                return
-            self.report._seen.add(tag)
-        self.note(text)
 
     # -- lookups -------------------------------------------------------------------------------
     def _device(self):
