@@ -28,7 +28,8 @@ __all__ = ["capture", "start", "finish", "main"]
 
 def start(directory, targets=()):
     """Starts recording into `directory` in this process: Triton and TileLang are hooked now if
-    imported, else as soon as the app imports them."""
+    imported, else as soon as the app imports them. Python processes started after it (the app's
+    workers) record into the same folder: the environment they inherit arms them."""
     directory = os.path.abspath(directory)
     os.makedirs(directory, exist_ok=True)
     os.environ["KILN_CAPTURE_DIR"] = directory
@@ -41,6 +42,11 @@ def start(directory, targets=()):
     from .jit import hooks, tilelang_hooks
     from .jit.boot_hook import when_imported
     session = recorder.CaptureSession(targets)
+    # The Python processes the app starts from now on (spawned workers, Inductor's compile
+    # workers) record into the same folder, as under `python -m kiln.capture`.
+    arm_child_processes({"KILN_CAPTURE_DIR": directory, "KILN_CAPTURE_TARGETS": ",".join(targets),
+                         "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager",
+                         "TRITON_CACHE_AUTOTUNING": "1"}, drop=("KILN_SERVE",))
     hooks.activate(session)
     when_imported("triton", lambda: hooks.install(session))
     when_imported("tilelang", lambda: tilelang_hooks.install(session))
@@ -99,15 +105,27 @@ def _boot_path():
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jit", "boot")
 
 
-def child_environment(base, extra):
+def child_environment(base, extra, drop=()):
     """The app's environment: kiln's boot folder first on PYTHONPATH (so every Python process of the
-    app arms itself), and this kiln importable."""
-    env = dict(base)
+    app arms itself), this kiln importable, `extra` set and `drop` unset. Applied again (a process
+    armed by it arms its own children), PYTHONPATH does not grow."""
+    env = {k: v for k, v in base.items() if k not in drop}
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    parts = [_boot_path(), package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    ours = [_boot_path(), package_parent]
+    parts = ours + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.update(extra)
     return env
+
+
+def arm_child_processes(extra, drop=()):
+    """This process's environment made the one the commands give an app (child_environment), so
+    that every Python process started from now on arms itself the same way: a capture or serve
+    started in code covers the app's workers as the commands do."""
+    env = child_environment(os.environ, extra, drop)
+    for name in [k for k in os.environ if k not in env]:
+        del os.environ[name]
+    os.environ.update(env)
 
 
 def _split(parser, argv):
@@ -143,8 +161,7 @@ def main(argv=None):
         # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": triton_cache_dir(out),
         # Compile in the app's own processes (Inductor's worker pool would compile in others).
-        "TORCHINDUCTOR_COMPILE_THREADS": "1"})
-    env.pop("KILN_SERVE", None)
+        "TORCHINDUCTOR_COMPILE_THREADS": "1"}, drop=("KILN_SERVE",))
     code = subprocess.call(command, env=env)
     if code != 0:
         print(f"kiln capture: the app exited with status {code}; nothing was packaged ({out} keeps what was "

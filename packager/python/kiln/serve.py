@@ -7,8 +7,8 @@ or one line at the top of the app, before its kernels are first used:
     import kiln.serve; kiln.serve.enable("app.kiln", trust="keys/", policy="refuse")
 
 or the environment alone (what the command above sets): KILN_SERVE=app.kiln KILN_SERVE_TRUST=keys/
-[KILN_SERVE_POLICY=compile] [KILN_SERVE_REPORT=/tmp/boot-{pid}.json] and kiln/jit/boot first on
-PYTHONPATH.
+[KILN_SERVE_POLICY=compile] [KILN_SERVE_REPORT=/tmp/boot-{pid}.json] [KILN_SERVE_THRESHOLD=2] and
+kiln/jit/boot first on PYTHONPATH. enable() sets these for the processes the app starts after it.
 
 Triton's every lookup (kernels, host modules, autotune results) is answered from the archive after
 libkiln has checked its signatures, the member's digests and, for a kernel, that its cubin fits the
@@ -31,9 +31,11 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     """Serves this process's Triton (and torch.compile) lookups from `archive` (a path). `target`
     ("sm_90") judges kernels for a described GPU instead of the device (no GPU needed). The archive
     is opened and authenticated now; with `defer`, Triton is hooked when the app imports it rather
-    than imported here."""
+    than imported here. Python processes started after it (the app's workers) serve from the same
+    archive: the environment they inherit arms them."""
     if session() is not None:
         raise RuntimeError("kiln serve: already serving in this process")
+    archive, trust = os.path.abspath(os.fspath(archive)), os.path.abspath(os.fspath(trust))
     import kiln
     from .jit import audit, ldcache
     from .jit.boot_hook import when_imported
@@ -56,6 +58,9 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     _state["session"] = new
     from .jit import hooks
     hooks.activate(new)
+    # The Python processes the app starts from now on (spawned workers) serve from the same
+    # archive, as under `python -m kiln.serve`, rather than compile unseen.
+    _arm_child_processes(archive, trust, policy, report, target, driver, threshold)
     # Before TileLang is imported (its caches make their folders then), and again when it is.
     os.environ["TILELANG_CACHE_DIR"] = served.tilelang_cache_root()
     when_imported("tilelang", lambda: _hook_tilelang(new))
@@ -64,6 +69,16 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     else:
         _hook_triton(new)
     return new
+
+
+def _arm_child_processes(archive, trust, policy, report, target, driver, threshold):
+    from .capture import arm_child_processes
+    extra = {"KILN_SERVE": archive, "KILN_SERVE_TRUST": trust, "KILN_SERVE_POLICY": policy,
+             "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager", "TRITON_CACHE_AUTOTUNING": "1"}
+    optional = {"KILN_SERVE_REPORT": report and os.path.abspath(report), "KILN_SERVE_TARGET": target,
+                "KILN_SERVE_DRIVER": driver, "KILN_SERVE_THRESHOLD": None if threshold == 1 else str(threshold)}
+    extra.update({k: v for k, v in optional.items() if v})
+    arm_child_processes(extra, drop=("KILN_CAPTURE_DIR",) + tuple(k for k, v in optional.items() if not v))
 
 
 def _hook_tilelang(new):
@@ -145,9 +160,13 @@ def enable_from_environment():
     missing = [v for v in ("KILN_SERVE", "KILN_SERVE_TRUST") if not env.get(v)]
     if missing:
         raise ValueError(f"{' and '.join(missing)} not set")
+    threshold = env.get("KILN_SERVE_THRESHOLD", "1")
+    if not threshold.isdigit() or not 1 <= int(threshold) <= 64:
+        raise ValueError(f"KILN_SERVE_THRESHOLD is '{threshold}': give the number of distinct trusted signers "
+                         "required, 1 to 64")
     return enable(env["KILN_SERVE"], env["KILN_SERVE_TRUST"], policy=env.get("KILN_SERVE_POLICY", "refuse"),
                   report=env.get("KILN_SERVE_REPORT"), target=env.get("KILN_SERVE_TARGET") or None,
-                  driver=env.get("KILN_SERVE_DRIVER") or None, defer=True)
+                  driver=env.get("KILN_SERVE_DRIVER") or None, threshold=int(threshold), defer=True)
 
 
 def session():
@@ -189,12 +208,11 @@ def main(argv=None):
     env = child_environment(os.environ, {
         "KILN_SERVE": os.path.abspath(args.archive), "KILN_SERVE_TRUST": os.path.abspath(args.trust),
         "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager",
-        "TRITON_CACHE_AUTOTUNING": "1"})
+        "TRITON_CACHE_AUTOTUNING": "1"}, drop=("KILN_CAPTURE_DIR",))
     if args.report:
         env["KILN_SERVE_REPORT"] = os.path.abspath(args.report)
     if args.target:
         env["KILN_SERVE_TARGET"] = args.target
-    env.pop("KILN_CAPTURE_DIR", None)
     os.execvpe(command[0], command, env)
 
 

@@ -349,6 +349,82 @@ def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
     assert "the app was not started" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+_WORKERS_APP = """
+import multiprocessing
+
+
+def work(i, barrier):
+    from jit_app import kernels
+    barrier.wait()
+    kernels.compile_add()  # the same specialisation in both workers at once
+    (kernels.compile_scale if i == 0 else kernels.compile_neg)()
+
+
+if __name__ == "__main__":
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    workers = [spawn.Process(target=work, args=(i, barrier)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    print("exit codes", [w.exitcode for w in workers])
+"""
+
+
+def test_kernels_compiled_in_worker_processes_are_captured_and_served_in_each(captured, tmp_path):
+    """An app whose kernels are compiled in spawned worker processes, as a serving engine's workers
+    compile theirs, two of them the same kernel at the same moment: the capture holds what every
+    process compiled, and a served boot answers each worker's lookups from the archive."""
+    app = tmp_path / "app.py"
+    app.write_text(_WORKERS_APP)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path), KILN_CLI=captured["cli"])
+    out = tmp_path / "cap"
+    r = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(out), "--pack", str(captured["root"] / "release.key"),
+                        "--", sys.executable, str(app)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
+    assert "3 kernel specialisation(s) for sm_90a" in r.stdout, r.stdout
+    report = tmp_path / "boot-{pid}.json"
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust", str(captured["trust"]),
+                        "--target", "sm_90", "--report", str(report), "--", sys.executable, str(app)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json")]
+    workers = [rep for rep in reports if rep["served"]]
+    assert len(workers) == 2 and {rep["served"] for rep in workers} == {2}, reports
+    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["triton_compilations"] == 0 for rep in reports)
+
+
+def test_worker_processes_of_an_app_that_captures_and_serves_in_code_are_captured_and_served(captured, tmp_path):
+    """The same app, with capture and serve started in its own code (kiln.capture.capture,
+    kiln.serve.enable) instead of by the commands: its spawned workers capture and serve too."""
+    body = _WORKERS_APP.split('if __name__ == "__main__":\n')
+    main = body[1]  # the app's main block, indented under its `if`
+    cap, report = tmp_path / "cap", tmp_path / "boot-{pid}.json"
+    capturing = body[0] + f"if __name__ == '__main__':\n    import kiln.capture\n" \
+        f"    with kiln.capture.capture({str(cap)!r}) as c:\n{textwrap.indent(main, '    ')}" \
+        "    print('kernels', c.summary['kernels'])\n"
+    serving = body[0] + f"if __name__ == '__main__':\n    import kiln.serve\n" \
+        f"    kiln.serve.enable({str(cap) + '.kiln'!r}, trust={str(captured['trust'])!r}, target='sm_90', " \
+        f"report={str(report)!r})\n{main}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path))
+    for name, text in (("capturing.py", capturing), ("serving.py", serving)):
+        (tmp_path / name).write_text(text)
+    r = subprocess.run([sys.executable, str(tmp_path / "capturing.py")], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout and "kernels 3" in r.stdout, r.stdout + r.stderr
+    index = json.loads((cap / "capture.json").read_text())  # recorded by kiln in the workers, key components too
+    assert all(e["components"] for e in index["triton"].values() if e["kind"] == "kernel"), index["triton"]
+    _repack(captured, cap, tmp_path / "cap.kiln")
+    r = subprocess.run([sys.executable, str(tmp_path / "serving.py")], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json")]
+    workers = [rep for rep in reports if rep["served"]]
+    assert len(workers) == 2 and {rep["served"] for rep in workers} == {2}, reports
+    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["triton_compilations"] == 0 for rep in reports)
+
+
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):
     """A signer is not trusted with paths: a group file naming '../' files, or files its entry lacks,
     is refused by name, and nothing is written outside the serving process's private folder."""
@@ -463,14 +539,15 @@ class _TorchApp:
     """A torch.compile'd function captured with `python -m kiln.capture` in `root`, a signing key,
     and the commands to pack the capture and to serve a script from an archive."""
 
-    def __init__(self, root):
+    def __init__(self, root, script=_COMPILED.format(scale=2)):
         _gpu_torch()
         self.root, self.cli, self.cap = root, kiln_cli(), root / "cap"
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(root / "t"),
                         TORCHINDUCTOR_CACHE_DIR=str(root / "i"))
         self.captured = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(self.cap), "--",
-                                        sys.executable, "-c", _COMPILED.format(scale=2)], check=True,
-                                       capture_output=True, text=True, env=self.env, timeout=600)
+                                        sys.executable, "-c", script], capture_output=True, text=True, env=self.env,
+                                       timeout=600)
+        assert self.captured.returncode == 0, (self.captured.stdout + self.captured.stderr)[-5000:]
         subprocess.run([self.cli, "keygen", "--out", str(root / "k")], check=True, capture_output=True)
         self.index = json.loads((self.cap / "capture.json").read_text())
 
@@ -480,10 +557,10 @@ class _TorchApp:
                         str(archive), "-q"], check=True, capture_output=True)
         return archive
 
-    def serve(self, archive, script):
+    def serve(self, archive, script, options=(), env=None):
         return subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(self.root / "k.pub"),
-                               "--", sys.executable, "-c", script], capture_output=True, text=True, env=self.env,
-                              timeout=600)
+                               *options, "--", sys.executable, "-c", script], capture_output=True, text=True,
+                              env=dict(self.env, **(env or {})), timeout=600)
 
 
 def _results(output):
@@ -529,3 +606,75 @@ def test_an_app_that_moves_triton_cache_dir_still_launches_only_the_archives_cub
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert _results(r.stdout) == _results(app.captured.stdout) and _results(r.stdout), r.stdout  # the captured run's
     assert any(path.read_bytes() == good for path, good in planted)  # replaced by the archive's bytes
+
+
+# An app unlike the one the boot benchmark runs: another model family in bfloat16 under
+# max-autotune (Inductor benchmarks GEMM templates and compiles the winners) with CUDA graphs,
+# three input shapes (the second makes Dynamo recompile with dynamic shapes), and a Triton kernel
+# with heuristics under an autotuner that prunes its configs and is keyed by a size that changes.
+_MAX_AUTOTUNE_APP = """
+import hashlib, sys
+programs = []
+sys.addaudithook(lambda e, a: programs.append(e) if e in ("subprocess.Popen", "os.exec", "os.posix_spawn",
+                                                         "os.system", "os.spawn") else None)
+import torch, triton, triton.language as tl
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+compiles = [0]
+def listener(*, src, metadata, metadata_group, times, cache_hit):
+    compiles[0] += 0 if cache_hit else 1
+triton.knobs.compilation.listener = listener
+
+def prune(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] <= max(256, triton.next_power_of_2(named_args["n"]))]
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((128, 2), (256, 4), (1024, 8))],
+                 key=["n"], prune_configs_by={"early_config_prune": prune})
+@triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
+@triton.jit
+def gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offs).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    y = (0.5 * x * (1 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
+    if EVEN:
+        tl.store(y_ptr + offs, y)
+    else:
+        tl.store(y_ptr + offs, y, mask=offs < n)
+
+torch.manual_seed(0)
+config = Qwen2Config(vocab_size=1024, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
+compiled = torch.compile(model, mode="max-autotune")
+digest = hashlib.sha256()
+with torch.no_grad():
+    for batch, seq in ((1, 16), (2, 40), (3, 24)):
+        ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+        logits = compiled(input_ids=ids).logits.clone()
+        y = torch.empty_like(logits)
+        gelu[lambda m: (triton.cdiv(logits.numel(), m["BLOCK"]),)](logits, y, logits.numel())
+        digest.update(logits.float().cpu().numpy().tobytes() + y.float().cpu().numpy().tobytes())
+print("RESULT", digest.hexdigest())
+print("COUNTS", compiles[0], len(programs))
+"""
+
+
+def test_a_max_autotune_app_of_another_model_boots_served_with_no_compiler_and_nothing_compiled(tmp_path):
+    """Captured once, served in a fresh process with no compiler reachable (PATH names no folder):
+    the same outputs, bit for bit, no Triton compilation, no program started, every lookup served."""
+    app = _TorchApp(tmp_path, _MAX_AUTOTUNE_APP)
+    captured = [line for line in app.captured.stdout.splitlines() if line.startswith(("RESULT ", "COUNTS "))]
+    assert len(captured) == 2 and captured[1] != "COUNTS 0 0", app.captured.stdout[-3000:]  # the capture compiled
+    report = tmp_path / "report-{pid}.json"
+    r = app.serve(app.pack("app"), _MAX_AUTOTUNE_APP, options=("--report", str(report)),
+                  env={"PATH": str(tmp_path / "no-such-folder"), "TRITON_CACHE_DIR": str(tmp_path / "t2"),
+                       "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "i2")})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    assert _results(r.stdout) == [captured[0]], (r.stdout + r.stderr)[-3000:]
+    assert "COUNTS 0 0" in r.stdout.splitlines(), r.stdout[-3000:]
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("report-*.json")]
+    assert reports and sum(rep["served"] for rep in reports) > 0, reports
+    assert all(rep["compiled"] == 0 and rep["refused"] == 0 for rep in reports), reports
