@@ -4,7 +4,8 @@
 # HF Llama under torch.compile plus explicit Triton kernels and a TileLang kernel: cold JIT, warm
 # JIT and kiln-served boots side by side). KILN_APP_ROUNDS sets the rounds (default 2),
 # KILN_APP_PRECOMPILE=1 adds warm and served boots with torch's experimental Dynamo precompile cache
-# on, KILN_APP_TESTS=0 leaves the tests out, KILN_APP_BENCH=0 the benchmark. Prints the benchmark's
+# on, KILN_APP_TESTS=0 leaves the tests out, KILN_APP_TESTS_K=EXPR runs those pytest -k selects,
+# KILN_APP_BENCH=0 leaves the benchmark out. Prints the benchmark's
 # table last; the whole output goes to $OUT/gpu-app-boot.log and the raw figures to $OUT/app-boot.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,8 @@ export PYTHONUNBUFFERED=1 OUT="$out"
 status=0
 if [ "${KILN_APP_TESTS:-1}" != 0 ]; then  # KILN_APP_TESTS=0: the benchmark alone (one call's 10 minutes)
   echo "===== capture/serve tests" | tee -a "$log"
-  python3 -m pytest -q -rs -p no:cacheprovider packager/python/tests/test_capture_serve.py \
+  python3 -m pytest -q -rs -p no:cacheprovider ${KILN_APP_TESTS_K:+-k "$KILN_APP_TESTS_K"} \
+    packager/python/tests/test_capture_serve.py \
     packager/python/tests/test_capture_serve_tilelang.py packager/python/tests/test_ldcache.py 2>&1 | tee -a "$log" || status=1
 fi
 [ "${KILN_APP_BENCH:-1}" = 0 ] && exit $status

@@ -112,11 +112,13 @@ def _serve_torch_artifacts(session):
     """torch.compile's captured caches, loaded from verified bytes into a private Inductor cache
     folder of this process, so that no cache entry from outside the archive is ever read."""
     from .jit.boot_hook import when_imported
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-serve-inductor-")
+    inductor_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-serve-inductor-")
 
     def load():
         import torch
-        _admit_static_kernels(session)
+        from .jit import inductor_serve
+        inductor_serve.admit_static_kernels(session, inductor_dir)
+        inductor_serve.keep_tuning_decisions()
         loaded = 0
         for member in session.served.index["torch"]:
             if torch.compiler.load_cache_artifacts(session.served.archive.read(member)) is not None:
@@ -124,35 +126,6 @@ def _serve_torch_artifacts(session):
         session.report.notes.append(f"torch.compile artifacts loaded from {loaded} of "
                                     f"{len(session.served.index['torch'])} captured file(s)")
     when_imported("torch", load)
-
-
-def _admit_static_kernels(session):
-    """Inductor's cache entries carry the kernels it can launch without Triton's launcher, cubins
-    included, and load them without a Triton lookup. Each goes through kiln first (the archive's
-    entry, libkiln's verdict for the device, the archive's own cubin written where Inductor reads
-    it: ServeSession.admit_static_kernel); one kiln does not admit is left for Inductor to load
-    through Triton, where kiln answers or refuses it. A torch without these bundles is left as is."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
-        from torch._inductor.runtime.runtime_utils import triton_hash_to_path_key
-        from torch._inductor.triton_bundler import TritonBundler
-        original = TritonBundler.__dict__["load_autotuners"].__func__
-    except (ImportError, KeyError, AttributeError):
-        return
-
-    def admitted(autotuner):
-        try:
-            results = autotuner.kernel.compile_results
-            checks = [(r.kernel.hash, r.kernel.name, int(r.compile_meta.get("device", 0))) for r in results]
-        except (AttributeError, TypeError, ValueError):  # a shape this kiln does not know: through Triton
-            return False
-        return bool(checks) and all(session.admit_static_kernel(h, name, triton_cache_dir(device),
-                                                                triton_hash_to_path_key, device)
-                                    for h, name, device in checks)
-
-    def load_autotuners(cls, static_autotuners):
-        return original(cls, [a for a in static_autotuners or [] if admitted(a)])
-    TritonBundler.load_autotuners = classmethod(load_autotuners)
 
 
 def enable_from_environment():

@@ -545,8 +545,8 @@ class _TorchApp:
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_CACHE_DIR=str(root / "t"),
                         TORCHINDUCTOR_CACHE_DIR=str(root / "i"))
         self.captured = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(self.cap), "--",
-                                        sys.executable, "-c", script], capture_output=True, text=True, env=self.env,
-                                       timeout=600)
+                                        sys.executable, self._file(script)], capture_output=True, text=True,
+                                       env=self.env, timeout=600)
         assert self.captured.returncode == 0, (self.captured.stdout + self.captured.stderr)[-5000:]
         subprocess.run([self.cli, "keygen", "--out", str(root / "k")], check=True, capture_output=True)
         self.index = json.loads((self.cap / "capture.json").read_text())
@@ -557,9 +557,17 @@ class _TorchApp:
                         str(archive), "-q"], check=True, capture_output=True)
         return archive
 
+    def _file(self, script):
+        """The script as a file (Triton reads a @triton.jit function's source from it), the same file
+        for the same script, as an app is the same file at every boot."""
+        import hashlib
+        path = self.root / f"app-{hashlib.sha256(script.encode()).hexdigest()[:12]}.py"
+        path.write_text(script)
+        return str(path)
+
     def serve(self, archive, script, options=(), env=None):
         return subprocess.run([sys.executable, "-m", "kiln.serve", str(archive), "--trust", str(self.root / "k.pub"),
-                               *options, "--", sys.executable, "-c", script], capture_output=True, text=True,
+                               *options, "--", sys.executable, self._file(script)], capture_output=True, text=True,
                               env=dict(self.env, **(env or {})), timeout=600)
 
 
@@ -678,3 +686,18 @@ def test_a_max_autotune_app_of_another_model_boots_served_with_no_compiler_and_n
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("report-*.json")]
     assert reports and sum(rep["served"] for rep in reports) > 0, reports
     assert all(rep["compiled"] == 0 and rep["refused"] == 0 for rep in reports), reports
+    # Inductor's kernels name the capture's Inductor cache folder (removed after the capture), and
+    # tuning results are read and written beside them: a served boot uses its own folder instead.
+    assert not (app.cap / ".work").exists()
+
+
+def test_a_statically_launched_kernel_is_tuned_from_the_served_inductor_folder():
+    """The path a pickled autotuner names in the capture's Inductor folder is moved, shard and file
+    name kept, into the served one, where the captured tuning results were loaded."""
+    from kiln.jit.inductor_serve import relocate
+
+    class Kernel:
+        filename = "/build/cap/.work/inductor/c4/c4xuq3mwt.py"
+    kernel = Kernel()
+    relocate(kernel, "/tmp/kiln-serve-inductor-x")
+    assert kernel.filename == "/tmp/kiln-serve-inductor-x/c4/c4xuq3mwt.py"
