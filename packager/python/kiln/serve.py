@@ -117,6 +117,7 @@ def _serve_torch_artifacts(session):
     def load():
         import torch
         from .jit import inductor_serve
+        inductor_serve.pin_cache_dir(session, inductor_dir)
         inductor_serve.admit_static_kernels(session, inductor_dir)
         inductor_serve.keep_tuning_decisions()
         loaded = 0

@@ -701,3 +701,58 @@ def test_a_statically_launched_kernel_is_tuned_from_the_served_inductor_folder()
     kernel = Kernel()
     relocate(kernel, "/tmp/kiln-serve-inductor-x")
     assert kernel.filename == "/tmp/kiln-serve-inductor-x/c4/c4xuq3mwt.py"
+
+
+_CPU_COMPILED = """
+import os, sys
+if len(sys.argv) > 2:  # the app keeps torch.compile's caches in a folder of its own, set in code
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = sys.argv[2]
+from jit_app import kernels
+kernels.compile_add()
+import torch
+f = torch.compile(lambda x: torch.sin(x) * float(sys.argv[1]) + 1)
+print("RESULT", float(f(torch.ones(1000)).sum()))
+"""
+
+
+def test_an_app_that_moves_torchinductor_cache_dir_still_loads_only_the_archives_graphs(captured, tmp_path):
+    """Inductor reads its graphs (pickles) from TORCHINDUCTOR_CACHE_DIR, which apps set in code to
+    keep their caches. Here that folder holds, under the key of the app's graph, the compiled graph
+    of another computation (a plain run of the app loads it and prints the other result). Served,
+    the app computes what its capture did and the report says the folder was not used. Runs on the
+    CPU wherever torch and its C++ compiler are."""
+    pytest.importorskip("torch")
+    app = tmp_path / "app.py"
+    app.write_text(_CPU_COMPILED)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path), KILN_CLI=captured["cli"],
+               CUDA_VISIBLE_DEVICES="")
+
+    def run(*args, cache=None, prefix=()):
+        r = subprocess.run([*prefix, sys.executable, str(app), *args], capture_output=True, text=True, timeout=600,
+                           env=dict(env, **({"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache else {})))
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        return [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+
+    own, other = tmp_path / "apps-own-inductor-cache", tmp_path / "other"
+    try:
+        expected, unexpected = run("2", cache=own), run("3", cache=other)
+    except AssertionError as e:
+        if "CppCompileError" in str(e) or "InvalidCxxCompiler" in str(e):
+            pytest.skip("torch.compile on the CPU needs a C++ compiler")
+        raise
+    graphs = [sorted((folder / "fxgraph").glob("*/*/*")) for folder in (own, other)]
+    assert [len(g) for g in graphs] == [1, 1], graphs
+    graphs[0][0].write_bytes(graphs[1][0].read_bytes())        # the other graph under this one's key
+    assert run("2", cache=own) == unexpected != expected     # loaded unchecked by a plain run
+
+    cap = tmp_path / "cap"
+    r = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(cap), "--pack", str(captured["root"] / "release.key"),
+                        "--", sys.executable, str(app), "2"], capture_output=True, text=True, timeout=600,
+                       env=dict(env, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "capture-cache")))
+    assert r.returncode == 0 and "1 torch.compile artifact file(s)" in r.stdout, r.stdout + r.stderr
+    report = tmp_path / "boot.json"
+    served = run("2", str(own), prefix=(sys.executable, "-m", "kiln.serve", str(cap) + ".kiln", "--trust",
+                                        str(captured["trust"]), "--target", "sm_90", "--report", str(report), "--"))
+    assert served == expected, served
+    notes = json.loads(report.read_text())["notes"]
+    assert any(f"the app set TORCHINDUCTOR_CACHE_DIR to {own}" in n for n in notes), notes
