@@ -35,7 +35,7 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     archive: the environment they inherit arms them."""
     if session() is not None:
         raise RuntimeError("kiln serve: already serving in this process")
-    archive, trust = os.path.abspath(os.fspath(archive)), os.path.abspath(os.fspath(trust))
+    archive, trust = (os.fsdecode(os.path.abspath(os.fspath(p))) for p in (archive, trust))
     import kiln
     from .jit import audit, ldcache
     from .jit.boot_hook import when_imported
