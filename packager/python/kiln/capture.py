@@ -30,7 +30,7 @@ def start(directory, targets=()):
     """Starts recording into `directory` in this process: Triton and TileLang are hooked now if
     imported, else as soon as the app imports them. Python processes started after it (the app's
     workers) record into the same folder: the environment they inherit arms them."""
-    directory = os.path.abspath(directory)
+    directory, targets = os.path.abspath(directory), list(targets)
     os.makedirs(directory, exist_ok=True)
     os.environ["KILN_CAPTURE_DIR"] = directory
     from .jit import recorder

@@ -35,7 +35,10 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     archive: the environment they inherit arms them."""
     if session() is not None:
         raise RuntimeError("kiln serve: already serving in this process")
+    # Absolute, as text: the same files for this process whatever its later working folder, and for
+    # the processes it starts (which inherit them as environment variables).
     archive, trust = (os.fsdecode(os.path.abspath(os.fspath(p))) for p in (archive, trust))
+    report = os.fsdecode(os.path.abspath(os.fspath(report))) if report else None
     import kiln
     from .jit import audit, ldcache
     from .jit.boot_hook import when_imported
@@ -75,7 +78,7 @@ def _arm_child_processes(archive, trust, policy, report, target, driver, thresho
     from .capture import arm_child_processes
     extra = {"KILN_SERVE": archive, "KILN_SERVE_TRUST": trust, "KILN_SERVE_POLICY": policy,
              "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager", "TRITON_CACHE_AUTOTUNING": "1"}
-    optional = {"KILN_SERVE_REPORT": report and os.path.abspath(report), "KILN_SERVE_TARGET": target,
+    optional = {"KILN_SERVE_REPORT": report, "KILN_SERVE_TARGET": target,
                 "KILN_SERVE_DRIVER": driver, "KILN_SERVE_THRESHOLD": None if threshold == 1 else str(threshold)}
     extra.update({k: v for k, v in optional.items() if v})
     arm_child_processes(extra, drop=("KILN_CAPTURE_DIR",) + tuple(k for k, v in optional.items() if not v))
