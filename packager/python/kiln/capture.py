@@ -39,6 +39,7 @@ def start(directory, targets=()):
     # Read by Inductor when it compiles a kernel: the cubins are where the capture's cache manager
     # writes them, so Inductor bundles its kernels as statically launchable (recorder.py).
     os.environ["TRITON_CACHE_DIR"] = recorder.triton_cache_dir(directory)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = recorder.inductor_cache_dir(directory)
     from .jit import hooks, tilelang_hooks
     from .jit.boot_hook import when_imported
     session = recorder.CaptureSession(targets)
@@ -50,7 +51,15 @@ def start(directory, targets=()):
     hooks.activate(session)
     when_imported("triton", lambda: hooks.install(session))
     when_imported("tilelang", lambda: tilelang_hooks.install(session))
+    when_imported("torch", lambda: _pin_inductor_dir(session, recorder.inductor_cache_dir(directory)))
     return session
+
+
+def _pin_inductor_dir(session, folder):
+    from .jit import inductor_dir
+    inductor_dir.pin(folder, lambda asked: session.note(
+        f"the app set TORCHINDUCTOR_CACHE_DIR to {asked}: Inductor compiled in the capture's own folder {folder} "
+        "instead, so that what it compiled was recorded and no cached graph of the app's was sealed"))
 
 
 def finish(directory, **package_args):
@@ -154,12 +163,12 @@ def main(argv=None):
         parser.error(f"{out} exists and is not empty: capture into a new folder")
     work = os.path.join(out, ".work")
     os.makedirs(work, exist_ok=True)
-    from .jit.recorder import tilelang_cache_dir, triton_cache_dir
+    from .jit.recorder import inductor_cache_dir, tilelang_cache_dir, triton_cache_dir
     env = child_environment(os.environ, {
         "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target, "TILELANG_CACHE_DIR": tilelang_cache_dir(out),
         "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
         # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"), "TRITON_CACHE_DIR": triton_cache_dir(out),
+        "TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(out), "TRITON_CACHE_DIR": triton_cache_dir(out),
         # Compile in the app's own processes (Inductor's worker pool would compile in others).
         "TORCHINDUCTOR_COMPILE_THREADS": "1"}, drop=("KILN_SERVE",))
     code = subprocess.call(command, env=env)
@@ -180,6 +189,8 @@ def main(argv=None):
           f"{summary['torch_artifacts']} torch.compile artifact file(s) -> {out}/kiln.toml")
     for s in summary["skipped"]:
         print(f"kiln capture: skipped {s['key']}: {s['why']}", file=sys.stderr)
+    for note in summary["notes"]:
+        print(f"kiln capture: note: {note}", file=sys.stderr)
     if args.pack:
         from .export.__main__ import kiln_command
         packed = out.rstrip("/") + ".kiln"

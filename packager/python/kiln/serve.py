@@ -119,8 +119,10 @@ def _serve_torch_artifacts(session):
 
     def load():
         import torch
-        from .jit import inductor_serve
-        inductor_serve.pin_cache_dir(session, inductor_dir)
+        from .jit import inductor_dir as pinned, inductor_serve
+        pinned.pin(inductor_dir, lambda asked: session.report.note_once(
+            "inductor-cache-dir", f"the app set TORCHINDUCTOR_CACHE_DIR to {asked}: torch.compile's caches are read "
+            f"and written in kiln's folder {inductor_dir} instead, which holds only the archive's entries"))
         inductor_serve.admit_static_kernels(session, inductor_dir)
         inductor_serve.keep_tuning_decisions()
         loaded = 0

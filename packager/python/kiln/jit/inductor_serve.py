@@ -8,7 +8,6 @@ again picks by this boot's timings, so it may run another config than the captur
 bits) and ask for configs the capture never compiled (misses).
 """
 import os
-import sys
 
 
 def admit_static_kernels(session, inductor_dir):
@@ -82,34 +81,3 @@ def keep_tuning_decisions():
     recheck_autotune_cache._kiln = True
     CachingAutotuner.recheck_autotune_cache = recheck_autotune_cache
 
-
-def pin_cache_dir(session, inductor_dir):
-    """Inductor reads its caches from cache_dir(): torch.compile's graphs and AOTAutograd entries
-    (pickles), the kernel modules it imports, tuning results. cache_dir() reads
-    TORCHINDUCTOR_CACHE_DIR at every call, and apps set that variable in code to keep their caches
-    across runs; after kiln loaded the archive's entries into its own folder, Inductor would then
-    load whatever lies in the app's folder, unchecked. Serving, cache_dir() is kiln's folder
-    whatever the variable says (noted once in the report when the app has changed it)."""
-    try:
-        from torch._inductor.runtime import cache_dir_utils
-    except ImportError:
-        return
-    original = cache_dir_utils.cache_dir
-    if getattr(original, "_kiln", False):
-        return
-
-    def cache_dir():
-        asked = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        if asked and os.path.abspath(asked) != inductor_dir:
-            session.report.note_once("inductor-cache-dir", f"the app set TORCHINDUCTOR_CACHE_DIR to {asked}: "
-                                     f"torch.compile's caches are read and written in kiln's folder {inductor_dir} "
-                                     "instead, which holds only the archive's entries")
-        os.makedirs(inductor_dir, exist_ok=True)
-        return inductor_dir
-    cache_dir._kiln = True
-    # Every module that imported the function by name (torch's own modules do), and the module
-    # itself for those imported from now on.
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if isinstance(namespace, dict) and namespace.get("cache_dir") is original:
-            module.cache_dir = cache_dir

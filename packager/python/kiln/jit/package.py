@@ -185,6 +185,22 @@ def scan_tilelang(root, taken):
     return kernels, skipped
 
 
+def capture_notes(root):
+    """What the capturing processes noted (events/<pid>.jsonl lines with a "note"), each once, in
+    the order first noted. A line that is not JSON (a process killed mid-write) is passed over."""
+    notes = []
+    for path in sorted(glob.glob(os.path.join(root, "events", "*.jsonl"))):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    note = json.loads(line).get("note")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(note, str) and note not in notes:
+                    notes.append(note)
+    return notes
+
+
 def write(root, package=None, revision=None, sequence=1, description=None, pins=None):
     """Writes root/kiln.toml and root/capture.json from the capture in `root`; returns the summary
     printed by `python -m kiln.capture`."""
@@ -234,5 +250,5 @@ def write(root, package=None, revision=None, sequence=1, description=None, pins=
         f.write("\n".join(lines) + "\n")
     return {"kernels": len(found["kernels"]) + len(tilelang_kernels), "tilelang": len(tilelang_kernels),
             "modules": len(found["modules"]), "autotune": len(found["autotune"]),
-            "torch_artifacts": len(found["torch"]), "skipped": found["skipped"],
+            "torch_artifacts": len(found["torch"]), "skipped": found["skipped"], "notes": capture_notes(root),
             "archs": sorted({k["arch"] for k in found["kernels"] + tilelang_kernels})}

@@ -8,6 +8,7 @@ Layout of a capture folder while the app runs (several processes may write it at
                              Inductor finds the cubins it launches statically
     keys/<KEY>.json          the key's components (triton_keys.py), written before Triton looks it up
     .work/tilelang/          TileLang's cache folder (TILELANG_CACHE_DIR) while the app runs
+    .work/inductor/          Inductor's cache folder (TORCHINDUCTOR_CACHE_DIR) while the app runs
     tilelang-keys/<KEY>.json the components of each TileLang key (tilelang_keys.py)
     torch/artifacts-<pid>.bin   torch.compiler.save_cache_artifacts() of each process that compiled
     events/<pid>.jsonl       one line per compilation Triton's listener reported
@@ -28,6 +29,13 @@ def triton_cache_dir(root):
     launch it statically and to bundle it, cubin included, into torch.compile's cache artifacts; a
     cubin it cannot find there makes Inductor load that kernel from its source at every boot."""
     return os.path.join(root, "triton")
+
+
+def inductor_cache_dir(root):
+    """TORCHINDUCTOR_CACHE_DIR while capturing: a fresh folder, so that Inductor compiles every
+    graph and kernel the app needs (and kiln records them) instead of answering from a warm cache;
+    kept so for the whole capture (inductor_dir.py)."""
+    return os.path.join(root, ".work", "inductor")
 
 
 def tilelang_cache_dir(root):
