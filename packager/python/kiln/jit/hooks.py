@@ -89,8 +89,9 @@ def install(new_session):
         import triton.compiler.compiler as compiler
         import triton.runtime.build as build
         import triton.runtime.jit as jit
-        # Knobs, not the environment: a child process the app starts is armed only where the
-        # command-line tools set its environment (and kiln/jit/boot on its PYTHONPATH).
+        # Knobs for this process (Triton read its environment when it was imported); the processes
+        # the app starts are armed by the environment the commands, or enable() and capture.start(),
+        # gave it (kiln/jit/boot first on PYTHONPATH: capture.arm_child_processes).
         knobs.cache.manager_class = new_session.cache_manager_class
         knobs.autotuning.cache = True
         previous = knobs.compilation.listener
