@@ -89,7 +89,7 @@ def install(new_session):
         import triton.compiler.compiler as compiler
         import triton.runtime.build as build
         import triton.runtime.jit as jit
-        # Knobs for this process (Triton read its environment when it was imported); the processes
+        # Knobs for this process (set in code, they win over its environment); the processes
         # the app starts are armed by the environment the commands, or enable() and capture.start(),
         # gave it (kiln/jit/boot first on PYTHONPATH: capture.arm_child_processes).
         knobs.cache.manager_class = new_session.cache_manager_class
