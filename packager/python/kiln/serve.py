@@ -1,6 +1,6 @@
 """Serve an app's JIT compilers from a verified kiln archive made by kiln.capture:
 
-    python -m kiln.serve app.kiln --trust KEYS [--policy refuse|compile] [--report FILE] -- python app.py ...
+    python -m kiln.serve app.kiln --trust KEYS [--policy refuse|compile] [--report FILE] [--threshold N] -- python app.py ...
 
 or one line at the top of the app, before its kernels are first used:
 
@@ -165,6 +165,12 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+def _threshold(text):
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of signers from 1 to 64")
+    return int(text)
+
+
 def main(argv=None):
     from .capture import _split, child_environment
     parser = argparse.ArgumentParser(prog="python -m kiln.serve", description=__doc__.split("\n\n")[0],
@@ -175,12 +181,14 @@ def main(argv=None):
                         help="a lookup the archive cannot answer: refuse it (default) or compile and count it")
     parser.add_argument("--report", help="write each process's boot report here as JSON ({pid} is replaced)")
     parser.add_argument("--target", help="judge kernels for this described GPU (sm_90) instead of the device")
+    parser.add_argument("--threshold", type=_threshold, default=1, metavar="N",
+                        help="distinct trusted signers required, 1 to 64 (default 1)")
     args, command = _split(parser, argv)
     if not command:
         parser.error("no command: put the app's command line after --")
     import kiln
     try:  # refuse a bad archive before the app starts, in one line rather than a traceback
-        kiln.Runtime(trust=args.trust).open(args.archive)
+        kiln.Runtime(trust=args.trust, threshold=args.threshold).open(args.archive)
     except kiln.KilnError as e:
         print(f"kiln serve: {args.archive}: {e}; the app was not started", file=sys.stderr)
         return 1
@@ -192,6 +200,8 @@ def main(argv=None):
         env["KILN_SERVE_REPORT"] = os.path.abspath(args.report)
     if args.target:
         env["KILN_SERVE_TARGET"] = args.target
+    if args.threshold != 1:
+        env["KILN_SERVE_THRESHOLD"] = str(args.threshold)
     os.execvpe(command[0], command, env)
 
 

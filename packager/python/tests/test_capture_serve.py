@@ -347,6 +347,16 @@ def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 1 and "app done" not in r.stdout and "signature" in r.stderr
     assert "the app was not started" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    # One trusted signature where two are required: refused the same way, before the app starts.
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust", str(captured["trust"]),
+                        "--threshold", "2", "--", sys.executable, str(app)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 1 and "app done" not in r.stdout and "the app was not started" in r.stderr, r.stderr
+    assert "1 distinct trusted signer(s), 2 required" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust", str(captured["trust"]),
+                        "--threshold", "0", "--", sys.executable, str(app)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 2 and "'0' is not a number of signers from 1 to 64" in r.stderr, r.stderr
 
 
 _WORKERS_APP = """
