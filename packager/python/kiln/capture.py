@@ -32,27 +32,31 @@ def start(directory, targets=()):
     workers) record into the same folder: the environment they inherit arms them."""
     directory, targets = os.path.abspath(directory), list(targets)
     os.makedirs(directory, exist_ok=True)
-    os.environ["KILN_CAPTURE_DIR"] = directory
-    from .jit import recorder
-    # Read by TileLang at each lookup: set before its first kernel, wherever it was imported.
-    os.environ["TILELANG_CACHE_DIR"] = recorder.tilelang_cache_dir(directory)
-    # Read by Inductor when it compiles a kernel: the cubins are where the capture's cache manager
-    # writes them, so Inductor bundles its kernels as statically launchable (recorder.py).
-    os.environ["TRITON_CACHE_DIR"] = recorder.triton_cache_dir(directory)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = recorder.inductor_cache_dir(directory)
-    from .jit import hooks, tilelang_hooks
+    from .jit import hooks, recorder, tilelang_hooks
     from .jit.boot_hook import when_imported
     session = recorder.CaptureSession(targets)
-    # The Python processes the app starts from now on (spawned workers, Inductor's compile
-    # workers) record into the same folder, as under `python -m kiln.capture`.
-    arm_child_processes({"KILN_CAPTURE_DIR": directory, "KILN_CAPTURE_TARGETS": ",".join(targets),
-                         "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager",
-                         "TRITON_CACHE_AUTOTUNING": "1"}, drop=("KILN_SERVE",))
+    # This process's environment, and that of the Python processes the app starts from now on
+    # (spawned workers, Inductor's compile workers), which record into the same folder, as under
+    # `python -m kiln.capture`.
+    arm_child_processes(capture_environment(directory, targets), drop=("KILN_SERVE",))
     hooks.activate(session)
     when_imported("triton", lambda: hooks.install(session))
     when_imported("tilelang", lambda: tilelang_hooks.install(session))
     when_imported("torch", lambda: _pin_inductor_dir(session, recorder.inductor_cache_dir(directory)))
     return session
+
+
+def capture_environment(directory, targets):
+    """What a capturing process's environment says, for the process and the app's others alike."""
+    from .jit.recorder import inductor_cache_dir, tilelang_cache_dir, triton_cache_dir
+    return {
+        "KILN_CAPTURE_DIR": directory, "KILN_CAPTURE_TARGETS": ",".join(targets),
+        "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
+        # Fresh compiler caches, so every kernel the app needs is compiled (and so recorded) once.
+        # TileLang reads its folder at each lookup; Inductor finds the cubins it launches statically
+        # where the capture's cache manager writes them, and so bundles them (recorder.py).
+        "TILELANG_CACHE_DIR": tilelang_cache_dir(directory), "TRITON_CACHE_DIR": triton_cache_dir(directory),
+        "TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(directory)}
 
 
 def _pin_inductor_dir(session, folder):
@@ -163,14 +167,11 @@ def main(argv=None):
         parser.error(f"{out} exists and is not empty: capture into a new folder")
     work = os.path.join(out, ".work")
     os.makedirs(work, exist_ok=True)
-    from .jit.recorder import inductor_cache_dir, tilelang_cache_dir, triton_cache_dir
-    env = child_environment(os.environ, {
-        "KILN_CAPTURE_DIR": out, "KILN_CAPTURE_TARGETS": args.target, "TILELANG_CACHE_DIR": tilelang_cache_dir(out),
-        "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:CaptureCacheManager", "TRITON_CACHE_AUTOTUNING": "1",
-        # Fresh compiler caches: every kernel the app needs is compiled (and so recorded) once.
-        "TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(out), "TRITON_CACHE_DIR": triton_cache_dir(out),
+    targets = [t for t in args.target.split(",") if t]
+    env = child_environment(os.environ, dict(
+        capture_environment(out, targets),
         # Compile in the app's own processes (Inductor's worker pool would compile in others).
-        "TORCHINDUCTOR_COMPILE_THREADS": "1"}, drop=("KILN_SERVE",))
+        TORCHINDUCTOR_COMPILE_THREADS="1"), drop=("KILN_SERVE",))
     code = subprocess.call(command, env=env)
     if code != 0:
         print(f"kiln capture: the app exited with status {code}; nothing was packaged ({out} keeps what was "

@@ -74,14 +74,21 @@ def enable(archive, trust, *, policy="refuse", report=None, target=None, driver=
     return new
 
 
-def _arm_child_processes(archive, trust, policy, report, target, driver, threshold):
-    from .capture import arm_child_processes
+def serve_environment(archive, trust, policy, report=None, target=None, driver=None, threshold=1):
+    """(variables to set, variables to unset): what a served process's environment says, for the
+    app the command starts and for the processes an app serving in code starts alike (the paths
+    given absolute)."""
     extra = {"KILN_SERVE": archive, "KILN_SERVE_TRUST": trust, "KILN_SERVE_POLICY": policy,
              "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager", "TRITON_CACHE_AUTOTUNING": "1"}
     optional = {"KILN_SERVE_REPORT": report, "KILN_SERVE_TARGET": target,
                 "KILN_SERVE_DRIVER": driver, "KILN_SERVE_THRESHOLD": None if threshold == 1 else str(threshold)}
     extra.update({k: v for k, v in optional.items() if v})
-    arm_child_processes(extra, drop=("KILN_CAPTURE_DIR",) + tuple(k for k, v in optional.items() if not v))
+    return extra, ("KILN_CAPTURE_DIR",) + tuple(k for k, v in optional.items() if not v)
+
+
+def _arm_child_processes(*args):
+    from .capture import arm_child_processes
+    arm_child_processes(*serve_environment(*args))
 
 
 def _hook_tilelang(new):
@@ -139,13 +146,10 @@ def enable_from_environment():
     missing = [v for v in ("KILN_SERVE", "KILN_SERVE_TRUST") if not env.get(v)]
     if missing:
         raise ValueError(f"{' and '.join(missing)} not set")
-    threshold = env.get("KILN_SERVE_THRESHOLD", "1")
-    if not threshold.isdigit() or not 1 <= int(threshold) <= 64:
-        raise ValueError(f"KILN_SERVE_THRESHOLD is '{threshold}': give the number of distinct trusted signers "
-                         "required, 1 to 64")
+    threshold = signers(env.get("KILN_SERVE_THRESHOLD", "1"), "KILN_SERVE_THRESHOLD")
     return enable(env["KILN_SERVE"], env["KILN_SERVE_TRUST"], policy=env.get("KILN_SERVE_POLICY", "refuse"),
                   report=env.get("KILN_SERVE_REPORT"), target=env.get("KILN_SERVE_TARGET") or None,
-                  driver=env.get("KILN_SERVE_DRIVER") or None, threshold=int(threshold), defer=True)
+                  driver=env.get("KILN_SERVE_DRIVER") or None, threshold=threshold, defer=True)
 
 
 def session():
@@ -165,10 +169,18 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def _threshold(text):
+def signers(text, where):
+    """A signature threshold given as text (`where` names the option or variable): 1 to 64."""
     if not text.isdigit() or not 1 <= int(text) <= 64:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of signers from 1 to 64")
+        raise ValueError(f"{where} is '{text}': give the number of distinct trusted signers required, 1 to 64")
     return int(text)
+
+
+def _threshold(text):
+    try:
+        return signers(text, "--threshold")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv=None):
@@ -192,16 +204,9 @@ def main(argv=None):
     except kiln.KilnError as e:
         print(f"kiln serve: {args.archive}: {e}; the app was not started", file=sys.stderr)
         return 1
-    env = child_environment(os.environ, {
-        "KILN_SERVE": os.path.abspath(args.archive), "KILN_SERVE_TRUST": os.path.abspath(args.trust),
-        "KILN_SERVE_POLICY": args.policy, "TRITON_CACHE_MANAGER": "kiln.jit.triton_cache:ServeCacheManager",
-        "TRITON_CACHE_AUTOTUNING": "1"}, drop=("KILN_CAPTURE_DIR",))
-    if args.report:
-        env["KILN_SERVE_REPORT"] = os.path.abspath(args.report)
-    if args.target:
-        env["KILN_SERVE_TARGET"] = args.target
-    if args.threshold != 1:
-        env["KILN_SERVE_THRESHOLD"] = str(args.threshold)
+    env = child_environment(os.environ, *serve_environment(
+        os.path.abspath(args.archive), os.path.abspath(args.trust), args.policy,
+        report=args.report and os.path.abspath(args.report), target=args.target, threshold=args.threshold))
     os.execvpe(command[0], command, env)
 
 

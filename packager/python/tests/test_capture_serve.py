@@ -356,7 +356,8 @@ def test_capture_and_serve_commands_run_an_app_unchanged(captured, tmp_path):
     r = subprocess.run([sys.executable, "-m", "kiln.serve", str(out) + ".kiln", "--trust", str(captured["trust"]),
                         "--threshold", "0", "--", sys.executable, str(app)],
                        capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 2 and "'0' is not a number of signers from 1 to 64" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--threshold is '0': give the number of distinct trusted signers required, 1 to 64" \
+        in r.stderr, r.stderr
 
 
 _WORKERS_APP = """
@@ -382,6 +383,15 @@ if __name__ == "__main__":
 """
 
 
+def _assert_each_worker_served(folder):
+    """The boot reports in `folder` (boot-<pid>.json): each of the two workers had its two kernels
+    served, and no process compiled or was refused anything."""
+    reports = [json.loads(p.read_text()) for p in folder.glob("boot-*.json")]
+    workers = [rep for rep in reports if rep["served"]]
+    assert len(workers) == 2 and {rep["served"] for rep in workers} == {2}, reports
+    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["triton_compilations"] == 0 for rep in reports)
+
+
 def test_kernels_compiled_in_worker_processes_are_captured_and_served_in_each(captured, tmp_path):
     """An app whose kernels are compiled in spawned worker processes, as a serving engine's workers
     compile theirs, two of them the same kernel at the same moment: the capture holds what every
@@ -399,10 +409,7 @@ def test_kernels_compiled_in_worker_processes_are_captured_and_served_in_each(ca
                         "--target", "sm_90", "--report", str(report), "--", sys.executable, str(app)],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
-    reports = [json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json")]
-    workers = [rep for rep in reports if rep["served"]]
-    assert len(workers) == 2 and {rep["served"] for rep in workers} == {2}, reports
-    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["triton_compilations"] == 0 for rep in reports)
+    _assert_each_worker_served(tmp_path)
 
 
 def test_worker_processes_of_an_app_that_captures_and_serves_in_code_are_captured_and_served(captured, tmp_path):
@@ -429,10 +436,7 @@ def test_worker_processes_of_an_app_that_captures_and_serves_in_code_are_capture
     r = subprocess.run([sys.executable, str(tmp_path / "serving.py")], capture_output=True, text=True, env=env,
                        timeout=600)
     assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
-    reports = [json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json")]
-    workers = [rep for rep in reports if rep["served"]]
-    assert len(workers) == 2 and {rep["served"] for rep in workers} == {2}, reports
-    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["triton_compilations"] == 0 for rep in reports)
+    _assert_each_worker_served(tmp_path)
 
 
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):
