@@ -8,24 +8,12 @@
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/openssl_handles.hpp"
 #include "core/sha256.hpp"
 #include "core/verification_cache.hpp"
 
 namespace kiln {
 namespace {
-
-struct BioDeleter {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct PkeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct MdCtxDeleter {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using BioPtr = std::unique_ptr<BIO, BioDeleter>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
 
 std::string bio_to_string(BIO* bio) {
   char* data = nullptr;

@@ -6,6 +6,7 @@
 
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/openssl_handles.hpp"
 
 namespace kiln {
 namespace {
@@ -18,16 +19,12 @@ const EVP_MD* sha256_md() {
   return md;
 }
 
-struct MdCtxDeleter {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-
 }  // namespace
 
 Sha256 sha256(std::initializer_list<Sha256Piece> pieces) {
   // One context per thread, re-initialised for each digest: EVP_Digest allocates and frees a
   // context per call, which costs as much as hashing a small index page or kernel record.
-  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
+  thread_local MdCtxPtr ctx(EVP_MD_CTX_new());
   Sha256 out{};
   unsigned int len = 0;
   bool ok = ctx && EVP_DigestInit_ex(ctx.get(), sha256_md(), nullptr) == 1;
@@ -60,6 +57,11 @@ bool parse_digest_string(const std::string& text, Sha256* out) {
     (*out)[i] = static_cast<std::uint8_t>(v);
   }
   return true;
+}
+
+bool is_digest_string(const std::string& text) {
+  Sha256 parsed{};
+  return parse_digest_string(text, &parsed);
 }
 
 struct Sha256Stream::Impl {

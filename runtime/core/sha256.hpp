@@ -23,6 +23,7 @@ std::string sha256_hex(const Sha256& digest);
 std::string digest_string(const Sha256& digest);  // "sha256:<64 lowercase hex>"
 // Parses "sha256:<64 lowercase hex>" exactly; returns false on anything else.
 bool parse_digest_string(const std::string& text, Sha256* out);
+bool is_digest_string(const std::string& text);  // parse_digest_string would accept it
 
 // Incremental hashing, for members hashed while they are written.
 class Sha256Stream {

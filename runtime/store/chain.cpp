@@ -28,11 +28,6 @@ bool is_hex64(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-bool is_digest(const std::string& s) {
-  Sha256 d{};
-  return parse_digest_string(s, &d);
-}
-
 std::uint64_t to_u64(const std::string& s, const std::string& where) {
   if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos ||
       (s.size() > 1 && s[0] == '0')) {
@@ -69,7 +64,7 @@ std::string undash(const std::string& s) { return s == "-" ? "" : s; }
 std::string replay(const PackageState& s, const HistoryEntry& h, std::string* active, std::uint64_t* highest) {
   *active = s.active;
   *highest = s.highest_sequence;
-  if (!h.digest.empty() && !is_digest(h.digest)) return "its digest '" + h.digest + "' is not sha256:<64 lowercase hex>";
+  if (!h.digest.empty() && !is_digest_string(h.digest)) return "its digest '" + h.digest + "' is not sha256:<64 lowercase hex>";
   if (h.action == "refused") return "";
   if (h.digest.empty()) return "an " + h.action + " names no digest";
   const HistoryEntry* named = nullptr;  // the last record that gave this digest a sequence
@@ -84,7 +79,7 @@ std::string replay(const PackageState& s, const HistoryEntry& h, std::string* ac
   }
   if (h.action == "attest") {
     // An attestation kept beside the archive (STORE.md): it changes what is known, not what runs.
-    if (h.reason.compare(0, 7, "sha256:") != 0 || !is_digest(h.reason.substr(0, 71))) {
+    if (h.reason.compare(0, 7, "sha256:") != 0 || !is_digest_string(h.reason.substr(0, 71))) {
       return "an attest record's reason must begin with the attestation's sha256:<64 lowercase hex>";
     }
     return "";
@@ -200,7 +195,7 @@ PackageState decode_state(const std::string& text, const std::string& package, c
   s.package = field(1, "package", 2)[1];
   if (s.package != package) fail(Errc::malformed, at(1) + ": names package '" + s.package + "', not '" + package + "'");
   std::string active = undash(field(2, "active", 2)[1]);
-  if (!active.empty() && !is_digest(active)) fail(Errc::malformed, at(2) + ": bad active digest");
+  if (!active.empty() && !is_digest_string(active)) fail(Errc::malformed, at(2) + ": bad active digest");
   std::uint64_t highest = to_u64(field(3, "highest", 2)[1], at(3));
   std::vector<std::string> head = field(4, "head", 3);
   if (!is_hex64(head[1])) fail(Errc::malformed, at(4) + ": the head is not 64 lowercase hex");

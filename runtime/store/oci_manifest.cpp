@@ -16,19 +16,10 @@ void write_descriptor(json::Writer& w, const std::string& media_type, const Blob
   w.end_object();
 }
 
-namespace {
-
-bool is_digest(const std::string& s) {
-  Sha256 parsed{};
-  return parse_digest_string(s, &parsed);
-}
-
-}  // namespace
-
 BlobRef read_descriptor(const json::Value& d, const std::string& where, std::uint64_t max) {
   if (d.type != json::Value::Type::object) fail(Errc::malformed, where + ": not a descriptor (a JSON object)");
   const std::string* digest = d.get_string("digest");
-  if (digest == nullptr || !is_digest(*digest)) fail(Errc::malformed, where + ": digest is not sha256:<64 lowercase hex>");
+  if (digest == nullptr || !is_digest_string(*digest)) fail(Errc::malformed, where + ": digest is not sha256:<64 lowercase hex>");
   const std::int64_t* size = d.get_number("size");
   if (size == nullptr || *size < 0) fail(Errc::malformed, where + ": size missing or negative");
   if (static_cast<std::uint64_t>(*size) > max) {
@@ -139,7 +130,7 @@ ArtifactClaims read_artifact_manifest(const std::string& bytes, const std::strin
     }
   }
   c.kiln_digest = required_string(notes, "dev.kiln.digest", where);
-  if (!is_digest(c.kiln_digest)) fail(Errc::malformed, where + ": annotation dev.kiln.digest is not sha256:<64 lowercase hex>");
+  if (!is_digest_string(c.kiln_digest)) fail(Errc::malformed, where + ": annotation dev.kiln.digest is not sha256:<64 lowercase hex>");
   c.package = required_string(notes, "dev.kiln.package", where);
   c.kernel_revision = required_string(notes, "dev.kiln.kernel_revision", where);
   if (!parse_sequence(required_string(notes, "dev.kiln.sequence", where), &c.sequence)) {
@@ -149,7 +140,7 @@ ArtifactClaims read_artifact_manifest(const std::string& bytes, const std::strin
 }
 
 std::string kiln_digest_tag(const std::string& kiln_digest) {
-  if (!is_digest(kiln_digest)) fail(Errc::invalid_argument, "'" + kiln_digest + "' is not a digest (expected sha256:<64 lowercase hex>)");
+  if (!is_digest_string(kiln_digest)) fail(Errc::invalid_argument, "'" + kiln_digest + "' is not a digest (expected sha256:<64 lowercase hex>)");
   return "kiln-" + kiln_digest.substr(7);
 }
 

@@ -24,8 +24,8 @@ namespace {
 
 using kiln_test::runtime_last_error;
 using kiln_test::thread_last_error;
-const std::string kKeys = kiln_test::keys();
-const std::string kScale = kiln_test::archives() + "/scale.kiln";
+using kiln_test::keys;
+std::string scale_archive() { return kiln_test::archives() + "/scale.kiln"; }
 
 // The arguments of one call of the test archive's `scale` kernel (y = a * x over n floats), at
 // its declared shape n = 1024 unless a test changes n.
@@ -44,7 +44,7 @@ class CApi : public ::testing::Test {
   void SetUp() override {
     rt = kiln_test::runtime_without_driver();  // every kernel routes to the reference
     ASSERT_NE(rt, nullptr) << thread_last_error();
-    ASSERT_EQ(kiln_archive_open(rt, kScale.c_str(), &archive), KILN_OK) << thread_last_error();
+    ASSERT_EQ(kiln_archive_open(rt, scale_archive().c_str(), &archive), KILN_OK) << thread_last_error();
     ASSERT_EQ(kiln_archive_get_kernel(archive, "scale", 0, &kernel), KILN_OK);
   }
   void TearDown() override {
@@ -110,7 +110,7 @@ TEST(CApiCreate, EveryOptionsSizeIsHandledWithAMessage) {
     EXPECT_NE(thread_last_error().find("size " + std::to_string(size)), std::string::npos) << thread_last_error();
   }
   ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   char why[512] = "";
   o.error_buffer = why;
@@ -156,7 +156,7 @@ TEST(CApiFiles, AFifoAsArchiveOrTrustPathIsRefusedNotWaitedOn) {
   kiln_runtime* rt = nullptr;
   EXPECT_EQ(kiln_runtime_create(&rt, &o), KILN_ERR_INVALID_ARGUMENT);  // before the fix: blocked forever
   EXPECT_NE(thread_last_error().find("not a regular file"), std::string::npos) << thread_last_error();
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
   kiln_archive* a = nullptr;
@@ -179,12 +179,12 @@ TEST_F(CApi, ASizeQueryOfPreflightSaysBufferTooSmall) {
 TEST(CApiHandles, DestroyingTwiceIsHarmless) {
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   kiln_runtime* rt = nullptr;
   ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, kScale.c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_open(rt, scale_archive().c_str(), &a), KILN_OK);
   kiln_archive_destroy(a);
   kiln_archive_destroy(a);  // ASan reports a double free here if libkiln frees it again
   kiln_runtime_destroy(rt);

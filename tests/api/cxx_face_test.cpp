@@ -35,11 +35,8 @@ static_assert(std::is_trivially_copyable_v<kiln::Kernel>, "a borrowed kernel is 
 static_assert(std::is_base_of_v<std::runtime_error, kiln::Error>);
 static_assert(KILN_HPP_VERSION_NUMBER <= KILN_VERSION_NUMBER);
 
-const char* const kNoDriver = "libcuda-absent-for-this-test.so.1";
-
-kiln::RuntimeOptions driverless_options() {
-  return kiln::RuntimeOptions().trust_path(keys() + "/test.pub").cuda_driver_path(kNoDriver);
-}
+using kiln_test::driverless_options;
+using kiln_test::kNoDriver;
 
 std::string scale_path() { return archives() + "/scale.kiln"; }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "api_test_env.hpp"
 #include "kiln/kiln.hpp"
 
 namespace kiln_test {
@@ -19,6 +20,14 @@ kiln::Error error_from(Body body) {
   }
   ADD_FAILURE() << "no kiln::Error was thrown";
   return kiln::Error(KILN_OK, "none thrown");
+}
+
+// A runtime that trusts the test key and can load neither a CUDA driver nor a HIP runtime: every
+// kernel routes to the reference, on any machine.
+inline constexpr const char* kNoDriver = "libcuda-absent-for-this-test.so.1";
+inline constexpr const char* kNoHip = "libamdhip64-absent-for-this-test.so.6";
+inline kiln::RuntimeOptions driverless_options() {
+  return kiln::RuntimeOptions().trust_path(keys() + "/test.pub").cuda_driver_path(kNoDriver).hip_runtime_path(kNoHip);
 }
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

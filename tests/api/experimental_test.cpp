@@ -18,12 +18,8 @@ using kiln_test::archives;
 using kiln_test::keys;
 namespace x = kiln::experimental;
 
-const char* const kNoDriver = "libcuda-absent-for-this-test.so.1";
-const char* const kNoHip = "libamdhip64-absent-for-this-test.so.6";
-
-kiln::RuntimeOptions driverless_options() {
-  return kiln::RuntimeOptions().trust_path(keys() + "/test.pub").cuda_driver_path(kNoDriver).hip_runtime_path(kNoHip);
-}
+using kiln_test::driverless_options;
+using kiln_test::kNoDriver;
 
 using kiln_test::contains;
 using kiln_test::error_from;

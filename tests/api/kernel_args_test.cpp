@@ -13,13 +13,13 @@ namespace {
 
 using kiln_test::thread_last_error;
 
-struct Seen {
+struct ArgsSeen {
   std::vector<std::string> texts;
   std::vector<size_t> arg_counts;
   std::vector<std::vector<void*>> args;
 };
-int remember(kiln_call_info* info, void** args, size_t count, void*, void* user) {
-  auto* s = static_cast<Seen*>(user);
+int remember_args(kiln_call_info* info, void** args, size_t count, void*, void* user) {
+  auto* s = static_cast<ArgsSeen*>(user);
   s->texts.push_back(info->reason_text);
   s->arg_counts.push_back(count);
   s->args.emplace_back(args, args + count);
@@ -30,7 +30,7 @@ class KernelArgs : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(k.open("scale-kernel-args.kiln", "scale"), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember_args, &seen, nullptr), KILN_OK);
     rt = k.rt;
     archive = k.archive;
     kernel = k.kernel;
@@ -39,7 +39,7 @@ class KernelArgs : public ::testing::Test {
   kiln_runtime* rt = nullptr;
   kiln_archive* archive = nullptr;
   kiln_kernel* kernel = nullptr;
-  Seen seen;
+  ArgsSeen seen;
 };
 
 TEST_F(KernelArgs, TheCallIsTheParamsAndTheReferenceReceivesItUnchanged) {

@@ -10,18 +10,16 @@
 #include <vector>
 
 #include "../unit/temp_dirs.hpp"
+#include "api_test_env.hpp"
 #include "kiln/kiln.h"
 #include "store/store.hpp"
 
 namespace {
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? v : fallback;
-}
-const std::string kKeys = env_or("KILN_TEST_KEYS", KILN_TEST_KEYS);
+using kiln_test::env_or;
+using kiln_test::keys;
 const std::string kKiln = env_or("KILN_BINARY", KILN_BINARY);
-const std::string kScale = KILN_SCALE_DIR;
+const std::string kScaleDir = KILN_SCALE_DIR;
 
 std::string sh(const std::string& cmd) {
   std::string out;
@@ -40,16 +38,16 @@ struct StoreWithTwoVersions {
   StoreWithTwoVersions() {
     dir = kiln::test::make_temp_dir("kiln-package-test");
     store = dir + "/store";
-    sh("cp " + kScale + "/scale.ptx " + dir + "/");
+    sh("cp " + kScaleDir + "/scale.ptx " + dir + "/");
     for (int v = 1; v <= 2; ++v) {
       std::string toml = dir + "/kiln.v" + std::to_string(v) + ".toml";
       sh("sed -e 's/test-1/v" + std::to_string(v) + "/' -e 's/sequence = 4/sequence = " + std::to_string(4 + v) + "/' " +
-         kScale + "/kiln.toml > " + toml);
-      std::string digest = sh(kKiln + " pack " + toml + " --key " + kKeys + "/test.key -o " + dir + "/v" +
+         kScaleDir + "/kiln.toml > " + toml);
+      std::string digest = sh(kKiln + " pack " + toml + " --key " + keys() + "/test.key -o " + dir + "/v" +
                               std::to_string(v) + ".kiln -q");
       (v == 1 ? d1 : d2) = digest;
     }
-    kiln::store::Store::init(store, kKeys + "/test.pub");
+    kiln::store::Store::init(store, keys() + "/test.pub");
     kiln::store::Store s(store);
     s.add(dir + "/v1.kiln");
     s.add(dir + "/v2.kiln");
@@ -73,7 +71,7 @@ int count_reference(const kiln_call_info* info, void* const*, size_t, void*, voi
 kiln_runtime* make_runtime() {
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   o.cuda_driver_path = "libcuda-absent-for-this-test.so.1";
   kiln_runtime* rt = nullptr;
@@ -214,8 +212,8 @@ TEST(Package, OpenRefusesAHistoryThatLiesAboutTheActiveArchivesSequence) {
 TEST(Package, OpenAndReloadRefuseAFileThatHoldsAnotherDigestThanItsName) {
   StoreWithTwoVersions s;  // v1 (sequence 5) active, v2 (sequence 6) added
   std::string twin_toml = s.dir + "/kiln.twin.toml";
-  sh("sed -e 's/test-1/twin/' -e 's/sequence = 4/sequence = 5/' " + kScale + "/kiln.toml > " + twin_toml);
-  std::string twin = sh(kKiln + " pack " + twin_toml + " --key " + kKeys + "/test.key -o " + s.dir + "/twin.kiln -q");
+  sh("sed -e 's/test-1/twin/' -e 's/sequence = 4/sequence = 5/' " + kScaleDir + "/kiln.toml > " + twin_toml);
+  std::string twin = sh(kKiln + " pack " + twin_toml + " --key " + keys() + "/test.key -o " + s.dir + "/twin.kiln -q");
   ASSERT_EQ(twin.rfind("sha256:", 0), 0u) << twin;
   ASSERT_NE(twin, s.d1);
   kiln::store::Store store(s.store);
@@ -233,8 +231,8 @@ TEST(Package, OpenAndReloadRefuseAFileThatHoldsAnotherDigestThanItsName) {
   store.activate(s.d2, "test", "v2");
   const std::string v2_file = store.archive_path(s.d2);
   std::string twin6_toml = s.dir + "/kiln.twin6.toml";
-  sh("sed -e 's/test-1/twin6/' -e 's/sequence = 4/sequence = 6/' " + kScale + "/kiln.toml > " + twin6_toml);
-  std::string twin6 = sh(kKiln + " pack " + twin6_toml + " --key " + kKeys + "/test.key -o " + s.dir + "/twin6.kiln -q");
+  sh("sed -e 's/test-1/twin6/' -e 's/sequence = 4/sequence = 6/' " + kScaleDir + "/kiln.toml > " + twin6_toml);
+  std::string twin6 = sh(kKiln + " pack " + twin6_toml + " --key " + keys() + "/test.key -o " + s.dir + "/twin6.kiln -q");
   sh("cp " + s.dir + "/twin6.kiln " + v2_file);
   int switched = -1;
   EXPECT_EQ(kiln_package_reload(p, &switched), KILN_ERR_INTEGRITY);

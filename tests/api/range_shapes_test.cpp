@@ -13,12 +13,12 @@ namespace {
 
 using kiln_test::thread_last_error;
 
-struct Seen {
+struct RangeSeen {
   std::vector<unsigned> reasons;
   std::vector<std::string> texts;
 };
-int remember(kiln_call_info* info, void**, size_t, void*, void* user) {
-  auto* s = static_cast<Seen*>(user);
+int remember_range(kiln_call_info* info, void**, size_t, void*, void* user) {
+  auto* s = static_cast<RangeSeen*>(user);
   s->reasons.push_back(info->reason);
   s->texts.push_back(info->reason_text);
   return 0;
@@ -28,7 +28,7 @@ class RangeShapes : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(k.open("scale-ranges.kiln", "scale"), KILN_OK) << thread_last_error();
-    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+    ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember_range, &seen, nullptr), KILN_OK);
     rt = k.rt;
     archive = k.archive;
     kernel = k.kernel;
@@ -45,7 +45,7 @@ class RangeShapes : public ::testing::Test {
   kiln_runtime* rt = nullptr;
   kiln_archive* archive = nullptr;
   kiln_kernel* kernel = nullptr;
-  Seen seen;
+  RangeSeen seen;
 };
 
 TEST_F(RangeShapes, EachCallGetsTheLaunchItsShapeComputes) {
@@ -79,8 +79,6 @@ TEST_F(RangeShapes, AnUndeclaredCallNamesItsValuesAndWhyEachRangeShapeRefusedIt)
   EXPECT_EQ(stats.undeclared_shape_calls, 3u);
 }
 
-}  // namespace
-
 // kiln_kernel_explain says what a call would do and launches nothing: here (no driver) the
 // shape, its launch and the route's reason; an undeclared call, why; a too-small buffer, the size.
 TEST_F(RangeShapes, ExplainSaysWhatACallWouldDoWithoutLaunchingIt) {
@@ -108,8 +106,8 @@ TEST_F(RangeShapes, ExplainSaysWhatACallWouldDoWithoutLaunchingIt) {
 TEST(RangeShapesAddresses, ACallWhoseTensorBreaksAnAddressConditionGoesToTheReference) {
   kiln_test::DriverlessKernel k;
   ASSERT_EQ(k.open("scale-variants.kiln", "scale"), KILN_OK) << thread_last_error();
-  Seen seen;
-  ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember, &seen, nullptr), KILN_OK);
+  RangeSeen seen;
+  ASSERT_EQ(kiln_runtime_set_reference(k.rt, "scale", remember_range, &seen, nullptr), KILN_OK);
   alignas(16) float buffer[8] = {};
   float a = 1;
   unsigned n = 1000;
@@ -125,3 +123,5 @@ TEST(RangeShapesAddresses, ACallWhoseTensorBreaksAnAddressConditionGoesToTheRefe
   ASSERT_EQ(seen.reasons.size(), 2u);
   EXPECT_EQ(seen.reasons[1], static_cast<unsigned>(KILN_REASON_NO_DRIVER)) << seen.texts[1];
 }
+
+}  // namespace

@@ -19,17 +19,14 @@
 
 #include "core/archive_reader.hpp"
 #include "core/sparse_writer.hpp"
+#include "api_test_env.hpp"
 #include "kiln/kiln.h"
 
 namespace {
 
-// Paths baked in at build time, overridable where the build folder has moved (the GPU runner).
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? v : fallback;
-}
-const std::string kArchives = env_or("KILN_TEST_ARCHIVES", KILN_TEST_ARCHIVES);
-const std::string kKeys = env_or("KILN_TEST_KEYS", KILN_TEST_KEYS);
+using kiln_test::archives;
+using kiln_test::env_or;
+using kiln_test::keys;
 
 std::vector<char> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +49,7 @@ class RuntimeApi : public ::testing::Test {
     ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
   }
   void TearDown() override { kiln_runtime_destroy(rt); }
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   kiln_runtime* rt = nullptr;
 };
 
@@ -75,7 +72,7 @@ TEST(Options, NewerCallerWithNonZeroUnknownBytesIsRefused) {
     uint64_t future_field;
   } big;
   ASSERT_EQ(kiln_runtime_options_init(&big.known, sizeof big), KILN_OK);
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   big.known.trust_path = trust.c_str();
   big.future_field = 0;
   kiln_runtime* rt = nullptr;
@@ -95,7 +92,7 @@ TEST(Options, OlderShorterCallerGetsDefaults) {
   std::vector<std::string> lines;
   kiln_runtime_options o;
   ASSERT_EQ(kiln_runtime_options_init(&o, sizeof o), KILN_OK);
-  std::string trust = kKeys + "/test.pub";
+  std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   o.size = static_cast<uint32_t>(known);
   o.log_level = KILN_LOG_DEBUG;
@@ -110,7 +107,7 @@ TEST(Options, OlderShorterCallerGetsDefaults) {
   ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
   kiln_archive* a = nullptr;
   // The default member limit (4 GiB), not the 1 byte past `size`.
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
   kiln_kernel* k = nullptr;
   ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK) << last_error(rt);
   // The default log (none), not the callback past `size`: choosing the route logs at INFO.
@@ -122,7 +119,7 @@ TEST(Options, OlderShorterCallerGetsDefaults) {
   // so the two checks above can tell the difference.
   o.size = sizeof o;
   ASSERT_EQ(kiln_runtime_create(&rt, &o), KILN_OK);
-  EXPECT_NE(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  EXPECT_NE(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK);
   EXPECT_FALSE(lines.empty());
   kiln_runtime_destroy(rt);
 }
@@ -144,8 +141,8 @@ TEST(Options, CreateFailureIsExplainedInTheCallersBuffer) {
 
 TEST_F(RuntimeApi, OpensFromPathAndMemoryWithTheSameDigest) {
   kiln_archive* from_path = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &from_path), KILN_OK) << last_error(rt);
-  std::vector<char> bytes = read_file(kArchives + "/scale.kiln");
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &from_path), KILN_OK) << last_error(rt);
+  std::vector<char> bytes = read_file(archives() + "/scale.kiln");
   kiln_archive* from_memory = nullptr;
   ASSERT_EQ(kiln_archive_open_memory(rt, bytes.data(), bytes.size(), &from_memory), KILN_OK) << last_error(rt);
   bytes.assign(bytes.size(), 0);  // the library copied what it needs
@@ -159,7 +156,7 @@ TEST_F(RuntimeApi, OpensFromPathAndMemoryWithTheSameDigest) {
 // An archive whose index is a tree (FORMAT.md §3, tests/data/tree/make_package.py), opened from
 // its path (read through pread, never mapped) and from memory: every kernel listed and resolved.
 TEST_F(RuntimeApi, AnArchiveWithATreeIndexListsAndResolvesEveryKernel) {
-  const std::string path = kArchives + "/tree-index.kiln";
+  const std::string path = archives() + "/tree-index.kiln";
   if (!std::ifstream(path)) GTEST_SKIP() << path << " was not built (no Python 3 at configure time)";
   std::vector<char> bytes = read_file(path);
   kiln_archive* from_path = nullptr;
@@ -185,7 +182,7 @@ TEST_F(RuntimeApi, AnArchiveWithATreeIndexListsAndResolvesEveryKernel) {
 }
 
 TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
-  std::vector<char> good = read_file(kArchives + "/scale.kiln");
+  std::vector<char> good = read_file(archives() + "/scale.kiln");
   ASSERT_GT(good.size(), 200u);
   // A byte of the index head (what the digest covers) breaks the signature.
   std::uint64_t index_offset = 0;
@@ -226,7 +223,7 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
 // caller sizes a buffer from a hostile length), changed bytes.
 TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
   std::size_t size = 0;
   ASSERT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 0, &size), KILN_ERR_BUFFER_TOO_SMALL);
   ASSERT_GT(size, 100u);
@@ -244,12 +241,12 @@ TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
   // A member over the runtime's bound: refused on its declared size, the size query included.
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
-  const std::string trust = kKeys + "/test.pub";
+  const std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   o.max_member_size = 64;
   kiln_runtime* small = nullptr;
   ASSERT_EQ(kiln_runtime_create(&small, &o), KILN_OK);
-  std::vector<char> bytes = read_file(kArchives + "/scale.kiln");
+  std::vector<char> bytes = read_file(archives() + "/scale.kiln");
   if (kiln_archive_open_memory(small, bytes.data(), bytes.size(), &a) == KILN_OK) {
     EXPECT_EQ(kiln_archive_read_member(a, "kiln.toml", nullptr, 0, &size), KILN_ERR_LIMIT);
     EXPECT_NE(last_error(small).find("over the reader's limit of 64"), std::string::npos) << last_error(small);
@@ -283,7 +280,7 @@ TEST_F(RuntimeApi, ReadMemberGivesVerifiedContentAndRefusesWithTheReason) {
 // archive's digest; a member it lacks is refused by name, and a kernel whose code is absent routes
 // with a reason naming it.
 TEST_F(RuntimeApi, ASparseArchiveOpensWithItsDigestAndNamesWhatItLacks) {
-  std::vector<char> whole = read_file(kArchives + "/scale.kiln");
+  std::vector<char> whole = read_file(archives() + "/scale.kiln");
   std::unique_ptr<kiln::ArchiveReader> reader = kiln::ArchiveReader::open_memory(
       reinterpret_cast<const std::uint8_t*>(whole.data()), whole.size(), kiln::ReadOptions{});
   const std::vector<kiln::format::Entry>& entries = reader->index().entries;
@@ -317,7 +314,7 @@ TEST_F(RuntimeApi, ASparseArchiveOpensWithItsDigestAndNamesWhatItLacks) {
 // --target` does; a target that is not one is refused by name.
 TEST_F(RuntimeApi, PreflightForADescribedTargetNeedsNoGpu) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK) << last_error(rt);
   std::size_t needed = 0;
   ASSERT_EQ(kiln_archive_preflight_target(a, "sm_90", "13.0", nullptr, 0, &needed), KILN_ERR_BUFFER_TOO_SMALL);
   std::string json(needed, '\0');
@@ -337,7 +334,7 @@ TEST(Options, SignatureThresholdOutsideOneTo64IsRefused) {
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
   EXPECT_EQ(o.signature_threshold, 1u);
-  const std::string trust = kKeys + "/test.pub";
+  const std::string trust = keys() + "/test.pub";
   o.trust_path = trust.c_str();
   for (std::uint32_t bad : {0u, 65u, 0xffffffffu}) {
     o.signature_threshold = bad;
@@ -361,7 +358,7 @@ TEST_F(RuntimeApi, UntrustedSignerIsRefused) {
   kiln_runtime_options o;
   kiln_runtime_options_init(&o, sizeof o);
   // The archives are signed by keys/test.key; trusting only a fresh key must refuse them.
-  std::string other = kKeys + "/other-for-runtime-test";
+  std::string other = keys() + "/other-for-runtime-test";
   std::remove((other + ".key").c_str());
   std::remove((other + ".pub").c_str());
   ASSERT_EQ(std::system((env_or("KILN_BINARY", KILN_BINARY) + " keygen --out " + other + " >/dev/null").c_str()), 0);
@@ -370,7 +367,7 @@ TEST_F(RuntimeApi, UntrustedSignerIsRefused) {
   kiln_runtime* strict = nullptr;
   ASSERT_EQ(kiln_runtime_create(&strict, &o), KILN_OK);
   kiln_archive* a = nullptr;
-  EXPECT_EQ(kiln_archive_open(strict, (kArchives + "/scale.kiln").c_str(), &a), KILN_ERR_SIGNATURE);
+  EXPECT_EQ(kiln_archive_open(strict, (archives() + "/scale.kiln").c_str(), &a), KILN_ERR_SIGNATURE);
   EXPECT_NE(last_error(strict).find("0 distinct trusted signer(s), 1 required"), std::string::npos) << last_error(strict);
   kiln_runtime_destroy(strict);
 }
@@ -399,7 +396,7 @@ int failing_reference(const kiln_call_info*, void* const*, size_t, void*, void*)
 
 TEST_F(RuntimeApi, NoDriverRoutesEveryCallToTheReferenceWithTheSameArguments) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK);
   ASSERT_EQ(kiln_archive_warm(a, 0), KILN_OK) << last_error(rt);
   kiln_kernel* k = nullptr;
   ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
@@ -482,7 +479,7 @@ int counting_reference(const kiln_call_info*, void* const* args, size_t, void*, 
 
 TEST_F(RuntimeApi, ManyThreadsResolveAndLaunchTheSameKernelAtOnce) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK);
   std::atomic<int> calls{0};
   ASSERT_EQ(kiln_runtime_register_reference(rt, "scale", counting_reference, &calls), KILN_OK);
   constexpr int kThreads = 8, kLaunches = 500;
@@ -520,7 +517,7 @@ TEST_F(RuntimeApi, ManyThreadsResolveAndLaunchTheSameKernelAtOnce) {
 
 TEST_F(RuntimeApi, ParametersAreDescribedForBindings) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK);
   kiln_kernel* k = nullptr;
   ASSERT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_OK);
   const struct {
@@ -545,7 +542,7 @@ TEST_F(RuntimeApi, ParametersAreDescribedForBindings) {
 
 TEST_F(RuntimeApi, PreflightReportsEveryKernelAsJson) {
   kiln_archive* a = nullptr;
-  ASSERT_EQ(kiln_archive_open(rt, (kArchives + "/scale.kiln").c_str(), &a), KILN_OK);
+  ASSERT_EQ(kiln_archive_open(rt, (archives() + "/scale.kiln").c_str(), &a), KILN_OK);
   size_t needed = 0;
   EXPECT_EQ(kiln_archive_preflight(a, 0, nullptr, 0, &needed), KILN_ERR_BUFFER_TOO_SMALL);  // a size query
   ASSERT_GT(needed, 10u);
@@ -559,7 +556,7 @@ TEST_F(RuntimeApi, PreflightReportsEveryKernelAsJson) {
 }
 
 TEST_F(RuntimeApi, AmdKernelsWithoutAnAmdGpuRouteToTheReferenceWithTheReason) {
-  std::string path = kArchives + "/scale-amd.kiln";
+  std::string path = archives() + "/scale-amd.kiln";
   if (!std::ifstream(path)) GTEST_SKIP() << "scale-amd.kiln needs hipcc at build time";
   kiln_archive* a = nullptr;
   ASSERT_EQ(kiln_archive_open(rt, path.c_str(), &a), KILN_OK) << last_error(rt);
@@ -648,7 +645,7 @@ TEST_F(RuntimeApi, LoggingGoesToTheCallbackOnly) {
   kiln_runtime* logged = nullptr;
   kiln_status created = kiln_runtime_create(&logged, &o);
   kiln_archive* a = nullptr;
-  kiln_status opened = created == KILN_OK ? kiln_archive_open(logged, (kArchives + "/scale.kiln").c_str(), &a) : created;
+  kiln_status opened = created == KILN_OK ? kiln_archive_open(logged, (archives() + "/scale.kiln").c_str(), &a) : created;
   kiln_kernel* k = nullptr;
   kiln_status got = opened == KILN_OK ? kiln_archive_get_kernel(a, "scale", 0, &k) : opened;
   kiln_archive* missing = nullptr;  // a failure, too, is told to the callback only

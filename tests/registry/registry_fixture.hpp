@@ -25,11 +25,27 @@
 #include <thread>
 #include <vector>
 
+#include "../unit/run_command.hpp"
+
 namespace kiln::test {
 
 constexpr const char* kRegistryBinary = "/usr/bin/docker-registry";
 
 inline bool executable(const char* path) { return ::access(path, X_OK) == 0; }
+
+// A kiln command line's run, and what the tests read of it.
+inline CommandResult shell(const std::string& line) { return run_command(line); }
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+// The value after `label` on its line of the command's output ("  kiln digest      sha256:...").
+inline std::string field(const std::string& out, const std::string& label) {
+  std::size_t at = out.find(label);
+  if (at == std::string::npos) return "";
+  at = out.find_first_not_of(' ', at + label.size());
+  return out.substr(at, out.find_first_of(" \n", at) - at);
+}
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -28,20 +28,9 @@ using test::read_text;
 
 using Outcome = kiln::test::CommandResult;
 
-Outcome shell(const std::string& line) { return kiln::test::run_command(line); }
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-// The value after `label` on its line of the command's output ("  kiln digest      sha256:...").
-std::string field(const std::string& out, const std::string& label) {
-  std::size_t at = out.find(label);
-  if (at == std::string::npos) return "";
-  at = out.find_first_not_of(' ', at + label.size());
-  return out.substr(at, out.find_first_of(" \n", at) - at);
-}
+using test::exists;
+using test::field;
+using test::shell;
 
 // A ~3 MB archive of package `scale` that does not compress (random bytes), packed by the kiln
 // command: big enough that a transfer can be cut in the middle of it.

@@ -21,17 +21,9 @@ namespace {
 using test::read_text;
 using Outcome = kiln::test::CommandResult;
 
-Outcome shell(const std::string& line) { return kiln::test::run_command(line); }
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
-std::string field(const std::string& out, const std::string& label) {
-  std::size_t at = out.find(label);
-  if (at == std::string::npos) return "";
-  at = out.find_first_not_of(' ', at + label.size());
-  return out.substr(at, out.find_first_of(" \n", at) - at);
-}
+using test::exists;
+using test::field;
+using test::shell;
 std::uint64_t stat_value(const std::string& out, const std::string& key) {
   std::size_t at = out.find(key + "=");
   return at == std::string::npos ? 0 : std::stoull(out.substr(at + key.size() + 1));

@@ -11,6 +11,7 @@
 #include "core/manifest.hpp"
 #include "core/shape_program.hpp"
 #include "cuda/cuda_features.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -58,10 +59,8 @@ block = [128]
 cluster = [2]
 )TOML";
 
-Manifest parse(const std::string& text) { return parse_manifest(text, "kiln.toml"); }
-
 TEST(KernelArgs, ParsesEveryKindOfEntry) {
-  Manifest m = parse(kTma);
+  Manifest m = test::parse_kiln_toml(kTma);
   const KernelSpec& k = m.kernels[0];
   ASSERT_EQ(k.kernel_args.size(), 5u);
   const KernelArg& map = k.kernel_args[0];
@@ -88,7 +87,7 @@ TEST(KernelArgs, ParsesEveryKindOfEntry) {
 }
 
 TEST(KernelArgs, TheRecordRoundTripsAndOtherKernelsKeepTheirBytes) {
-  Manifest m = parse(kTma);
+  Manifest m = test::parse_kiln_toml(kTma);
   std::vector<KernelTableMember> table = encode_kernel_table(m);
   KernelSpec back = decode_kernel_record(ByteView(table[1].content), "mm", "record");
   ASSERT_EQ(back.kernel_args.size(), 5u);
@@ -108,7 +107,7 @@ TEST(KernelArgs, TheRecordRoundTripsAndOtherKernelsKeepTheirBytes) {
     std::size_t at = plain.find("cluster = ");
     plain.erase(at, plain.find('\n', at) + 1 - at);
   }
-  std::vector<std::uint8_t> bytes = encode_kernel_table(parse(plain))[1].content;
+  std::vector<std::uint8_t> bytes = encode_kernel_table(test::parse_kiln_toml(plain))[1].content;
   KernelSpec plain_back = decode_kernel_record(ByteView(bytes), "mm", "record");
   EXPECT_TRUE(plain_back.kernel_args.empty());
   EXPECT_LT(bytes.size(), table[1].content.size());
@@ -117,14 +116,14 @@ TEST(KernelArgs, TheRecordRoundTripsAndOtherKernelsKeepTheirBytes) {
 // A record with its launch extension changed byte by byte: every change is refused or decodes
 // to something valid (never a crash); these particular ones must be refused.
 TEST(KernelArgs, HostileExtensionsAreRefused) {
-  std::vector<std::uint8_t> good = encode_kernel_table(parse(kTma))[1].content;
+  std::vector<std::uint8_t> good = encode_kernel_table(test::parse_kiln_toml(kTma))[1].content;
   std::string plain = kTma;
   plain.erase(plain.find("kernel_args = ["), plain.find("code = [") - plain.find("kernel_args = ["));
   while (plain.find("cluster = ") != std::string::npos) {
     std::size_t at = plain.find("cluster = ");
     plain.erase(at, plain.find('\n', at) + 1 - at);
   }
-  const std::size_t ext = encode_kernel_table(parse(plain))[1].content.size();  // where the extension starts
+  const std::size_t ext = encode_kernel_table(test::parse_kiln_toml(plain))[1].content.size();  // where the extension starts
   auto refused = [&](std::vector<std::uint8_t> bytes, const std::string& why) {
     try {
       decode_kernel_record(ByteView(bytes), "mm", "record");
@@ -157,7 +156,7 @@ TEST(KernelArgs, HostileExtensionsAreRefused) {
 }
 
 TEST(KernelArgs, ARangeShapeMatchesOnlyGridsTheClusterDivides) {
-  Manifest m = parse(kTma);
+  Manifest m = test::parse_kiln_toml(kTma);
   const KernelSpec& k = m.kernels[0];
   ShapeProgram any(k.shapes[1], k.params);
   std::uint64_t a = 0, c = 0;
@@ -192,7 +191,7 @@ TEST_P(KernelArgErrors, NameFileLineColumnAndTheProblem) {
   ASSERT_NE(at, std::string::npos) << c.find;
   text.replace(at, c.find.size(), c.replace);
   try {
-    parse(text);
+    test::parse_kiln_toml(text);
     FAIL() << "accepted: " << c.replace;
   } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest);
@@ -238,7 +237,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The CUDA rules at resolution, on made-up devices and drivers.
 TEST(KernelArgs, ResolutionRefusesDevicesWithoutTheFeaturesWithTheReason) {
-  Manifest m = parse(kTma);
+  Manifest m = test::parse_kiln_toml(kTma);
   const KernelSpec& k = m.kernels[0];
   cuda::DriverFeatures all{true, true, true};
   cuda::DeviceSpec h200{9, 0, 13000}, a100{8, 0, 13000};

@@ -16,6 +16,8 @@ namespace kiln::test {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
 
+Manifest parse_kiln_toml(const std::string& text) { return parse_manifest(text, "kiln.toml"); }
+
 PackageIdentity default_identity() { return PackageIdentity{"demo-pkg", "rev-1", 7}; }
 
 std::string small_manifest(const PackageIdentity& id, const std::string& code_path,

@@ -12,10 +12,14 @@
 #include "core/archive_writer.hpp"
 #include "core/ed25519.hpp"
 #include "core/format.hpp"
+#include "core/manifest.hpp"
 
 namespace kiln::test {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s);
+
+// A kiln.toml given as text, parsed as the packer parses one (its errors name "kiln.toml").
+Manifest parse_kiln_toml(const std::string& text);
 
 // A manifest whose identity matches `id`, with one kernel naming `code_path`.
 // `extra_files` are named under [files] extra after tests/vector.bin.

@@ -54,11 +54,9 @@ grid = ["cdiv(m, 64)"]
 block = [128]
 )TOML";
 
-Manifest parse(const std::string& text) { return parse_manifest(text, "kiln.toml"); }
-
 std::string refusal(const std::string& text) {
   try {
-    parse(text);
+    test::parse_kiln_toml(text);
   } catch (const Failure& e) {
     EXPECT_EQ(e.code(), Errc::manifest) << e.what();
     return e.what();
@@ -74,7 +72,7 @@ std::string with(std::string text, const std::string& from, const std::string& t
 }
 
 TEST(Variants, ParsedInFileOrderWithCodeInTheKernelsArchOrder) {
-  Manifest m = parse(kGemm);
+  Manifest m = test::parse_kiln_toml(kGemm);
   const KernelSpec& k = m.kernels.at(0);
   ASSERT_EQ(k.variants.size(), 2u);
   EXPECT_EQ(k.variants[0].name, "mk16");
@@ -111,7 +109,7 @@ TEST(Variants, MistakesAreRefusedAtTheirPlace) {
 }
 
 TEST(Variants, TheRecordRoundTripsCanonicallyAndHostileOnesAreRefused) {
-  Manifest m = parse(kGemm);
+  Manifest m = test::parse_kiln_toml(kGemm);
   std::vector<std::uint8_t> good = encode_kernel_table(m)[1].content;
   KernelSpec back = decode_kernel_record(ByteView(good), "gemm", "record");
   ASSERT_EQ(back.variants.size(), 2u);
@@ -182,7 +180,7 @@ kernel_args = ["a", "k"]
 
 [[kernel.variant]]
 name = "mk16")");
-  Manifest m = parse(text);
+  Manifest m = test::parse_kiln_toml(text);
   const VariantSpec& v = m.kernels[0].variants.at(0);
   ASSERT_TRUE(v.has_kernel_args);
   ASSERT_EQ(v.kernel_args.size(), 2u);
@@ -206,7 +204,7 @@ name = "mk16")");
 }
 
 TEST(Variants, ACallTakesTheFirstVariantWhoseConditionsAllHold) {
-  Manifest m = parse(kGemm);
+  Manifest m = test::parse_kiln_toml(kGemm);
   engine::VariantChoice choice(m.kernels[0]);
   ASSERT_EQ(choice.size(), 2u);
   std::uint64_t a = 0;
@@ -232,7 +230,7 @@ TEST(Variants, ACallTakesTheFirstVariantWhoseConditionsAllHold) {
 TEST(Variants, AConditionMayAskForAPointersAlignment) {
   // A build that assumes an aligned tensor (Triton's `tt.divisibility` on a pointer) takes only
   // the calls whose address is a multiple of 16; an offset view runs the general code.
-  Manifest m = parse(with(kGemm, "when = [\"k % 16 == 0\"]", "when = [\"k % 16 == 0\", \"addr(a) % 16 == 0\"]"));
+  Manifest m = test::parse_kiln_toml(with(kGemm, "when = [\"k % 16 == 0\"]", "when = [\"k % 16 == 0\", \"addr(a) % 16 == 0\"]"));
   engine::VariantChoice choice(m.kernels[0]);
   std::uint64_t a = 0x7f0000000100;
   std::int32_t mv = 3, kv = 32;
