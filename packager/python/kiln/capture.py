@@ -23,13 +23,13 @@ import shutil
 import subprocess
 import sys
 
-__all__ = ["capture", "start", "finish", "main"]
+__all__ = ["capture", "start", "stop", "finish", "main"]
 
 
 def start(directory, targets=()):
     """Starts recording into `directory` in this process: Triton and TileLang are hooked now if
     imported, else as soon as the app imports them. Python processes started after it (the app's
-    workers) record into the same folder: the environment they inherit arms them."""
+    workers) record into the same folder: the environment they inherit arms them. stop() ends it."""
     directory, targets = os.path.abspath(directory), list(targets)
     os.makedirs(directory, exist_ok=True)
     from .jit import hooks, recorder, tilelang_hooks
@@ -38,12 +38,37 @@ def start(directory, targets=()):
     # This process's environment, and that of the Python processes the app starts from now on
     # (spawned workers, Inductor's compile workers), which record into the same folder, as under
     # `python -m kiln.capture`.
-    arm_child_processes(capture_environment(directory, targets), drop=("KILN_SERVE",))
+    session.armed_environment = arm_child_processes(capture_environment(directory, targets), drop=("KILN_SERVE",))
     hooks.activate(session)
-    when_imported("triton", lambda: hooks.install(session))
-    when_imported("tilelang", lambda: tilelang_hooks.install(session))
-    when_imported("torch", lambda: _pin_inductor_dir(session, recorder.inductor_cache_dir(directory)))
+
+    def while_recording(install):  # a compiler imported after stop() is left alone
+        return lambda: install() if hooks.session() is session else None
+    when_imported("triton", while_recording(lambda: hooks.install(session)))
+    when_imported("tilelang", while_recording(lambda: tilelang_hooks.install(session)))
+    when_imported("torch", while_recording(lambda: _pin_inductor_dir(session, recorder.inductor_cache_dir(directory))))
     return session
+
+
+def stop(session):
+    """Ends what start() began in this process: torch.compile's artifacts and the ptxas pins are
+    saved into the folder, Triton, TileLang and Inductor answer as they did before (their knobs
+    back, their hooks passing every call through), and the variables start() set are given back
+    their earlier values (those the app has changed since keep the app's), so that processes
+    started from now on are not armed. Kernels compiled afterwards are not recorded."""
+    from .jit import hooks, inductor_dir
+    try:
+        session.finish()
+    finally:
+        hooks.deactivate(session)
+        inductor_dir.unpin()
+        armed, before = session.armed_environment
+        for name, value in before.items():
+            if os.environ.get(name) != armed.get(name):
+                continue  # changed by the app meanwhile: the app's
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def capture_environment(directory, targets):
@@ -109,8 +134,10 @@ def capture(directory, targets=(), **package_args):
     """Records while the block runs; on a clean exit writes the package (summary in .summary)."""
     session = start(directory, targets)
     result = _Capture()
-    yield result
-    session.finish()
+    try:
+        yield result
+    finally:  # recording ends with the block, however it ends
+        stop(session)
     result.summary = finish(directory, **package_args)
 
 
@@ -134,11 +161,15 @@ def child_environment(base, extra, drop=()):
 def arm_child_processes(extra, drop=()):
     """This process's environment made the one the commands give an app (child_environment), so
     that every Python process started from now on arms itself the same way: a capture or serve
-    started in code covers the app's workers as the commands do."""
+    started in code covers the app's workers as the commands do. Returns (what it set, what those
+    variables were before: None where unset) for the names it changed."""
     env = child_environment(os.environ, extra, drop)
+    changed = {k for k in set(os.environ) | set(env) if os.environ.get(k) != env.get(k)}
+    before = {k: os.environ.get(k) for k in changed}
     for name in [k for k in os.environ if k not in env]:
         del os.environ[name]
     os.environ.update(env)
+    return {k: env.get(k) for k in changed}, before
 
 
 def _split(parser, argv):

@@ -439,6 +439,63 @@ def test_worker_processes_of_an_app_that_captures_and_serves_in_code_are_capture
     _assert_each_worker_served(tmp_path)
 
 
+def test_recording_ends_with_the_capture_block_however_it_ends(tmp_path):
+    """After `with kiln.capture.capture(...)` the process is the app's again: a kernel compiled later
+    is not recorded, Triton's knobs and the variables capture set are back (a process started then
+    is not armed), and a block that raises stops recording as well, leaving no package."""
+    out, failed, own = tmp_path / "cap", tmp_path / "failed", tmp_path / "apps-own-triton-cache"
+    r = _python(f"""
+        import json, os, subprocess, sys
+        os.environ["TRITON_CACHE_DIR"] = {str(own)!r}
+        import triton.knobs as knobs
+        import kiln.capture
+        from jit_app import kernels
+        before = dict(os.environ)
+        def state(folder):
+            keys = os.path.join(folder, "keys")
+            child = subprocess.run([sys.executable, "-c", "import os, json; print(json.dumps(sorted("
+                                    "k for k in os.environ if k.startswith(('KILN_', 'TRITON_')))))"],
+                                   capture_output=True, text=True, check=True)
+            return {{"keys": sorted(os.listdir(keys)) if os.path.isdir(keys) else [],
+                    "package": os.path.exists(os.path.join(folder, "kiln.toml")),
+                    "env_changed": sorted(k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)),
+                    "child_env": json.loads(child.stdout),
+                    "expected_child_env": sorted(k for k in before if k.startswith(("KILN_", "TRITON_"))),
+                    "manager": getattr(knobs.cache.manager_class, "__name__", None), "listener": knobs.compilation.listener}}
+        with kiln.capture.capture({str(out)!r}, package="t"):
+            kernels.compile_add()
+            inside = {{"manager": knobs.cache.manager_class.__name__, "cache_dir": os.environ["TRITON_CACHE_DIR"]}}
+        after_block = state({str(out)!r})
+        kernels.compile_scale()
+        later = state({str(out)!r})
+        try:
+            with kiln.capture.capture({str(failed)!r}):
+                kernels.compile_neg()
+                raise RuntimeError("the app failed")
+        except RuntimeError:
+            pass
+        after_failure = state({str(failed)!r})
+        kernels.compile_add(block=256)
+        print(json.dumps({{"inside": inside, "after_block": after_block, "later": later,
+                          "after_failure": after_failure, "after_failure_later": state({str(failed)!r}),
+                          "own_cache": sorted(os.listdir({str(own)!r}))}}))
+    """)
+    assert r["inside"]["manager"] == "CaptureCacheManager" and r["inside"]["cache_dir"] != str(own), r["inside"]
+    assert r["after_block"]["package"] and r["after_block"]["keys"], r["after_block"]
+    # Nothing compiled after the block reached the capture: the same keys as when it ended.
+    assert r["later"]["keys"] == r["after_block"]["keys"]
+    for name in ("after_block", "later", "after_failure", "after_failure_later"):
+        state = r[name]
+        assert state["env_changed"] == [], (name, state["env_changed"])
+        assert state["child_env"] == state["expected_child_env"], (name, state["child_env"])  # the app's own only
+        assert state["manager"] is None and state["listener"] is None, (name, state)
+    # The app's own cache folder got what was compiled outside the blocks.
+    assert r["own_cache"], r
+    # The failed block recorded until it raised, wrote no package, and recorded nothing afterwards.
+    assert r["after_failure"]["keys"] and not r["after_failure"]["package"], r["after_failure"]
+    assert r["after_failure_later"]["keys"] == r["after_failure"]["keys"]
+
+
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):
     """A signer is not trusted with paths: a group file naming '../' files, or files its entry lacks,
     is refused by name, and nothing is written outside the serving process's private folder."""

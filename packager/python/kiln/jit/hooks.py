@@ -22,6 +22,7 @@ from . import triton_keys
 _lock = threading.Lock()
 _session = None        # the active capture or serve session of this process
 _local = threading.local()
+_UNSET = object()      # a Triton knob the app never set in code
 
 
 def session():
@@ -78,6 +79,27 @@ def activate(new_session):
     new_session.installed()
 
 
+def deactivate(old_session):
+    """Ends `old_session` in this process: Triton's knobs go back to what they were before install(),
+    and the functions it wrapped pass every call straight through from now on. Another session may
+    be activated afterwards."""
+    global _session
+    with _lock:
+        if _session is not old_session:
+            return
+        _session = None
+        restore = getattr(old_session, "_triton_knobs_before", None)
+    if restore is not None:
+        import triton.knobs as knobs
+        manager_class, autotuning_cache, knobs.compilation.listener = restore
+        for group, name, value in ((knobs.cache, "manager_class", manager_class),
+                                   (knobs.autotuning, "cache", autotuning_cache)):
+            if value is _UNSET:
+                group.__dict__.pop(name, None)  # back to following the environment
+            else:
+                setattr(group, name, value)
+
+
 def install(new_session):
     """Hooks Triton for `new_session` (activating it first)."""
     activate(new_session)
@@ -92,13 +114,18 @@ def install(new_session):
         # Knobs for this process (set in code, they win over its environment); the processes
         # the app starts are armed by the environment the commands, or enable() and capture.start(),
         # gave it (kiln/jit/boot first on PYTHONPATH: capture.arm_child_processes).
+        previous = knobs.compilation.listener
+        # Knob values as set in code, not as read from the environment, so that deactivate() gives
+        # back exactly what the app had (a knob the app never set keeps following the environment).
+        new_session._triton_knobs_before = (knobs.cache.__dict__.get("manager_class", _UNSET),
+                                            knobs.autotuning.__dict__.get("cache", _UNSET), previous)
         knobs.cache.manager_class = new_session.cache_manager_class
         knobs.autotuning.cache = True
-        previous = knobs.compilation.listener
 
         def listener(src, metadata, metadata_group, times, cache_hit):
             try:
-                new_session.on_compiled(src, metadata, cache_hit)
+                if _session is new_session:
+                    new_session.on_compiled(src, metadata, cache_hit)
             finally:
                 if previous is not None:
                     previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
@@ -109,6 +136,8 @@ def install(new_session):
 
         def get_cache_key(src, backend, backend_options, env_vars):
             key = original_key(src, backend, backend_options, env_vars)
+            if _session is not new_session:  # ended (deactivate): Triton's own behaviour only
+                return key
             name = triton_keys.base32(hashlib.sha256(key.encode("utf-8")).hexdigest())
             from triton.runtime.cache import triton_key
             components = triton_keys.kernel_components(src, backend, backend_options, env_vars, triton_key())
@@ -121,6 +150,8 @@ def install(new_session):
         original_module = build.compile_module_from_src
 
         def compile_module_from_src(src, name, *args, **kwargs):
+            if _session is not new_session:
+                return original_module(src, name, *args, **kwargs)
             where = build.platform_key()  # what Triton's own key uses
             key = hashlib.sha256((src + where).encode("utf-8")).hexdigest()
             new_session.on_key(triton_keys.base32(key), triton_keys.module_components(name, src, where))

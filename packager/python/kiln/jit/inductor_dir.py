@@ -12,6 +12,9 @@ import os
 import sys
 
 
+_pinned = {}  # while kiln pins: "folder", "on_moved", "told"
+
+
 def pin(folder, on_moved):
     """From now on cache_dir() is `folder` in this process; on_moved(asked) is called once, the
     first time the variable is found naming another folder. Nothing where torch has no Inductor."""
@@ -19,16 +22,19 @@ def pin(folder, on_moved):
         from torch._inductor.runtime import cache_dir_utils
     except ImportError:
         return
+    _pinned.update(folder=folder, on_moved=on_moved, told=False)
     original = cache_dir_utils.cache_dir
     if getattr(original, "_kiln", False):
-        return
-    told = []
+        return  # already replaced (an earlier pin): the new folder holds from now on
 
     def cache_dir():
+        folder = _pinned.get("folder")
+        if folder is None:  # unpinned: Inductor's own answer
+            return original()
         asked = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        if asked and os.path.abspath(asked) != folder and not told:
-            told.append(asked)
-            on_moved(asked)
+        if asked and os.path.abspath(asked) != folder and not _pinned["told"]:
+            _pinned["told"] = True
+            _pinned["on_moved"](asked)
         os.makedirs(folder, exist_ok=True)
         return folder
     cache_dir._kiln = True
@@ -38,3 +44,8 @@ def pin(folder, on_moved):
         namespace = getattr(module, "__dict__", None)
         if isinstance(namespace, dict) and namespace.get("cache_dir") is original:
             module.cache_dir = cache_dir
+
+
+def unpin():
+    """cache_dir() answers as Inductor's own does again (TORCHINDUCTOR_CACHE_DIR, else its default)."""
+    _pinned.clear()

@@ -91,6 +91,8 @@ def install(session):
 
     def _generate_key(self, *args, **kwargs):
         key = original_key(self, *args, **kwargs)
+        if hooks.session() is not session:  # ended (hooks.deactivate): TileLang's own behaviour only
+            return key
         try:
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
