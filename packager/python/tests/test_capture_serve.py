@@ -439,6 +439,56 @@ def test_worker_processes_of_an_app_that_captures_and_serves_in_code_are_capture
     _assert_each_worker_served(tmp_path)
 
 
+_FORKING_APP = """
+import multiprocessing, os, sys
+from jit_app import kernels
+from kiln.jit import hooks
+
+
+def work(i):
+    (kernels.compile_add if i == 0 else kernels.compile_scale)()
+
+
+if __name__ == "__main__":
+    kernels.compile_add()
+    workers = [multiprocessing.get_context("fork").Process(target=work, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    pid = os.fork()
+    if pid == 0:  # a plain fork that exits normally (atexit runs in it)
+        sys.exit(0)
+    os.waitpid(pid, 0)
+    print("served folder kept", os.path.isdir(hooks.session().served.dir))
+    kernels.compile_scale()
+    print("exit codes", [w.exitcode for w in workers])
+"""
+
+
+def test_each_forked_worker_writes_its_own_boot_report(captured, tmp_path):
+    """Workers forked by multiprocessing end with os._exit, past atexit: each still writes its boot
+    report, counting only what it looked up after the fork, and a forked child that exits normally
+    leaves its parent's served folder in place."""
+    app = tmp_path / "app.py"
+    app.write_text(_FORKING_APP)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path))
+    r = subprocess.run([sys.executable, "-m", "kiln.serve", str(captured["archive"]), "--trust", str(captured["trust"]),
+                        "--target", "sm_90", "--report", str(tmp_path / "boot-{pid}.json"), "--", sys.executable,
+                        str(app)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and "exit codes [0, 0]" in r.stdout, r.stdout + r.stderr
+    assert "served folder kept True" in r.stdout, r.stdout
+    reports = {rep["pid"]: rep for rep in (json.loads(p.read_text()) for p in tmp_path.glob("boot-*.json"))}
+    forked = [rep for rep in reports.values() if any(n.startswith("forked from process") for n in rep["notes"])]
+    parents = [rep for rep in reports.values() if rep not in forked]
+    assert len(parents) == 1 and parents[0]["served"] == 2, reports  # add before the forks, scale after
+    parent = parents[0]["pid"]
+    # The two multiprocessing workers (one lookup each) and the plain fork (none).
+    assert sorted(rep["served"] for rep in forked) == [0, 1, 1], reports
+    assert all(f"forked from process {parent}" in rep["notes"][0] for rep in forked), forked
+    assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["programs"] == [] for rep in reports.values())
+
+
 def test_recording_ends_with_the_capture_block_however_it_ends(tmp_path):
     """After `with kiln.capture.capture(...)` the process is the app's again: a kernel compiled later
     is not recorded, Triton's knobs and the variables capture set are back (a process started then

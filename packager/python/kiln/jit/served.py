@@ -49,6 +49,7 @@ class Report:
         self.archive = archive_digest
         self.policy = policy
         self.started = time.time()
+        self.pid = os.getpid()      # the process whose lookups it counts
         self._lock = threading.Lock()
         self.counts = collections.Counter()
         self.events = []            # one per key: {"what", "name", "key", "outcome", "reason", "detail"}
@@ -194,6 +195,7 @@ class ServedArchive:
                 self.by_name[(c["kind"], c["source"]["name"] if c["kind"] == "kernel" else c["name"])].append(c)
         self._tilelang_dir = None
         self.dir = tempfile.mkdtemp(prefix="kiln-serve-")  # 0700, this process's own
+        self._owner = os.getpid()
         atexit.register(self._remove_folders)
         self._lock = threading.Lock()
         self._materialised = {}
@@ -247,6 +249,8 @@ class ServedArchive:
                                          safe_name(filename, "Triton cache file")), data, mode=0o600)
 
     def _remove_folders(self):
+        if os.getpid() != self._owner:  # a forked child exiting: the folders are its parent's
+            return
         for folder in (self.dir, self._tilelang_dir):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -313,7 +317,27 @@ class ServeSession:
     # -- hooks ---------------------------------------------------------------------------------
     def installed(self):
         import atexit
+        import multiprocessing.util
         atexit.register(self.write_report)
+        os.register_at_fork(after_in_child=self._forked)
+        # A worker forked by multiprocessing ends with os._exit, past atexit; its own exit
+        # finalizers do run (registered in each such child, after multiprocessing clears those
+        # inherited from the parent).
+        multiprocessing.util.register_after_fork(self, ServeSession._report_at_worker_exit)
+
+    def _forked(self):
+        """In a forked child: the report counts this process's lookups from here on (the parent's
+        stay the parent's), and says where it came from."""
+        parent = self.report.pid
+        self.report = Report(self.served.archive.digest, self.policy)
+        self.report.notes.append(f"forked from process {parent}: this report counts what this process looked up "
+                                 "after the fork (compiled kernels it inherited need no lookup)")
+        audit.programs.clear()
+
+    @staticmethod
+    def _report_at_worker_exit(session):
+        import multiprocessing.util
+        multiprocessing.util.Finalize(None, session.write_report, exitpriority=0)
 
     def on_key(self, name, components, **_):
         self.asked[name] = components
