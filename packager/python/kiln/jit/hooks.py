@@ -80,24 +80,27 @@ def activate(new_session):
 
 
 def deactivate(old_session):
-    """Ends `old_session` in this process: Triton's knobs go back to what they were before install(),
-    and the functions it wrapped pass every call straight through from now on. Another session may
-    be activated afterwards."""
+    """Ends `old_session` in this process: Triton's knobs go back to what they were before install()
+    (a knob the app has set since keeps the app's value), and the functions it wrapped pass every
+    call straight through from now on. Another session may be activated afterwards."""
     global _session
     with _lock:
         if _session is not old_session:
             return
         _session = None
         restore = getattr(old_session, "_triton_knobs_before", None)
-    if restore is not None:
-        import triton.knobs as knobs
-        manager_class, autotuning_cache, knobs.compilation.listener = restore
-        for group, name, value in ((knobs.cache, "manager_class", manager_class),
-                                   (knobs.autotuning, "cache", autotuning_cache)):
-            if value is _UNSET:
-                group.__dict__.pop(name, None)  # back to following the environment
-            else:
-                setattr(group, name, value)
+    if restore is None:
+        return
+    import triton.knobs as knobs
+    groups = {"cache": knobs.cache, "autotuning": knobs.autotuning, "compilation": knobs.compilation}
+    for (group, name), (ours, value) in restore.items():
+        group = groups[group]
+        if group.__dict__.get(name, _UNSET) is not ours:
+            continue  # the app set it since: the app's
+        if value is _UNSET:
+            group.__dict__.pop(name, None)  # back to following the environment
+        else:
+            setattr(group, name, value)
 
 
 def install(new_session):
@@ -117,8 +120,9 @@ def install(new_session):
         previous = knobs.compilation.listener
         # Knob values as set in code, not as read from the environment, so that deactivate() gives
         # back exactly what the app had (a knob the app never set keeps following the environment).
-        new_session._triton_knobs_before = (knobs.cache.__dict__.get("manager_class", _UNSET),
-                                            knobs.autotuning.__dict__.get("cache", _UNSET), previous)
+        before = {("cache", "manager_class"): knobs.cache.__dict__.get("manager_class", _UNSET),
+                  ("autotuning", "cache"): knobs.autotuning.__dict__.get("cache", _UNSET),
+                  ("compilation", "listener"): knobs.compilation.__dict__.get("listener", _UNSET)}
         knobs.cache.manager_class = new_session.cache_manager_class
         knobs.autotuning.cache = True
 
@@ -131,6 +135,11 @@ def install(new_session):
                     previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
                              cache_hit=cache_hit)
         knobs.compilation.listener = listener
+        # deactivate() gives back each knob still holding kiln's value.
+        new_session._triton_knobs_before = {
+            ("cache", "manager_class"): (knobs.cache.__dict__.get("manager_class"), before[("cache", "manager_class")]),
+            ("autotuning", "cache"): (knobs.autotuning.__dict__.get("cache"), before[("autotuning", "cache")]),
+            ("compilation", "listener"): (listener, before[("compilation", "listener")])}
 
         original_key = compiler.get_cache_key
 
