@@ -159,7 +159,7 @@ def session():
 def report():
     """The boot report of this process as a dict (None when nothing is served)."""
     s = session()
-    return s.report.as_dict() if s else None
+    return s.report_dict() if s else None
 
 
 def __getattr__(name):

@@ -151,6 +151,24 @@ def test_a_served_lookup_is_the_captured_bytes_and_runs_no_program(captured):
     assert r["programs"] == [] and report["programs"] == []  # no ptxas --version, gcc or `file`: nothing ran
 
 
+def test_a_report_says_when_the_app_replaced_tritons_listener(captured):
+    """triton_compilations and triton_cache_hits come from Triton's compilation listener, which an
+    app may replace after kiln chained its own: the report then says those two stopped counting,
+    while the lookup counts stay whole."""
+    r = _serve(captured, """
+        attempt("add", kernels.compile_add)
+        result["before"] = kiln.serve.report()
+        import triton
+        triton.knobs.compilation.listener = lambda **kwargs: None  # the app's own
+        attempt("scale", kernels.compile_scale)
+    """)
+    assert r["add"]["ok"] and r["scale"]["ok"], r
+    assert r["before"]["triton_cache_hits"] == 1 and not any("listener" in n for n in r["before"]["notes"])
+    report = r["report"]
+    assert report["served"] == 2 and report["triton_cache_hits"] == 1, report  # scale's hit went unheard
+    assert any(n.startswith("the app replaced Triton's compilation listener") for n in report["notes"]), report
+
+
 def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(captured):
     """Inductor loads the kernels of its cache entries without asking Triton (cubins bundled in
     torch.compile's artifact, launched statically). kiln admits one only where the archive holds

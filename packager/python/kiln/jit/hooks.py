@@ -88,7 +88,7 @@ def deactivate(old_session):
         if _session is not old_session:
             return
         _session = None
-        restore = getattr(old_session, "_triton_knobs_before", None)
+        restore = getattr(old_session, "triton_knobs_set", None)
     if restore is None:
         return
     import triton.knobs as knobs
@@ -136,7 +136,7 @@ def install(new_session):
                              cache_hit=cache_hit)
         knobs.compilation.listener = listener
         # deactivate() gives back each knob still holding kiln's value.
-        new_session._triton_knobs_before = {
+        new_session.triton_knobs_set = {
             ("cache", "manager_class"): (knobs.cache.__dict__.get("manager_class"), before[("cache", "manager_class")]),
             ("autotuning", "cache"): (knobs.autotuning.__dict__.get("cache"), before[("autotuning", "cache")]),
             ("compilation", "listener"): (listener, before[("compilation", "listener")])}

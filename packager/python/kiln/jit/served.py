@@ -606,9 +606,20 @@ class ServeSession:
         return write_atomic(os.path.join(self.fallback_dir, safe_name(key, "key"), safe_name(filename, "file")),
                             data if isinstance(data, bytes) else str(data))
 
+    def report_dict(self):
+        """The report as a dict, noting where the app has replaced Triton's compilation listener
+        since kiln chained its own (triton_compilations then stopped counting at that moment)."""
+        ours = getattr(self, "triton_knobs_set", {}).get(("compilation", "listener"), (None,))[0]
+        knobs = sys.modules.get("triton.knobs")
+        if ours is not None and knobs is not None and knobs.compilation.listener is not ours:
+            self.report.note_once("listener", "the app replaced Triton's compilation listener after kiln chained its "
+                                  "own: triton_compilations and triton_cache_hits count only the compilations before "
+                                  "that ('compiled' and 'refused', counted at each lookup, are whole)")
+        return self.report.as_dict()
+
     def write_report(self):
         if not self.report_path:
             return None
         path = self.report_path.replace("{pid}", str(os.getpid()))
-        write_atomic(path, json.dumps(self.report.as_dict(), indent=1, sort_keys=True))
+        write_atomic(path, json.dumps(self.report_dict(), indent=1, sort_keys=True))
         return path
