@@ -571,6 +571,22 @@ def test_recording_ends_with_the_capture_block_however_it_ends(tmp_path):
     assert r["after_failure_later"]["keys"] == r["after_failure"]["keys"]
 
 
+def test_a_capture_notes_an_app_that_replaced_tritons_listener(tmp_path):
+    """kiln compiles each kernel again for the other targets when Triton's listener reports it; an
+    app that replaces that listener stops it, and the capture's summary says so."""
+    r = _python(f"""
+        import json, triton, kiln.capture
+        from jit_app import kernels
+        with kiln.capture.capture({str(tmp_path / "cap")!r}, targets=["sm_80"]) as c:
+            kernels.compile_add()
+            triton.knobs.compilation.listener = lambda **kwargs: None  # the app's own
+            kernels.compile_scale()
+        print(json.dumps(c.summary))
+    """)
+    assert any(n.startswith("the app replaced Triton's compilation listener") and "other targets" in n
+               for n in r["notes"]), r["notes"]
+
+
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):
     """A signer is not trusted with paths: a group file naming '../' files, or files its entry lacks,
     is refused by name, and nothing is written outside the serving process's private folder."""

@@ -155,6 +155,12 @@ class CaptureSession:
         self._finished = True
         import sys
         from . import hooks
+        ours = getattr(self, "triton_knobs_set", {}).get(("compilation", "listener"), (None,))[0]
+        knobs = sys.modules.get("triton.knobs")
+        if ours is not None and knobs is not None and knobs.compilation.listener is not ours:
+            self.note("the app replaced Triton's compilation listener after kiln chained its own: compilations "
+                      "after that were recorded but not logged" +
+                      (", and not compiled again for the other targets" if self.targets else ""))
         try:
             save_torch_artifacts()
         finally:
