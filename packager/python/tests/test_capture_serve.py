@@ -151,22 +151,25 @@ def test_a_served_lookup_is_the_captured_bytes_and_runs_no_program(captured):
     assert r["programs"] == [] and report["programs"] == []  # no ptxas --version, gcc or `file`: nothing ran
 
 
-def test_a_report_says_when_the_app_replaced_tritons_listener(captured):
-    """triton_compilations and triton_cache_hits come from Triton's compilation listener, which an
-    app may replace after kiln chained its own: the report then says those two stopped counting,
-    while the lookup counts stay whole."""
+def test_a_report_says_which_of_kilns_triton_knobs_the_app_replaced(captured):
+    """kiln serves through Triton's cache manager and counts through its compilation listener, both
+    knobs an app may set itself after kiln did: the report then says what it no longer saw."""
     r = _serve(captured, """
         attempt("add", kernels.compile_add)
         result["before"] = kiln.serve.report()
         import triton
+        from triton.runtime.cache import FileCacheManager
         triton.knobs.compilation.listener = lambda **kwargs: None  # the app's own
+        triton.knobs.cache.manager_class = FileCacheManager
         attempt("scale", kernels.compile_scale)
     """)
     assert r["add"]["ok"] and r["scale"]["ok"], r
-    assert r["before"]["triton_cache_hits"] == 1 and not any("listener" in n for n in r["before"]["notes"])
+    assert r["before"]["triton_cache_hits"] == 1 and r["before"]["notes"] == [], r["before"]
     report = r["report"]
-    assert report["served"] == 2 and report["triton_cache_hits"] == 1, report  # scale's hit went unheard
-    assert any(n.startswith("the app replaced Triton's compilation listener") for n in report["notes"]), report
+    assert report["served"] == 1 and report["triton_cache_hits"] == 1, report  # scale never reached kiln
+    notes = report["notes"]
+    assert any(n.startswith("the app replaced Triton's compilation listener") for n in notes), notes
+    assert any(n.startswith("the app replaced Triton's cache manager") for n in notes), notes
 
 
 def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(captured):
@@ -571,20 +574,28 @@ def test_recording_ends_with_the_capture_block_however_it_ends(tmp_path):
     assert r["after_failure_later"]["keys"] == r["after_failure"]["keys"]
 
 
-def test_a_capture_notes_an_app_that_replaced_tritons_listener(tmp_path):
-    """kiln compiles each kernel again for the other targets when Triton's listener reports it; an
-    app that replaces that listener stops it, and the capture's summary says so."""
+def test_a_capture_notes_the_triton_knobs_the_app_replaced(tmp_path):
+    """kiln compiles each kernel again for the other targets when Triton's listener reports it, and
+    records through Triton's cache manager: an app that replaces either stops that, and the
+    capture's summary says so."""
     r = _python(f"""
         import json, triton, kiln.capture
+        from triton.runtime.cache import FileCacheManager
         from jit_app import kernels
         with kiln.capture.capture({str(tmp_path / "cap")!r}, targets=["sm_80"]) as c:
             kernels.compile_add()
             triton.knobs.compilation.listener = lambda **kwargs: None  # the app's own
+            triton.knobs.cache.manager_class = FileCacheManager
             kernels.compile_scale()
         print(json.dumps(c.summary))
     """)
+    notes = r["notes"]
     assert any(n.startswith("the app replaced Triton's compilation listener") and "other targets" in n
-               for n in r["notes"]), r["notes"]
+               for n in notes), notes
+    assert any(n.startswith("the app replaced Triton's cache manager") for n in notes), notes
+    # add for sm_90a and, by --target, sm_80; scale for sm_90a only, written by Triton's own manager
+    # into the capture's folder (TRITON_CACHE_DIR), so still recorded, but not compiled for sm_80.
+    assert r["kernels"] == 3, r
 
 
 def test_a_hostile_signed_capture_cannot_write_outside_its_folder(captured, tmp_path):

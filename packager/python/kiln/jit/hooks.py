@@ -103,6 +103,18 @@ def deactivate(old_session):
             setattr(group, name, value)
 
 
+def replaced_knobs(some_session):
+    """The Triton knobs install() set for `some_session` that the app has set to something else
+    since: a subset of "manager_class" (Triton's cache manager), "autotuning_cache" and "listener"."""
+    knobs = sys.modules.get("triton.knobs")
+    if knobs is None:
+        return []
+    names = {("cache", "manager_class"): "manager_class", ("autotuning", "cache"): "autotuning_cache",
+             ("compilation", "listener"): "listener"}
+    return [names[(group, name)] for (group, name), (ours, _) in getattr(some_session, "triton_knobs_set", {}).items()
+            if getattr(knobs, group).__dict__.get(name, _UNSET) is not ours]
+
+
 def install(new_session):
     """Hooks Triton for `new_session` (activating it first)."""
     activate(new_session)

@@ -155,12 +155,9 @@ class CaptureSession:
         self._finished = True
         import sys
         from . import hooks
-        ours = getattr(self, "triton_knobs_set", {}).get(("compilation", "listener"), (None,))[0]
-        knobs = sys.modules.get("triton.knobs")
-        if ours is not None and knobs is not None and knobs.compilation.listener is not ours:
-            self.note("the app replaced Triton's compilation listener after kiln chained its own: compilations "
-                      "after that were recorded but not logged" +
-                      (", and not compiled again for the other targets" if self.targets else ""))
+        for knob in hooks.replaced_knobs(self):
+            self.note(_REPLACED_WHILE_CAPTURING[knob] +
+                      (", and not compiled again for the other targets" if knob == "listener" and self.targets else ""))
         try:
             save_torch_artifacts()
         finally:
@@ -170,6 +167,16 @@ class CaptureSession:
             if pins:
                 write_atomic(os.path.join(capture_root(), "keys", f"ptxas-{os.getpid()}.pins"),
                              json.dumps(pins, sort_keys=True))
+
+
+_REPLACED_WHILE_CAPTURING = {
+    "manager_class": "the app replaced Triton's cache manager after kiln set its own: what Triton compiled after "
+                     "that was recorded only where that manager wrote it into TRITON_CACHE_DIR, the capture's "
+                     "triton/ folder (Triton's own FileCacheManager does; a served boot misses the rest)",
+    "autotuning_cache": "the app turned Triton's autotuning cache off after kiln turned it on: autotune results "
+                        "after that were not recorded (a served boot benchmarks those kernels again)",
+    "listener": "the app replaced Triton's compilation listener after kiln chained its own: compilations after "
+                "that were recorded but not logged"}
 
 
 def _capability(target):

@@ -99,6 +99,17 @@ class Report:
                     "programs": list(audit.programs), "notes": list(self.notes)}
 
 
+_REPLACED_WHILE_SERVING = {
+    "manager_class": "the app replaced Triton's cache manager after kiln set its own: Triton's lookups after "
+                     "that did not reach the archive, so 'served', 'compiled' and 'refused' do not count them "
+                     "(triton_compilations does, while kiln's listener is in place)",
+    "autotuning_cache": "the app turned Triton's autotuning cache off after kiln turned it on: autotuned kernels "
+                        "after that benchmark their configs again instead of using the captured results",
+    "listener": "the app replaced Triton's compilation listener after kiln chained its own: triton_compilations "
+                "and triton_cache_hits count only the compilations before that ('compiled' and 'refused', "
+                "counted at each lookup, are whole)"}
+
+
 def _index_error(digest):
     def bad(where, what):
         raise ValueError(f"{digest}: capture.json {where}: {what}")
@@ -607,14 +618,11 @@ class ServeSession:
                             data if isinstance(data, bytes) else str(data))
 
     def report_dict(self):
-        """The report as a dict, noting where the app has replaced Triton's compilation listener
-        since kiln chained its own (triton_compilations then stopped counting at that moment)."""
-        ours = getattr(self, "triton_knobs_set", {}).get(("compilation", "listener"), (None,))[0]
-        knobs = sys.modules.get("triton.knobs")
-        if ours is not None and knobs is not None and knobs.compilation.listener is not ours:
-            self.report.note_once("listener", "the app replaced Triton's compilation listener after kiln chained its "
-                                  "own: triton_compilations and triton_cache_hits count only the compilations before "
-                                  "that ('compiled' and 'refused', counted at each lookup, are whole)")
+        """The report as a dict, noting each Triton knob the app has set since kiln set it (what kiln
+        then no longer saw)."""
+        from .hooks import replaced_knobs
+        for knob in replaced_knobs(self):
+            self.report.note_once(knob, _REPLACED_WHILE_SERVING[knob])
         return self.report.as_dict()
 
     def write_report(self):
