@@ -79,6 +79,38 @@ def activate(new_session):
     new_session.installed()
 
 
+# The Triton knobs kiln sets in a process: (name in notes, knobs group, attribute).
+_KNOBS = (("manager_class", "cache", "manager_class"), ("autotuning_cache", "autotuning", "cache"),
+          ("listener", "compilation", "listener"))
+
+
+def _set_knobs(new_session, values):
+    """Sets each knob to values[name], noting on the session, per knob, (kiln's value, the app's value
+    before: as set in code, _UNSET where the app never set it and it follows the environment)."""
+    import triton.knobs as knobs
+    new_session.triton_knobs_set = {}
+    for name, group, attribute in _KNOBS:
+        holder = getattr(knobs, group)
+        before = holder.__dict__.get(attribute, _UNSET)
+        setattr(holder, attribute, values[name])
+        new_session.triton_knobs_set[name] = (holder.__dict__.get(attribute), before)
+
+
+def _knobs(some_session):
+    """(name, knobs group, attribute, the app's value before, still kiln's value?) for each knob
+    install() set for `some_session`; nothing where Triton was never hooked for it."""
+    knobs = sys.modules.get("triton.knobs")
+    if knobs is None:
+        return []
+    found = []
+    for name, group, attribute in _KNOBS:
+        if name in getattr(some_session, "triton_knobs_set", {}):
+            ours, before = some_session.triton_knobs_set[name]
+            holder = getattr(knobs, group)
+            found.append((name, holder, attribute, before, holder.__dict__.get(attribute, _UNSET) is ours))
+    return found
+
+
 def deactivate(old_session):
     """Ends `old_session` in this process: Triton's knobs go back to what they were before install()
     (a knob the app has set since keeps the app's value), and the functions it wrapped pass every
@@ -88,31 +120,19 @@ def deactivate(old_session):
         if _session is not old_session:
             return
         _session = None
-        restore = getattr(old_session, "triton_knobs_set", None)
-    if restore is None:
-        return
-    import triton.knobs as knobs
-    groups = {"cache": knobs.cache, "autotuning": knobs.autotuning, "compilation": knobs.compilation}
-    for (group, name), (ours, value) in restore.items():
-        group = groups[group]
-        if group.__dict__.get(name, _UNSET) is not ours:
+    for _, holder, attribute, before, still_ours in _knobs(old_session):
+        if not still_ours:
             continue  # the app set it since: the app's
-        if value is _UNSET:
-            group.__dict__.pop(name, None)  # back to following the environment
+        if before is _UNSET:
+            holder.__dict__.pop(attribute, None)  # back to following the environment
         else:
-            setattr(group, name, value)
+            setattr(holder, attribute, before)
 
 
 def replaced_knobs(some_session):
     """The Triton knobs install() set for `some_session` that the app has set to something else
     since: a subset of "manager_class" (Triton's cache manager), "autotuning_cache" and "listener"."""
-    knobs = sys.modules.get("triton.knobs")
-    if knobs is None:
-        return []
-    names = {("cache", "manager_class"): "manager_class", ("autotuning", "cache"): "autotuning_cache",
-             ("compilation", "listener"): "listener"}
-    return [names[(group, name)] for (group, name), (ours, _) in getattr(some_session, "triton_knobs_set", {}).items()
-            if getattr(knobs, group).__dict__.get(name, _UNSET) is not ours]
+    return [name for name, _, _, _, still_ours in _knobs(some_session) if not still_ours]
 
 
 def install(new_session):
@@ -130,13 +150,6 @@ def install(new_session):
         # the app starts are armed by the environment the commands, or enable() and capture.start(),
         # gave it (kiln/jit/boot first on PYTHONPATH: capture.arm_child_processes).
         previous = knobs.compilation.listener
-        # Knob values as set in code, not as read from the environment, so that deactivate() gives
-        # back exactly what the app had (a knob the app never set keeps following the environment).
-        before = {("cache", "manager_class"): knobs.cache.__dict__.get("manager_class", _UNSET),
-                  ("autotuning", "cache"): knobs.autotuning.__dict__.get("cache", _UNSET),
-                  ("compilation", "listener"): knobs.compilation.__dict__.get("listener", _UNSET)}
-        knobs.cache.manager_class = new_session.cache_manager_class
-        knobs.autotuning.cache = True
 
         def listener(src, metadata, metadata_group, times, cache_hit):
             try:
@@ -146,12 +159,9 @@ def install(new_session):
                 if previous is not None:
                     previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
                              cache_hit=cache_hit)
-        knobs.compilation.listener = listener
-        # deactivate() gives back each knob still holding kiln's value.
-        new_session.triton_knobs_set = {
-            ("cache", "manager_class"): (knobs.cache.__dict__.get("manager_class"), before[("cache", "manager_class")]),
-            ("autotuning", "cache"): (knobs.autotuning.__dict__.get("cache"), before[("autotuning", "cache")]),
-            ("compilation", "listener"): (listener, before[("compilation", "listener")])}
+        # Recorded as set in code, so that deactivate() gives back exactly what the app had.
+        _set_knobs(new_session, {"manager_class": new_session.cache_manager_class, "autotuning_cache": True,
+                                 "listener": listener})
 
         original_key = compiler.get_cache_key
 
