@@ -10,7 +10,8 @@ import ctypes.util
 import enum
 import os
 import sys
-import threading
+
+from . import _forks
 
 
 class Status(enum.IntEnum):
@@ -248,7 +249,7 @@ class Library:
     needs no libkiln) works anywhere, and a missing library is reported by the call that needs it."""
 
     def __init__(self):
-        self._lib, self._lock = None, threading.Lock()
+        self._lib, self._lock = None, _forks.Lock()
 
     def get(self):
         with self._lock:

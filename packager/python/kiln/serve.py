@@ -134,7 +134,7 @@ def _serve_torch_artifacts(session):
         inductor_serve.keep_tuning_decisions()
         loaded = 0
         for member in session.served.index["torch"]:
-            if torch.compiler.load_cache_artifacts(session.served.archive.read(member)) is not None:
+            if torch.compiler.load_cache_artifacts(session.served.read(member)) is not None:
                 loaded += 1
         session.report.notes.append(f"torch.compile artifacts loaded from {loaded} of "
                                     f"{len(session.served.index['torch'])} captured file(s)")

@@ -510,6 +510,64 @@ def test_each_forked_worker_writes_its_own_boot_report(captured, tmp_path):
     assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["programs"] == [] for rep in reports.values())
 
 
+def test_a_fork_while_other_threads_hold_kilns_locks_leaves_the_child_free_to_look_up(captured):
+    """A thread of the app holds kiln's locks when another forks (as while kiln hashes TileLang's
+    libraries, or while Inductor's threads load kernels through the archive): the fork waits for a
+    lookup in progress in libkiln to end, and the child, which has no such thread, takes each lock
+    and serves its first lookup instead of waiting forever."""
+    r = _python(f"""
+        import json, os, threading, time
+        import kiln.serve
+        from kiln.jit import audit, hooks, tilelang_hooks
+        session = kiln.serve.enable({str(captured["archive"])!r}, trust={str(captured["trust"])!r}, target="sm_90")
+        served = session.served
+        key, entry = next((k, e) for k, e in sorted(served.entries.items()) if e.get("files"))
+        filename = sorted(entry["files"])[0]
+        python_held, archive_held, done = threading.Event(), threading.Event(), threading.Event()
+
+        def hold_python_locks():  # held across the fork, released only after it
+            with hooks._lock, tilelang_hooks._lock, audit._lock, session.report._lock:
+                python_held.set()
+                done.wait()
+
+        lookup = {{"finished": False}}
+
+        def hold_the_archive():  # as a lookup inside libkiln, which the fork waits for
+            with served._lock:
+                archive_held.set()
+                time.sleep(0.5)
+                lookup["finished"] = True
+
+        for target, event in ((hold_python_locks, python_held), (hold_the_archive, archive_held)):
+            threading.Thread(target=target, daemon=True).start()
+            event.wait()
+        pid = os.fork()
+        if pid == 0:
+            if not lookup["finished"]:
+                os._exit(4)  # forked in the middle of a call into libkiln
+            hooks.deactivate(object())
+            audit.install()
+            with tilelang_hooks._lock:
+                pass
+            session.report.record("served", "kernel", "probe", "probe-key")
+            path = served.materialise(key, filename)
+            os._exit(0 if os.path.getsize(path) > 0 else 3)
+        done.set()
+        deadline, status = time.monotonic() + 20, None
+        while time.monotonic() < deadline:
+            got, raw = os.waitpid(pid, os.WNOHANG)
+            if got:
+                status = os.waitstatus_to_exitcode(raw)
+                break
+            time.sleep(0.05)
+        if status is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        print(json.dumps({{"child": "still waiting after 20 s" if status is None else status}}))
+    """)
+    assert r["child"] == 0, r
+
+
 def test_recording_ends_with_the_capture_block_however_it_ends(tmp_path):
     """After `with kiln.capture.capture(...)` the process is the app's again: a kernel compiled later
     is not recorded, Triton's knobs and the variables capture set are back (a process started then

@@ -2,11 +2,12 @@
 spawn, system): a served boot's report lists them, so "no compiler ran" is a recorded fact rather
 than a claim. Audit hooks cannot be removed; this one only appends to a list."""
 import sys
-import threading
+
+from .. import _forks
 
 _EVENTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", "os.spawn")
 programs = []
-_lock = threading.Lock()
+_lock = _forks.Lock()
 _installed = []
 
 

@@ -17,9 +17,10 @@ import struct
 import sys
 import threading
 
+from .. import _forks
 from . import triton_keys
 
-_lock = threading.Lock()
+_lock = _forks.Lock()
 _session = None        # the active capture or serve session of this process
 _local = threading.local()
 _UNSET = object()      # a Triton knob the app never set in code

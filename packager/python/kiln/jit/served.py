@@ -23,9 +23,9 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
+from .. import _forks
 from . import audit, tilelang_keys, triton_keys
 from .files import safe_name, write_atomic
 
@@ -50,7 +50,7 @@ class Report:
         self.policy = policy
         self.started = time.time()
         self.pid = os.getpid()      # the process whose lookups it counts
-        self._lock = threading.Lock()
+        self._lock = _forks.Lock()
         self.counts = collections.Counter()
         self.events = []            # one per key: {"what", "name", "key", "outcome", "reason", "detail"}
         self._seen = set()
@@ -208,7 +208,8 @@ class ServedArchive:
         self.dir = tempfile.mkdtemp(prefix="kiln-serve-")  # 0700, this process's own
         self._owner = os.getpid()
         atexit.register(self._remove_folders)
-        self._lock = threading.Lock()
+        # Held around every call into libkiln for this archive: a fork waits for it (kiln/_forks.py).
+        self._lock = _forks.Lock(fork_waits=True)
         self._materialised = {}
         self._arch = {}
         self._described = None
@@ -217,19 +218,25 @@ class ServedArchive:
         """(ok, reason text) of libkiln's resolver for `kernel` on this process's device (or the
         described target): ok when the route is native (a cubin that fits)."""
         cache_key = (kernel, device)
-        if cache_key in self._arch:
-            return self._arch[cache_key]
-        if self.target is not None:
-            if self._described is None:
-                report = self.archive.preflight(target=self.target, driver=self.driver)
-                self._described = {k["kernel"]: k for k in report["kernels"]}
-            k = self._described.get(kernel, {"route": "refused", "detail": "not in the archive"})
-            verdict = (k["route"] == "native", f"{k['route']}: {k.get('detail', '')}")
-        else:
-            handle = self.archive.kernel(kernel, device=device)
-            verdict = (handle.route == "native", f"{handle.route}: {handle.reason_text}")
-        self._arch[cache_key] = verdict
-        return verdict
+        with self._lock:
+            if cache_key in self._arch:
+                return self._arch[cache_key]
+            if self.target is not None:
+                if self._described is None:
+                    report = self.archive.preflight(target=self.target, driver=self.driver)
+                    self._described = {k["kernel"]: k for k in report["kernels"]}
+                k = self._described.get(kernel, {"route": "refused", "detail": "not in the archive"})
+                verdict = (k["route"] == "native", f"{k['route']}: {k.get('detail', '')}")
+            else:
+                handle = self.archive.kernel(kernel, device=device)
+                verdict = (handle.route == "native", f"{handle.route}: {handle.reason_text}")
+            self._arch[cache_key] = verdict
+            return verdict
+
+    def read(self, member):
+        """The verified bytes of `member` (libkiln checks its digests first)."""
+        with self._lock:
+            return self.archive.read(member)
 
     def materialise(self, key, filename):
         """The path of a verified copy of member triton/<key>/<filename>, written once."""

@@ -14,9 +14,10 @@ each keeping its behaviour:
 import inspect
 import threading
 
+from .. import _forks
 from . import tilelang_keys
 
-_lock = threading.Lock()
+_lock = _forks.Lock()  # held while hashing TileLang's libraries: a forked child gets it free
 _build = {}
 
 
