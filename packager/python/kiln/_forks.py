@@ -2,8 +2,8 @@
 
 os.fork() copies a lock as it is at that moment: one held by another thread of the parent stays
 held in the child, where no thread will ever release it, and the child's first lookup waits on it
-for good (a `multiprocessing` worker forked while a thread hashed TileLang's libraries, or while
-Inductor's threads loaded kernels through kiln, hung at its first kernel). Two kinds here:
+for good (a `multiprocessing` worker forked while a thread hashes TileLang's libraries, or while
+Inductor's threads load kernels through kiln, would hang at its first kernel). Two kinds here:
 
 - `Lock()` guards Python state alone. The child gets it unheld: the state it guards is whole
   between statements, and work a parent's thread had under way (the TileLang build's hash) is not
