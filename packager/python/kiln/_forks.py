@@ -10,8 +10,9 @@ Inductor's threads load kernels through kiln, would hang at its first kernel). T
   found in the child, which does it again.
 - `Lock(fork_waits=True)` is held around calls into libkiln, whose own locks a child cannot
   repair: the fork waits until no thread holds it (it is taken before the fork and released after
-  it, in both processes). Such a lock is never held while another kiln lock is taken or while the
-  process forks.
+  it, in both processes). Such a lock is never held by the thread that forks, nor while another
+  of its kind is taken (the fork takes them one after another); the other kind may be taken inside
+  it (libkiln's loader is), since the fork takes none of those.
 """
 import os
 import threading
