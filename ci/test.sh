@@ -3,7 +3,7 @@
 # stage with its tests passed / failed / skipped and its time, and a verdict line. A stage whose
 # tests fail does not stop the next ones (the summary shows everything that is wrong at once);
 # a build that fails does. Run ci/install-deps.sh first (the README's second set-up command does
-# both). 14m43s on 2 cores when last measured (2026-12-03, in a fresh Debian 12 chroot, its build
+# both). 16m54s on 2 cores when last measured (2026-12-03, in a fresh Debian 12 chroot, its build
 # on top of the demo's; from nothing the build takes 3m17s). Budget per stage, kept in README.md
 # too: build 4 min (unity batches, CMakeLists.txt's KILN_UNITY_BUILD), tests 2 (the wheel test
 # reuses this build's libkiln and kiln command), ASan+UBSan build 4 (clang, -O1), its tests 1.5
