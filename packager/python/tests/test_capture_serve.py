@@ -510,6 +510,29 @@ def test_each_forked_worker_writes_its_own_boot_report(captured, tmp_path):
     assert all(rep["refused"] == 0 and rep["compiled"] == 0 and rep["programs"] == [] for rep in reports.values())
 
 
+def test_serving_and_capturing_leave_the_order_of_the_apps_imports_alone(captured, tmp_path):
+    """Importing multiprocessing registers the main module in sys.modules as __mp_main__, and
+    pickle finds an object with no __module__ (torch.contiguous_format, in every tensor's metadata)
+    through the first module that has it: where __mp_main__ came before torch's own modules, every
+    key Inductor hashed its graphs under changed, and a served boot found none of the captured
+    graphs. Neither command imports multiprocessing for the app; a served app that imports it
+    still gets its forked workers' reports (the test above)."""
+    probe = ("import json, sys\n"
+             "print(json.dumps({'mp': sorted(m for m in ('multiprocessing', '__mp_main__') if m in sys.modules)}))\n")
+    app = tmp_path / "probe.py"
+    app.write_text(probe)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path))
+    plain = subprocess.run([sys.executable, str(app)], capture_output=True, text=True, env=env, timeout=600)
+    served = subprocess.run([sys.executable, "-m", "kiln.serve", str(captured["archive"]), "--trust",
+                             str(captured["trust"]), "--target", "sm_90", "--", sys.executable, str(app)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    capturing = subprocess.run([sys.executable, "-m", "kiln.capture", "-o", str(tmp_path / "cap"), "--",
+                                sys.executable, str(app)], capture_output=True, text=True, env=env, timeout=600)
+    seen = [json.loads(r.stdout.strip().splitlines()[0])["mp"] if r.stdout.strip() else r.stderr
+            for r in (plain, served, capturing)]
+    assert seen[1:] == [seen[0], seen[0]], seen
+
+
 def test_a_fork_while_other_threads_hold_kilns_locks_leaves_the_child_free_to_look_up(captured):
     """A thread of the app holds kiln's locks when another forks (as while kiln hashes TileLang's
     libraries, or while Inductor's threads load kernels through the archive): the fork waits for a
@@ -943,6 +966,8 @@ kernels.compile_add()
 import torch
 f = torch.compile(lambda x: torch.sin(x) * float(sys.argv[1]) + 1)
 print("RESULT", float(f(torch.ones(1000)).sum()))
+from torch._dynamo.utils import counters
+print("FXGRAPH", "hit", counters["inductor"]["fxgraph_cache_hit"], "miss", counters["inductor"]["fxgraph_cache_miss"])
 """
 
 
@@ -951,19 +976,20 @@ def test_an_app_that_moves_torchinductor_cache_dir_is_captured_and_served_from_i
     keep their caches. Here that folder holds, under the key of the app's graph, the compiled graph
     of another computation (a plain run of the app loads it and prints the other result). Captured,
     the app compiles its own graph anyway (nothing of that folder is sealed); served, it computes
-    what its capture did; both say the folder was not used. Runs on the CPU wherever torch and its
-    C++ compiler are."""
+    what its capture did, from the captured graph (Inductor finds it under the key the capture
+    computed); both say the folder was not used. Runs on the CPU wherever torch and its C++
+    compiler are."""
     pytest.importorskip("torch")
     app = tmp_path / "app.py"
     app.write_text(_CPU_COMPILED)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE)] + sys.path), KILN_CLI=captured["cli"],
                CUDA_VISIBLE_DEVICES="")
 
-    def run(*args, cache=None, prefix=()):
+    def run(*args, cache=None, prefix=(), lines="RESULT "):
         r = subprocess.run([*prefix, sys.executable, str(app), *args], capture_output=True, text=True, timeout=600,
                            env=dict(env, **({"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache else {})))
         assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-        return [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+        return [line for line in r.stdout.splitlines() if line.startswith(lines)]
 
     own, other = tmp_path / "apps-own-inductor-cache", tmp_path / "other"
     try:
@@ -986,7 +1012,8 @@ def test_an_app_that_moves_torchinductor_cache_dir_is_captured_and_served_from_i
     assert f"note: the app set TORCHINDUCTOR_CACHE_DIR to {own}" in r.stderr, r.stderr
     report = tmp_path / "boot.json"
     served = run("2", str(own), prefix=(sys.executable, "-m", "kiln.serve", str(cap) + ".kiln", "--trust",
-                                        str(captured["trust"]), "--target", "sm_90", "--report", str(report), "--"))
-    assert served == expected, served
+                                        str(captured["trust"]), "--target", "sm_90", "--report", str(report), "--"),
+                 lines=("RESULT ", "FXGRAPH "))
+    assert served == expected + ["FXGRAPH hit 1 miss 0"], served
     notes = json.loads(report.read_text())["notes"]
     assert any(f"the app set TORCHINDUCTOR_CACHE_DIR to {own}" in n for n in notes), notes

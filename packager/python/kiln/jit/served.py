@@ -335,12 +335,20 @@ class ServeSession:
     # -- hooks ---------------------------------------------------------------------------------
     def installed(self):
         import atexit
-        import multiprocessing.util
+        from .boot_hook import when_imported
         atexit.register(self.write_report)
         os.register_at_fork(after_in_child=self._forked)
         # A worker forked by multiprocessing ends with os._exit, past atexit; its own exit
         # finalizers do run (registered in each such child, after multiprocessing clears those
-        # inherited from the parent).
+        # inherited from the parent). Registered once the app imports multiprocessing, never by
+        # importing it here: importing it puts the app's main module in sys.modules as
+        # __mp_main__, and where that comes before torch's own modules, pickle finds objects that
+        # have no __module__ (torch.contiguous_format) through it, which changes every key
+        # Inductor hashes its graphs under, so that no captured graph would be found.
+        when_imported("multiprocessing", self._watch_multiprocessing_workers)
+
+    def _watch_multiprocessing_workers(self):
+        import multiprocessing.util
         multiprocessing.util.register_after_fork(self, ServeSession._report_at_worker_exit)
 
     def _forked(self):
