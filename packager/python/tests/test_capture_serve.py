@@ -172,6 +172,25 @@ def test_a_report_says_which_of_kilns_triton_knobs_the_app_replaced(captured):
     assert any(n.startswith("the app replaced Triton's cache manager") for n in notes), notes
 
 
+def test_an_app_listener_that_calls_kilns_leaves_the_report_whole_and_unnoted(captured):
+    """An app that sets its own compilation listener and calls the one it replaced (kiln's), as the
+    boot benchmark's app does, still lets kiln count every compilation: the report counts on and
+    notes nothing about the listener."""
+    r = _serve(captured, """
+        attempt("add", kernels.compile_add)
+        import triton
+        previous = triton.knobs.compilation.listener
+        def chained(**kwargs):
+            previous(**kwargs)
+        triton.knobs.compilation.listener = chained
+        attempt("scale", kernels.compile_scale)
+    """)
+    assert r["add"]["ok"] and r["scale"]["ok"], r
+    report = r["report"]
+    assert report["served"] == 2 and report["triton_cache_hits"] == 2, report
+    assert not any("listener" in n for n in report["notes"]), report["notes"]
+
+
 def test_a_statically_launched_kernel_is_admitted_only_as_the_archive_holds_it(captured):
     """Inductor loads the kernels of its cache entries without asking Triton (cubins bundled in
     torch.compile's artifact, launched statically). kiln admits one only where the archive holds

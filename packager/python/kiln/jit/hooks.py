@@ -132,8 +132,11 @@ def deactivate(old_session):
 
 def replaced_knobs(some_session):
     """The Triton knobs install() set for `some_session` that the app has set to something else
-    since: a subset of "manager_class" (Triton's cache manager), "autotuning_cache" and "listener"."""
-    return [name for name, _, _, _, still_ours in _knobs(some_session) if not still_ours]
+    since: a subset of "manager_class" (Triton's cache manager), "autotuning_cache" and "listener".
+    A listener of the app's that has been seen calling kiln's (chained to it) is not counted."""
+    chained = getattr(some_session, "listener_chained", False)
+    return [name for name, _, _, _, still_ours in _knobs(some_session)
+            if not still_ours and not (name == "listener" and chained)]
 
 
 def install(new_session):
@@ -155,6 +158,10 @@ def install(new_session):
         def listener(src, metadata, metadata_group, times, cache_hit):
             try:
                 if _session is new_session:
+                    if knobs.compilation.listener is not listener:
+                        # The app set its own listener and it calls this one, as Triton's chaining
+                        # does: kiln still sees every compilation, so the listener is not lost.
+                        new_session.listener_chained = True
                     new_session.on_compiled(src, metadata, cache_hit)
             finally:
                 if previous is not None:
