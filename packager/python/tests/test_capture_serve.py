@@ -1034,5 +1034,7 @@ def test_an_app_that_moves_torchinductor_cache_dir_is_captured_and_served_from_i
                                         str(captured["trust"]), "--target", "sm_90", "--report", str(report), "--"),
                  lines=("RESULT ", "FXGRAPH "))
     assert served == expected + ["FXGRAPH hit 1 miss 0"], served
-    notes = json.loads(report.read_text())["notes"]
+    served_report = json.loads(report.read_text())
+    assert (served_report["torch_graphs_loaded"], served_report["torch_graphs_generated"]) == (1, 0), served_report
+    notes = served_report["notes"]
     assert any(f"the app set TORCHINDUCTOR_CACHE_DIR to {own}" in n for n in notes), notes

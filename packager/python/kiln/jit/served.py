@@ -99,6 +99,14 @@ class Report:
                     "programs": list(audit.programs), "notes": list(self.notes)}
 
 
+def _torch_graphs():
+    """(graphs Inductor found in its cache, graphs it generated) in this process, from its counters;
+    (0, 0) where torch.compile never ran."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", {}).get("inductor", {}) if utils is not None else {}
+    return counters.get("fxgraph_cache_hit", 0), counters.get("fxgraph_cache_miss", 0)
+
+
 _REPLACED_WHILE_SERVING = {
     "manager_class": "the app replaced Triton's cache manager after kiln set its own: Triton's lookups after "
                      "that did not reach the archive, so 'served', 'compiled' and 'refused' do not count them "
@@ -634,11 +642,21 @@ class ServeSession:
 
     def report_dict(self):
         """The report as a dict, noting each Triton knob the app has set since kiln set it (what kiln
-        then no longer saw)."""
+        then no longer saw), with torch.compile's graphs found in the captured caches and generated
+        again (Inductor's own counters: a graph generated again asks Triton only for kernels it
+        already has, so no other count shows it)."""
         from .hooks import replaced_knobs
         for knob in replaced_knobs(self):
             self.report.note_once(knob, _REPLACED_WHILE_SERVING[knob])
-        return self.report.as_dict()
+        report = self.report.as_dict()
+        loaded, generated = _torch_graphs()
+        report.update(torch_graphs_loaded=loaded, torch_graphs_generated=generated)
+        if generated:
+            report["notes"].append(f"torch.compile generated {generated} graph(s) again instead of loading the "
+                                   "captured one(s): Inductor's key for them differed from the capture's (another "
+                                   "torch, GPU, Inductor config or input shape, or the app's imports in another "
+                                   "order); the kernels they asked for are in the lookup counts")
+        return report
 
     def write_report(self):
         if not self.report_path:
