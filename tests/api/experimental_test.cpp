@@ -59,8 +59,13 @@ TEST(Experimental, ListsMembersAsTheSignedIndexStatesThem) {
                             [](const x::Member& m) { return m.path == "matmul_relu.sm_90a.cubin"; });
   ASSERT_NE(cubin, members.end());
   EXPECT_EQ(cubin->role, "code");
-  EXPECT_GT(cubin->stored_size, 0u);
-  EXPECT_LT(cubin->stored_size, cubin->content_size) << "stored compressed";
+  EXPECT_EQ(cubin->stored_size, cubin->content_size) << "machine code under 16 KiB is stored raw (FORMAT.md §4)";
+  EXPECT_EQ(cubin->content_size, archive.read_member("matmul_relu.sm_90a.cubin").size());
+  auto ptx = std::find_if(members.begin(), members.end(),
+                          [](const x::Member& m) { return m.path == "matmul_relu.compute_90.ptx"; });
+  ASSERT_NE(ptx, members.end());
+  EXPECT_GT(ptx->stored_size, 0u);
+  EXPECT_LT(ptx->stored_size, ptx->content_size) << "PTX is stored compressed";
 
   kiln_x_member_info info;
   ASSERT_EQ(kiln_x_member_info_init(&info, sizeof info), KILN_OK);

@@ -1,6 +1,7 @@
 // Writing then reading gives back every member, byte for byte, and writing is
 // reproducible.
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
@@ -76,6 +77,50 @@ TEST_F(RoundTrip, AFrameIsStoredOnlyWhereItSavesEnough) {
   EXPECT_EQ(compression("extra/random-8k.bin"), format::Compression::none);
   EXPECT_EQ(compression("extra/empty.bin"), format::Compression::none);
   EXPECT_EQ(compression("kiln/kernels.bin"), format::Compression::none);
+  for (const MemberInput& m : extra) EXPECT_EQ(a->read_member(m.path), m.content) << m.path;
+}
+
+// Machine code of at most 16 KiB is kept raw however well it compresses (FORMAT.md §4): the
+// runtime reads it at every first load, and a frame there costs more than its few saved bytes.
+// PTX and larger machine code go through the rule above.
+TEST_F(RoundTrip, SmallMachineCodeIsKeptRawAndPtxIsNot) {
+  PackageIdentity id = test::default_identity();
+  std::string text;
+  while (text.size() < 20000) text += "// padding that zstd shrinks " + std::to_string(text.size()) + "\n";
+  auto code = [&](const std::string& path, format::CodeKind kind, std::size_t size) {
+    MemberInput m;
+    m.path = path;
+    m.role = format::Role::code;
+    m.backend = kind == format::CodeKind::amdgpu_elf ? format::Vendor::hip : format::Vendor::cuda;
+    m.kind = kind;
+    m.arch = kind == format::CodeKind::amdgpu_elf ? "gfx90a" : "sm_90a";
+    m.content = test::bytes_of(text.substr(0, size));
+    return m;
+  };
+  std::vector<MemberInput> extra = {
+      code("code/at-limit.cubin", format::CodeKind::cubin, 16384),
+      code("code/over-limit.cubin", format::CodeKind::cubin, 16385),
+      code("code/small.fatbin", format::CodeKind::fatbin, 4096),
+      code("code/small.hsaco", format::CodeKind::amdgpu_elf, 4096),
+      code("code/small.ptx", format::CodeKind::ptx, 4096),
+  };
+  // Code members no kernel names (verify would refuse the archive for that; the reader's open and
+  // member reads do not look): the writer's rule looks at an entry's role, kind and size only.
+  std::vector<MemberInput> members = test::small_members_with(id, {});
+  members.insert(members.end(), extra.begin(), extra.end());
+  std::sort(members.begin(), members.end(), [](const MemberInput& x, const MemberInput& y) { return x.path < y.path; });
+  std::vector<std::uint8_t> bytes = build_archive(id, members, {Signer{&key, "t", 0}}, {});
+  TrustSet trust = test::trust_of({&key});
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
+  auto entry = [&](const std::string& path) { return a->entry(static_cast<std::size_t>(a->find(path))); };
+  EXPECT_EQ(entry("code/at-limit.cubin").compression, format::Compression::none);
+  EXPECT_EQ(entry("code/at-limit.cubin").stored_size, 16384u);
+  EXPECT_EQ(entry("code/over-limit.cubin").compression, format::Compression::zstd);
+  EXPECT_EQ(entry("code/small.fatbin").compression, format::Compression::none);
+  EXPECT_EQ(entry("code/small.hsaco").compression, format::Compression::none);
+  EXPECT_EQ(entry("code/small.ptx").compression, format::Compression::zstd);
   for (const MemberInput& m : extra) EXPECT_EQ(a->read_member(m.path), m.content) << m.path;
 }
 
