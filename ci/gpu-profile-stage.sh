@@ -9,9 +9,12 @@ cd "$(dirname "$0")/.."
 src=.gpu-stage
 prof=.gpu-prof
 rm -rf "$prof" && mkdir -p "$prof/bin" "$prof/bench" "$prof/keys" "$prof/tools/lib"
-cp "$src"/bin/{kiln,kiln_open_profile} "$prof/bin/"
+cp "$src"/bin/kiln "$prof/bin/"
 # Not in .gpu-stage, which is near the 64 MiB the device tool carries: from ci/gpu-build.sh's build.
-cp build-gpu/bin/kiln_cold_anatomy "$prof/bin/"
+cp build-gpu/bin/{kiln_open_profile,kiln_cold_anatomy} "$prof/bin/"
+# Without their debug sections (perf names functions from the symbol table and unwinds through
+# .eh_frame), or the stage passes the 64 MiB.
+strip --strip-debug "$prof"/bin/*
 cp "$src"/bench/noop.* "$prof/bench/"
 cp "$src"/keys/test.{pub,key} "$prof/keys/"
 perf=$(readlink -f "$(command -v perf)")

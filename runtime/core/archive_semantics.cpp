@@ -91,22 +91,37 @@ std::string code_claim_problem(const KernelSpec& k, const CodeObjectRef& ref, co
          (info.detail.empty() ? "" : " (" + info.detail + ")");
 }
 
+namespace {
+
+// The index's arch field is the code object's targets joined by commas (FORMAT.md §3).
+bool same_targets(const std::string& arch, const std::vector<std::string>& targets) {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (i > 0 && (at >= arch.size() || arch[at++] != ',')) return false;
+    if (arch.compare(at, targets[i].size(), targets[i]) != 0) return false;
+    at += targets[i].size();
+  }
+  return at == arch.size();
+}
+
+}  // namespace
+
 std::string code_entry_problem(const format::Entry& e, const CodeObjectInfo& info) {
+  // Every code object a runtime loads and verify reads passes here: the texts are built only
+  // for a mismatch.
+  if (e.backend == info.backend && e.kind == info.kind && same_targets(e.arch, info.targets)) return "";
   std::string found = std::string(format::backend_name(info.backend)) + " " + format::code_kind_name(info.kind) + " for " +
                       (info.targets.empty() ? std::string("no target") : join_targets(info.targets));
   std::string indexed = std::string(format::backend_name(e.backend)) + " " + format::code_kind_name(e.kind) + " for " + e.arch;
-  if (e.backend != info.backend || e.kind != info.kind || e.arch != join_targets(info.targets)) {
-    return "member '" + e.path + "' is indexed as " + indexed + " but its bytes are " + found;
-  }
-  return "";
+  return "member '" + e.path + "' is indexed as " + indexed + " but its bytes are " + found;
 }
 
 std::string code_reference_problem(const KernelSpec& k, const CodeObjectRef& ref, const format::Entry& e) {
-  const std::string what = "kernel '" + k.name + "' names '" + ref.file.path + "' as code";
-  if (e.role != format::Role::code) return what + ", but the member has role " + format::role_name(e.role);
+  auto what = [&] { return "kernel '" + k.name + "' names '" + ref.file.path + "' as code"; };  // for a problem only
+  if (e.role != format::Role::code) return what() + ", but the member has role " + format::role_name(e.role);
   if (!backend_serves(k.backend, e.backend)) {
-    return what + ", but the member is indexed as " + format::backend_name(e.backend) + " code and the kernel's backend is " +
-           k.backend;
+    return what() + ", but the member is indexed as " + format::backend_name(e.backend) +
+           " code and the kernel's backend is " + k.backend;
   }
   std::size_t start = 0;
   while (start <= e.arch.size()) {
@@ -115,7 +130,7 @@ std::string code_reference_problem(const KernelSpec& k, const CodeObjectRef& ref
     if (e.arch.compare(start, comma - start, ref.arch) == 0 && comma - start == ref.arch.size()) return "";
     start = comma + 1;
   }
-  return what + " for arch '" + ref.arch + "', but the member is indexed for " + e.arch;
+  return what() + " for arch '" + ref.arch + "', but the member is indexed for " + e.arch;
 }
 
 std::string variant_code_problem(const KernelSpec& k, const VariantSpec& v, std::size_t i, const format::Entry& kernel_code,
