@@ -1,5 +1,6 @@
 // kiln inspect.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -253,11 +254,17 @@ void print_human(const ArchiveReader& a, bool checked, const Kept* kept) {
     for (const ShapeSpec& s : k.shapes) std::cout << "      shape  " << shape_text(s, k) << "\n";
   }
   std::cout << "  members\n";
+  auto code_text = [](const format::Entry& e) {
+    return e.role == format::Role::code ? std::string(format::code_kind_name(e.kind)) + " " + e.arch : std::string();
+  };
+  // As wide as the longest kind and targets (an offload bundle for "gfx90a:xnack-" is 28), so
+  // that sizes and paths stay in their columns.
+  std::size_t code_width = 20;
+  for (const format::Entry& e : index.entries) code_width = std::max(code_width, code_text(e).size() + 1);
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const format::Entry& e = index.entries[i];
-    std::cout << "    " << std::left << std::setw(9) << format::role_name(e.role) << std::setw(20)
-              << (e.role == format::Role::code ? std::string(format::code_kind_name(e.kind)) + " " + e.arch : "")
-              << std::right << std::setw(10) << human_size(e.content_size) << " "
+    std::cout << "    " << std::left << std::setw(9) << format::role_name(e.role)
+              << std::setw(static_cast<int>(code_width)) << code_text(e) << std::right << std::setw(10) << human_size(e.content_size) << " "
               << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path
               << (a.member_present(i) ? "" : "  (absent)") << "\n";
   }

@@ -477,6 +477,28 @@ TEST(CliInspect, ShowsTheIndexForm) {
   EXPECT_NE(json.out.find("\"members\":1059}"), std::string::npos) << json.out;
 }
 
+// The members list keeps its columns whatever the longest kind and targets: the mixed archive's
+// AMD bundle for "gfx90a:xnack-" is 28 characters, past the 20 a cubin's take.
+TEST(CliInspect, MembersKeepTheirColumnsForLongTargets) {
+  std::string archive = std::string(KILN_TEST_ARCHIVES) + "/matmul-relu-mixed.kiln";
+  if (!std::ifstream(archive)) GTEST_SKIP() << "matmul-relu-mixed.kiln needs nvcc and hipcc at build time";
+  Result human = run("inspect " + archive);
+  ASSERT_EQ(human.code, 0) << human.out;
+  std::istringstream lines(human.out.substr(human.out.find("  members\n") + 10));
+  std::string line;
+  std::size_t column = std::string::npos, rows = 0;
+  while (std::getline(lines, line) && line.rfind("    ", 0) == 0) {
+    // The path is the last field; the compression ("raw" or "zstd", padded to 5) precedes it.
+    std::size_t at = line.find(" raw   ");
+    if (at == std::string::npos) at = line.find(" zstd  ");
+    ASSERT_NE(at, std::string::npos) << line;
+    if (column == std::string::npos) column = at;
+    EXPECT_EQ(at, column) << human.out;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 11u) << human.out;
+}
+
 TEST(CliGpuCommands, RunAndPreflightSayWhatTheyDidOnAHostWithoutAGpu) {
   std::string archive = std::string(KILN_TEST_ARCHIVES) + "/matmul-relu.kiln";
   std::string trust = std::string(KILN_TEST_KEYS) + "/test.pub";
