@@ -264,8 +264,8 @@ void print_human(const ArchiveReader& a, bool checked, const Kept* kept) {
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const format::Entry& e = index.entries[i];
     std::cout << "    " << std::left << std::setw(9) << format::role_name(e.role)
-              << std::setw(static_cast<int>(code_width)) << code_text(e) << std::right << std::setw(10) << human_size(e.content_size) << " "
-              << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path
+              << std::setw(static_cast<int>(code_width)) << code_text(e) << std::right << std::setw(10)
+              << human_size(e.content_size) << " " << std::left << std::setw(5) << (e.compression == format::Compression::zstd ? "zstd" : "raw") << " " << e.path
               << (a.member_present(i) ? "" : "  (absent)") << "\n";
   }
   if (kept != nullptr) {

@@ -36,11 +36,12 @@ bool compression_pays(std::size_t content, std::size_t compressed) {
 
 // Machine code (a cubin, a fatbin, an AMD code object) of at most 16 KiB is kept raw without
 // trying zstd. The runtime reads a code object on every kernel's first load; stored raw, that is
-// one read and one SHA-256, where a frame adds its decoder's per-frame set-up (6-8 us for the 1 KiB
-// frame of a 3.7 KiB cubin on the GPU host, whose driver loads that cubin in ~9 us), a second
-// digest, and zstd's per-thread context (~96 KiB of heap) in a process that needs no other frame. At this size the
-// bytes compression would save are at most a few KiB per object. PTX is not machine code: it
-// compresses several times over and is JIT-compiled, so its frame's cost does not show.
+// one read and one SHA-256, where a frame adds its decoder's per-frame set-up (6-8 us for the
+// 1 KiB frame of a 3.7 KiB cubin on the GPU host, whose driver loads that cubin in ~9 us), a
+// second digest, and zstd's per-thread context (~96 KiB of heap) in a process that needs no
+// other frame. At this size the bytes compression would save are at most a few KiB per object.
+// PTX is not machine code: it compresses several times over and is JIT-compiled, so its frame's
+// cost does not show.
 constexpr std::size_t kRawMachineCodeMax = 16 * 1024;
 bool kept_raw_unconditionally(const format::Entry& e) {
   return e.role == format::Role::code && e.kind != format::CodeKind::ptx && e.kind != format::CodeKind::none &&
@@ -287,7 +288,7 @@ class MemberPipeline {
       fail(Errc::io, m.file->path + ": changed while kiln pack read it: its bytes are not the ones checked when it was "
                                     "first read; pack again once nothing writes it");
     }
-    std::size_t packed = 0;
+    std::size_t packed = 0;  // a zstd frame is never empty: 0 means zstd was not tried
     if (!kept_raw_unconditionally(e)) {
       if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
       packed = scratch.compressor->compress(content, options_.level, scratch.frame);
