@@ -288,13 +288,14 @@ class MemberPipeline {
       fail(Errc::io, m.file->path + ": changed while kiln pack read it: its bytes are not the ones checked when it was "
                                     "first read; pack again once nothing writes it");
     }
-    std::size_t packed = 0;  // a zstd frame is never empty: 0 means zstd was not tried
-    if (!kept_raw_unconditionally(e)) {
+    const bool try_zstd = !kept_raw_unconditionally(e);
+    std::size_t packed = 0;
+    if (try_zstd) {
       if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
       packed = scratch.compressor->compress(content, options_.level, scratch.frame);
     }
     Stored& out = stored_[i];
-    if (packed != 0 && compression_pays(content.size, packed)) {
+    if (try_zstd && compression_pays(content.size, packed)) {
       e.compression = format::Compression::zstd;
       e.stored_sha256 = sha256(scratch.frame.data(), packed);
       // Kept with its zero padding, so that it is written in one call.
