@@ -95,10 +95,10 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
 
 // How the index is laid out (FORMAT.md §3): a one-level head (KILNIDX2) or a tree (KILNIDX3).
 std::string index_form_text(const ArchiveReader& a) {
-  const format::IndexHead& head = a.index_head();
-  std::string refs = std::to_string(head.refs.size()) + (head.refs.size() == 1 ? " reference" : " references");
-  if (!head.tree) return "one level (KILNIDX2): a head of " + refs + " to entry pages";
-  return "tree (KILNIDX3): a head of " + refs + ", " + std::to_string(head.height) + " levels of pages below it";
+  const std::size_t count = a.index_head_references();
+  std::string refs = std::to_string(count) + (count == 1 ? " reference" : " references");
+  if (!a.index_is_tree()) return "one level (KILNIDX2): a head of " + refs + " to entry pages";
+  return "tree (KILNIDX3): a head of " + refs + ", " + std::to_string(a.index_height()) + " levels of pages below it";
 }
 
 // The attestations a store keeps for the archive (`--store`), or none asked (null).
@@ -117,12 +117,11 @@ void print_json(const ArchiveReader& a, bool checked, const Kept* kept) {
       .field("kernel_revision", index.kernel_revision)
       .field("sequence", index.sequence)
       .field("signatures_checked", checked);
-  const format::IndexHead& head = a.index_head();
   w.key("index")
       .begin_object()
-      .field("form", head.tree ? "tree" : "one-level")
-      .field("levels", static_cast<std::uint64_t>(head.height))
-      .field("head_references", static_cast<std::uint64_t>(head.refs.size()))
+      .field("form", a.index_is_tree() ? "tree" : "one-level")
+      .field("levels", static_cast<std::uint64_t>(a.index_height()))
+      .field("head_references", static_cast<std::uint64_t>(a.index_head_references()))
       .field("members", static_cast<std::uint64_t>(a.member_count()))
       .end_object();
   w.key("signatures").begin_array();

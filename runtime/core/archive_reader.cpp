@@ -23,8 +23,8 @@ struct ArchiveReader::Page {
   }
 
   Once once;
-  std::vector<std::uint8_t> bytes;    // a reference page's bytes: its refs' first paths point here
-  std::vector<format::PageRef> refs;  // a reference page's
+  std::vector<std::uint8_t> bytes;  // a reference page's bytes: its references are read from them
+  format::RefTable refs;            // a reference page's
   // One cell per reference, the page made on first use: a lookup pays for the pages on its
   // way, not for a slot per sibling.
   std::unique_ptr<std::atomic<Page*>[]> children;
@@ -35,7 +35,7 @@ struct ArchiveReader::Page {
 };
 
 ArchiveReader::~ArchiveReader() {
-  for (std::size_t i = 0; top_pages_ && i < head_.refs.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
+  for (std::size_t i = 0; top_pages_ && i < top_refs_.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
 }
 
 std::unique_ptr<ArchiveReader> ArchiveReader::open_file(const std::string& path, const ReadOptions& options) {
@@ -170,7 +170,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
   // The head is copied out of the mapping before it is hashed, and parsed from the copy, so
   // that a file changed underneath cannot show the parser other bytes than the hash saw.
   head_bytes_ = copy_out(header_.index_offset, header_.index_head_size);
-  const std::vector<std::uint8_t>& head = head_bytes_;  // kept: the head's references point into it
+  const std::vector<std::uint8_t>& head = head_bytes_;  // kept: the head's references are read from it
   digest_ = sha256(head.data(), head.size());
 
   try {
@@ -193,7 +193,10 @@ void ArchiveReader::parse(const ReadOptions& options) {
   } catch (const Failure& e) {
     refuse(e.what());
   }
-  top_pages_.reset(new std::atomic<Page*>[head_.refs.size()]());
+  // The references are read in place from then on (ref_table.hpp): the decoded list goes.
+  top_refs_ = format::RefTable(head_.refs, head_.tree);
+  std::vector<format::PageRef>().swap(head_.refs);
+  top_pages_.reset(new std::atomic<Page*>[top_refs_.size()]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
@@ -235,7 +238,8 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
         slot.verified.reset(new std::atomic<bool>[slot.entries.size()]());
       } else {
         slot.bytes = std::move(bytes);
-        slot.refs = format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size);
+        slot.refs = format::RefTable(
+            format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size), true);
         slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
       }
     } catch (const Failure& e) {
@@ -265,40 +269,38 @@ Page& slot_at(std::atomic<Page*>* cells, std::size_t i) {
 // `choose` picks the reference to follow in a list, or -1 when no page can hold what is sought.
 template <typename Choose>
 ArchiveReader::EntryPage ArchiveReader::descend(Choose choose) const {
-  const std::vector<format::PageRef>* refs = &head_.refs;
+  const format::RefTable* refs = &top_refs_;
   std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     const long i = choose(*refs);
     if (i < 0) return {};
-    const format::PageRef& ref = (*refs)[static_cast<std::size_t>(i)];
-    bounds = format::child_bounds(*refs, static_cast<std::size_t>(i), bounds);
+    const format::PageRef ref = refs->at(static_cast<std::size_t>(i));
+    bounds = refs->child_bounds(static_cast<std::size_t>(i), bounds);
     const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
-    if (level == 0) return {&p, &ref};
+    if (level == 0) return {&p, ref.first_entry};
     refs = &p.refs;
     slots = p.children.get();
   }
 }
 
 ArchiveReader::EntryPage ArchiveReader::entry_page_for_path(const std::string& path) const {
-  return descend([&](const std::vector<format::PageRef>& refs) { return format::ref_for_path(refs, path); });
+  return descend([&](const format::RefTable& refs) { return refs.for_path(path); });
 }
 
 ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t position) const {
-  return descend([&](const std::vector<format::PageRef>& refs) {
-    return static_cast<long>(format::ref_for_position(refs, position));
-  });
+  return descend([&](const format::RefTable& refs) { return static_cast<long>(refs.for_position(position)); });
 }
 
 const format::Entry& ArchiveReader::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
-  return at.page->entries[i - at.ref->first_entry];
+  return at.page->entries[i - at.first_entry];
 }
 
 std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
   EntryPage at = entry_page_for_position(i);  // entry(i) has checked i and decoded the page
-  return at.page->verified[i - at.ref->first_entry];
+  return at.page->verified[i - at.first_entry];
 }
 
 long ArchiveReader::find(const std::string& path) const {
@@ -308,14 +310,14 @@ long ArchiveReader::find(const std::string& path) const {
   auto it = std::lower_bound(entries.begin(), entries.end(), path,
                              [](const format::Entry& e, const std::string& key) { return e.path < key; });
   if (it == entries.end() || it->path != path) return -1;
-  return static_cast<long>(at.ref->first_entry) + (it - entries.begin());
+  return static_cast<long>(at.first_entry) + (it - entries.begin());
 }
 
-void ArchiveReader::collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
-                              const format::PageBounds& outer, std::vector<format::Entry>& out) const {
+void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
+                                    const format::PageBounds& outer, std::vector<format::Entry>& out) const {
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    const format::PageBounds bounds = format::child_bounds(refs, i, outer);
-    const Page& p = page(slot_at(slots, i), refs[i], level, bounds);
+    const format::PageBounds bounds = refs.child_bounds(i, outer);
+    const Page& p = page(slot_at(slots, i), refs.at(i), level, bounds);
     if (level == 0) {
       out.insert(out.end(), p.entries.begin(), p.entries.end());
     } else {
@@ -331,7 +333,7 @@ const format::Index& ArchiveReader::index() const {
     index.kernel_revision = head_.kernel_revision;
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
-    collect_entries(head_.refs, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, false, {}},
+    collect_entries(top_refs_, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, false, {}},
                     index.entries);
     long manifest = index.find(format::kManifestPath);
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {

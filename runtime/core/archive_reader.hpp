@@ -19,6 +19,7 @@
 #include "core/format.hpp"
 #include "core/kernel_table.hpp"
 #include "core/manifest.hpp"
+#include "core/ref_table.hpp"
 #include "core/once.hpp"
 #include "core/sparse.hpp"
 #include "core/trust.hpp"
@@ -75,8 +76,11 @@ class ArchiveReader {
   // The largest member content this reader decompresses (ReadOptions::max_member_size).
   std::uint64_t max_member_size() const { return max_member_size_; }
   std::size_t member_count() const { return head_.entry_count; }
-  // The index head as decoded at open: its form (one-level or tree), height and references.
-  const format::IndexHead& index_head() const { return head_; }
+  // The index head's form (FORMAT.md §3): tree (KILNIDX3) or one-level (KILNIDX2), its height
+  // (levels of pages below it, 1 for one-level) and how many references it holds.
+  bool index_is_tree() const { return head_.tree; }
+  unsigned index_height() const { return head_.height; }
+  std::size_t index_head_references() const { return top_refs_.size(); }
   // Position of the member at `path`, or -1; decodes (once) only the page that would hold it.
   long find(const std::string& path) const;
   // One member's index entry; decodes (once) only its page.
@@ -165,7 +169,7 @@ class ArchiveReader {
   // if none could), with its reference.
   struct EntryPage {
     const Page* page = nullptr;
-    const format::PageRef* ref = nullptr;
+    std::uint32_t first_entry = 0;  // the page's first entry's position in the index
   };
   EntryPage entry_page_for_position(std::size_t position) const;
   EntryPage entry_page_for_path(const std::string& path) const;
@@ -173,7 +177,7 @@ class ArchiveReader {
   EntryPage descend(Choose choose) const;
   // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
   std::atomic<bool>& verified_flag(std::size_t i) const;
-  void collect_entries(const std::vector<format::PageRef>& refs, std::atomic<Page*>* slots, unsigned level,
+  void collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
                        const format::PageBounds& outer, std::vector<format::Entry>& out) const;
   // Bytes [offset, offset + size) of the complete archive, copied out of the file (pread for a
   // large file opened by path, memcpy otherwise): what is checked and parsed is always a private
@@ -201,8 +205,9 @@ class ArchiveReader {
   format::Header header_;
   format::ExtentTable extents_;  // a sparse archive's; empty otherwise
   Sha256 digest_{};
-  std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; head_ points into it
-  format::IndexHead head_;
+  std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; top_refs_ reads from it
+  format::IndexHead head_;                // as decoded, less its references (top_refs_ holds them)
+  format::RefTable top_refs_;
   std::unique_ptr<std::atomic<Page*>[]> top_pages_;  // one cell per reference in the head (Page::children)
   mutable std::atomic<std::size_t> pages_read_{0};
   mutable std::atomic<std::uint64_t> page_bytes_read_{0};

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/manifest.hpp"
+#include "core/ref_table.hpp"
 #include "core/sha256.hpp"
 #include "test_support.hpp"
 
@@ -98,6 +99,56 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothHeadForms, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));
+
+// The reader holds references in place (ref_table.hpp): each one read back from the bytes must be
+// the reference decoded from them, and the three lookups must choose as the decoded list's do,
+// for the head of either form and for a reference page.
+void expect_same_as_decoded(const format::RefTable& table, const std::vector<format::PageRef>& refs,
+                            const format::PageBounds& outer) {
+  ASSERT_EQ(table.size(), refs.size());
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    SCOPED_TRACE("reference " + std::to_string(i));
+    const format::PageRef r = table.at(i);
+    EXPECT_EQ(r.entry_count, refs[i].entry_count);
+    EXPECT_EQ(r.size, refs[i].size);
+    EXPECT_EQ(r.span, refs[i].span);
+    EXPECT_EQ(r.first_offset, refs[i].first_offset);
+    EXPECT_EQ(r.sha256, refs[i].sha256);
+    EXPECT_EQ(r.first_path, refs[i].first_path);
+    EXPECT_EQ(r.index_position, refs[i].index_position);
+    EXPECT_EQ(r.first_entry, refs[i].first_entry);
+    const format::PageBounds mine = table.child_bounds(i, outer), theirs = format::child_bounds(refs, i, outer);
+    EXPECT_EQ(mine.end_offset, theirs.end_offset);
+    EXPECT_EQ(mine.has_path_bound, theirs.has_path_bound);
+    EXPECT_EQ(mine.path_bound, theirs.path_bound);
+    // Each first path, a path just below it and one just above it.
+    const std::string path(refs[i].first_path);
+    for (const std::string& probe : {path, path.substr(0, path.size() - 1), path + "~"}) {
+      EXPECT_EQ(table.for_path(probe), format::ref_for_path(refs, probe)) << probe;
+    }
+    for (std::size_t position : {std::size_t{refs[i].first_entry}, std::size_t{refs[i].first_entry} + refs[i].entry_count - 1}) {
+      EXPECT_EQ(table.for_position(position), format::ref_for_position(refs, position)) << position;
+    }
+  }
+  EXPECT_EQ(table.for_path(""), -1);
+  EXPECT_EQ(table.for_path("zzz"), format::ref_for_path(refs, "zzz"));
+}
+
+TEST_P(PagedIndex, ReferencesReadInPlaceAreTheDecodedOnes) {
+  const std::vector<std::uint8_t> bytes = build(GetParam());
+  const format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
+  const format::IndexHead head = head_of(bytes);
+  const format::PageBounds outer{h.index_offset, false, {}};
+  expect_same_as_decoded(format::RefTable(head.refs, head.tree), head.refs, outer);
+  if (!head.tree) return;
+  const format::PageRef& first = head.refs[1];  // a full reference page (the first may be kiln.toml's)
+  ByteView page(bytes.data() + h.index_offset + first.index_position, first.size);
+  const format::PageBounds bounds = format::child_bounds(head.refs, 1, outer);
+  const std::vector<format::PageRef> refs = format::decode_reference_page(page, first, head.height - 1, bounds, h.index_size);
+  ASSERT_GT(refs.size(), 2u);
+  expect_same_as_decoded(format::RefTable(refs, true), refs, bounds);
+}
+
 
 // Where, in the index, the page that holds `path` is, at each level from the head down.
 std::vector<format::PageRef> path_to(const std::vector<std::uint8_t>& bytes, const std::string& path) {
