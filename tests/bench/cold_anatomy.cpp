@@ -6,7 +6,8 @@
 // ARCHIVE holds KERNEL, whose native code for this GPU is CUBIN (entry ENTRY), taking (pointer,
 // int) as tests/bench/noop.cu does. Then the driver calls libkiln makes that the raw chain does
 // not (device queries and the primary context's reference, once per runtime; the context
-// check around a load and a launch) are timed one by one, warm, 2,000 calls each.
+// check around a load and a launch) are timed one by one, warm, 2,000 calls each; and the load
+// itself with and without the JIT log options libkiln passes, alternately, 1,001 loads each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -167,6 +168,30 @@ int main(int argc, char** argv) {
                 cu.cuCtxPushCurrent(ctx);
                 cu.cuCtxPopCurrent(&popped);
               }));
+  // The load as the raw chain makes it (no options) and as libkiln does (a JIT error log), one of
+  // each in turn; load + get + unload timed, as the cold start's get pays for the first two.
+  {
+    const std::vector<char> cubin = kiln_bench::read_whole_file(cubin_path);
+    std::vector<char> log(16384);
+    int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(log.size() - 1))};
+    std::vector<double> plain, with_log;
+    for (int i = 0; i < 1001; ++i) {
+      for (bool jit_log : {false, true}) {
+        CUlibrary lib = nullptr;
+        CUkernel kernel = nullptr;
+        auto t0 = Clock::now();
+        check(jit_log ? cu.cuLibraryLoadData(&lib, cubin.data(), options, values, 2, nullptr, nullptr, 0)
+                      : cu.cuLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+              "load", d);
+        check(cu.cuLibraryGetKernel(&kernel, lib, entry.c_str()), "get", d);
+        (jit_log ? with_log : plain).push_back(us(t0, Clock::now()));
+        cu.cuLibraryUnload(lib);
+      }
+    }
+    std::printf("cuLibraryLoadData + cuLibraryGetKernel of the cubin, us (median of 1,001 each, alternating): "
+                "no options %.2f, with the JIT error log options %.2f\n", median(plain), median(with_log));
+  }
   cu.cuMemFree(out);
   return 0;
 }
