@@ -13,6 +13,9 @@ namespace {
 // form only), first_offset, sha256; then first_path as a str16.
 constexpr std::size_t fixed_size(bool tree) { return 4 + 4 + (tree ? 4 : 0) + 8 + 32; }
 
+// A slot keeps a page's position in the index and its first entry in 32 bits each.
+static_assert(kMaxIndexSize <= UINT32_MAX && kMaxEntries <= UINT32_MAX, "positions must fit a slot");
+
 }  // namespace
 
 RefTable::RefTable(const std::vector<PageRef>& refs, bool tree)
@@ -21,7 +24,6 @@ RefTable::RefTable(const std::vector<PageRef>& refs, bool tree)
     const PageRef& r = refs[i];
     // The first path is the encoding's last field: the reference starts before its length.
     const auto* path = reinterpret_cast<const std::uint8_t*>(r.first_path.data());
-    // Positions are within an index of at most 256 MiB, entries at most 2^20 (FORMAT.md §2, §3).
     slots_[i] = Slot{path - 2 - fixed_size(tree), static_cast<std::uint32_t>(r.index_position), r.first_entry};
   }
 }
