@@ -19,8 +19,8 @@
 #include "core/format.hpp"
 #include "core/kernel_table.hpp"
 #include "core/manifest.hpp"
-#include "core/ref_table.hpp"
 #include "core/once.hpp"
+#include "core/ref_table.hpp"
 #include "core/sparse.hpp"
 #include "core/trust.hpp"
 
@@ -166,7 +166,7 @@ class ArchiveReader {
   struct Page;
   const Page& page(Page& slot, const format::PageRef& ref, unsigned level, const format::PageBounds& bounds) const;
   // The entry page holding entry `position` (or, by path, the one that would hold `path`: null
-  // if none could), with its reference.
+  // if none could), with the position of its first entry.
   struct EntryPage {
     const Page* page = nullptr;
     std::uint32_t first_entry = 0;  // the page's first entry's position in the index
