@@ -194,7 +194,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
     refuse(e.what());
   }
   // The references are read in place from then on (ref_table.hpp): the decoded list goes.
-  top_refs_ = format::RefTable(head_.refs, head_.tree);
+  top_refs_ = format::RefTable(head_.refs, ByteView(head_bytes_), head_.tree);
   std::vector<format::PageRef>().swap(head_.refs);
   top_pages_.reset(new std::atomic<Page*>[top_refs_.size()]());
 
@@ -238,8 +238,9 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
         slot.verified.reset(new std::atomic<bool>[slot.entries.size()]());
       } else {
         slot.bytes = std::move(bytes);
-        slot.refs = format::RefTable(
-            format::decode_reference_page(ByteView(slot.bytes), ref, level, bounds, header_.index_size), true);
+        const ByteView page_bytes(slot.bytes);
+        slot.refs = format::RefTable(format::decode_reference_page(page_bytes, ref, level, bounds, header_.index_size),
+                                     page_bytes, true);
         slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
       }
     } catch (const Failure& e) {

@@ -126,6 +126,7 @@ struct PageRef {
   std::string_view first_path;
   std::uint64_t index_position = 0; // bytes from the index start (derived, not encoded)
   std::uint32_t first_entry = 0;    // position of its first entry in the index (derived)
+  std::uint32_t encoded_at = 0;     // where its encoding starts in the bytes it was decoded from
 };
 
 // What a page must fit below (FORMAT.md §3, "bounds passed down"): the first path and first
@@ -189,6 +190,11 @@ IndexHead decode_index_head(ByteView head, std::uint64_t index_size, std::uint64
 // its references, with their derived positions, checked against `ref` and its bounds.
 std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, unsigned level, const PageBounds& bounds,
                                            std::uint64_t index_size);
+// The encoded fields of the reference at byte `at` of `bytes` (the head's or a reference page's,
+// already decoded and checked by one of the two above, which set `encoded_at`), read again
+// without checking them: the derived fields are left for the caller. For a reader that keeps
+// those bytes rather than the decoded list (ref_table.hpp).
+PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree);
 // An entry page named by `ref`, after the caller has checked its SHA-256. Checks each entry,
 // the order within the page and against the path bound, and the member offsets chaining from
 // the page's first offset to its end offset.

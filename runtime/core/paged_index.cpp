@@ -232,6 +232,20 @@ struct RefList {
   std::string label;  // "index head" or "index reference page at ..."
 };
 
+// One reference's encoded fields (FORMAT.md §3), in order, unchecked.
+PageRef read_ref_fields(ByteReader& r, bool tree) {
+  PageRef ref;
+  ref.encoded_at = static_cast<std::uint32_t>(r.offset());
+  ref.entry_count = r.u32();
+  ref.size = r.u32();
+  ref.span = tree ? r.u32() : ref.size;
+  ref.first_offset = r.u64();
+  ByteView digest = r.take(32);
+  std::memcpy(ref.sha256.data(), digest.data, 32);
+  ref.first_path = r.string16_view();
+  return ref;
+}
+
 // `count` references, each checked by FORMAT.md §3's reference rules; returns them with their
 // derived positions. The caller checks the sums against what names the list.
 std::vector<PageRef> decode_refs(ByteReader& r, std::uint32_t count, const RefList& list) {
@@ -239,17 +253,10 @@ std::vector<PageRef> decode_refs(ByteReader& r, std::uint32_t count, const RefLi
   refs.reserve(count);
   std::uint64_t position = list.position, entries = list.first_entry;
   for (std::uint32_t i = 0; i < count; ++i) {
-    PageRef ref;
     auto where = [&] { return "reference " + std::to_string(i) + " (to a level-" + std::to_string(list.level) + " page)"; };
-    ref.entry_count = r.u32();
-    ref.size = r.u32();
-    ref.span = list.tree ? r.u32() : ref.size;
-    ref.first_offset = r.u64();
-    ByteView digest = r.take(32);
-    std::memcpy(ref.sha256.data(), digest.data, 32);
-    // Not validated here: it only steers the search, and a page is used only after the first
-    // entry under it (validated with its page) is found equal to it.
-    ref.first_path = r.string16_view();
+    // The first path is not validated here: it only steers the search, and a page is used only
+    // after the first entry under it (validated with its page) is found equal to it.
+    PageRef ref = read_ref_fields(r, list.tree);
     if (ref.entry_count == 0 || (list.level == 0 && ref.entry_count > kMaxEntriesPerPage)) {
       r.fail_here(where() + ": entry count " + std::to_string(ref.entry_count) + " is outside 1.." +
                   (list.level == 0 ? std::to_string(kMaxEntriesPerPage) : std::string("the index's")));
@@ -315,6 +322,13 @@ std::uint64_t sum_entries(const std::vector<PageRef>& refs) {
 }
 
 }  // namespace
+
+PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree) {
+  ByteReader r(bytes.sub(at, bytes.size - std::min<std::uint64_t>(at, bytes.size)), "index reference");
+  PageRef ref = read_ref_fields(r, tree);
+  ref.encoded_at = at;
+  return ref;
+}
 
 IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
   const std::uint64_t head_size = head_bytes.size;

@@ -1,10 +1,10 @@
 // A list of index references (FORMAT.md §3) held in place: the bytes the references were
 // decoded and checked from, kept by the owner, and per reference only where its encoding starts
 // and what was derived for it (its page's position in the index, its first entry). A lookup
-// makes the one PageRef it follows again from those bytes. A reader holding the head and the
-// reference pages on its paths this way keeps 16 bytes per reference beside bytes it holds
-// anyway, instead of a decoded PageRef (88 bytes) each: most of what opening an archive of
-// thousands of kernels added to the heap beyond the bytes it read.
+// reads the references it compares or follows again from those bytes (format::reread_ref). A
+// reader holding the head and the reference pages on its paths this way keeps 12 bytes per
+// reference beside bytes it holds anyway, instead of a decoded PageRef (88 bytes) each: most of
+// what opening an archive of thousands of kernels added to the heap beyond the bytes it read.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.hpp"
 #include "core/format.hpp"
 
 namespace kiln::format {
@@ -20,9 +21,9 @@ namespace kiln::format {
 class RefTable {
  public:
   RefTable() = default;
-  // `refs` as decode_index_head or decode_reference_page returned them, whose first paths point
-  // into the bytes they were decoded from; those bytes must outlive the table, unchanged.
-  RefTable(const std::vector<PageRef>& refs, bool tree);
+  // `refs` as decode_index_head or decode_reference_page returned them from `bytes`, which must
+  // outlive the table, unchanged.
+  RefTable(const std::vector<PageRef>& refs, ByteView bytes, bool tree);
 
   std::size_t size() const { return count_; }
   // Reference i as decoded (its first path a view into the owner's bytes).
@@ -37,12 +38,12 @@ class RefTable {
 
  private:
   struct Slot {
-    const std::uint8_t* encoded;  // the reference's first field
+    std::uint32_t encoded_at;
     std::uint32_t index_position;
     std::uint32_t first_entry;
   };
-  std::string_view first_path(std::size_t i) const;
 
+  ByteView bytes_;
   std::unique_ptr<Slot[]> slots_;
   std::size_t count_ = 0;
   bool tree_ = false;

@@ -117,6 +117,7 @@ void expect_same_as_decoded(const format::RefTable& table, const std::vector<for
     EXPECT_EQ(r.first_path, refs[i].first_path);
     EXPECT_EQ(r.index_position, refs[i].index_position);
     EXPECT_EQ(r.first_entry, refs[i].first_entry);
+    EXPECT_EQ(r.encoded_at, refs[i].encoded_at);
     const format::PageBounds mine = table.child_bounds(i, outer), theirs = format::child_bounds(refs, i, outer);
     EXPECT_EQ(mine.end_offset, theirs.end_offset);
     EXPECT_EQ(mine.has_path_bound, theirs.has_path_bound);
@@ -139,16 +140,16 @@ TEST_P(PagedIndex, ReferencesReadInPlaceAreTheDecodedOnes) {
   const format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
   const format::IndexHead head = head_of(bytes);
   const format::PageBounds outer{h.index_offset, false, {}};
-  expect_same_as_decoded(format::RefTable(head.refs, head.tree), head.refs, outer);
+  const ByteView head_bytes(bytes.data() + h.index_offset, h.index_head_size);
+  expect_same_as_decoded(format::RefTable(head.refs, head_bytes, head.tree), head.refs, outer);
   if (!head.tree) return;
   const format::PageRef& first = head.refs[1];  // a full reference page (the first may be kiln.toml's)
   ByteView page(bytes.data() + h.index_offset + first.index_position, first.size);
   const format::PageBounds bounds = format::child_bounds(head.refs, 1, outer);
   const std::vector<format::PageRef> refs = format::decode_reference_page(page, first, head.height - 1, bounds, h.index_size);
   ASSERT_GT(refs.size(), 2u);
-  expect_same_as_decoded(format::RefTable(refs, true), refs, bounds);
+  expect_same_as_decoded(format::RefTable(refs, page, true), refs, bounds);
 }
-
 
 // Where, in the index, the page that holds `path` is, at each level from the head down.
 std::vector<format::PageRef> path_to(const std::vector<std::uint8_t>& bytes, const std::string& path) {
