@@ -20,21 +20,54 @@ struct ArchiveReader::Page {
   Page& operator=(const Page&) = delete;
   ~Page() {
     for (std::size_t i = 0; children && i < refs.size(); ++i) delete children[i].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; entries && i < entry_at.size(); ++i) delete entries[i].load(std::memory_order_relaxed);
   }
 
   Once once;
-  std::vector<std::uint8_t> bytes;  // a reference page's bytes: its references are read from them
-  format::RefTable refs;            // a reference page's
+  // The page's bytes as read and hashed: its references or its entries are read from them.
+  std::vector<std::uint8_t> bytes;
+  format::RefTable refs;  // a reference page's
   // One cell per reference, the page made on first use: a lookup pays for the pages on its
   // way, not for a slot per sibling.
   std::unique_ptr<std::atomic<Page*>[]> children;
-  std::vector<format::Entry> entries; // an entry page's
+  // An entry page's: where each entry's encoding starts in `bytes`, and one cell per entry, the
+  // Entry made on first use (entry() hands out references that live as long as the reader). A
+  // lookup compares paths where they lie: the page costs its bytes and 13 bytes per entry, not
+  // every entry decoded with its own strings.
+  std::vector<std::uint32_t> entry_at;
+  std::unique_ptr<std::atomic<format::Entry*>[]> entries;
   // Per entry: its stored bytes were found to match (verify_member, read_member). Kept with
   // the page, so that a reader holds flags only for the pages it decoded.
   std::unique_ptr<std::atomic<bool>[]> verified;
 };
 
+namespace {
+
+// The object in cells[i] (a page, the tool views), made now if no thread has made it yet.
+template <typename T>
+T& slot_at(std::atomic<T*>* cells, std::size_t i) {
+  T* made = cells[i].load(std::memory_order_acquire);
+  if (made != nullptr) return *made;
+  auto fresh = std::make_unique<T>();
+  if (cells[i].compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *made;  // another thread's, made meanwhile
+}
+
+}  // namespace
+
+struct ArchiveReader::ToolViews {
+  Once index_once;
+  format::Index index;
+  Once names_once;
+  std::vector<std::string> kernel_names;
+  Once manifest_once;
+  Manifest manifest;
+};
+
+ArchiveReader::ToolViews& ArchiveReader::tool_views() const { return slot_at(&tool_views_, 0); }
+
 ArchiveReader::~ArchiveReader() {
+  delete tool_views_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; top_pages_ && i < top_refs_.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
 }
 
@@ -233,12 +266,13 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
                                 ": its bytes do not match the SHA-256 its reference gives");
     }
     try {
+      slot.bytes = std::move(bytes);
+      const ByteView page_bytes(slot.bytes);
       if (level == 0) {
-        slot.entries = format::decode_entry_page(ByteView(bytes), ref, bounds);
-        slot.verified.reset(new std::atomic<bool>[slot.entries.size()]());
+        slot.entry_at = format::check_entry_page(page_bytes, ref, bounds);
+        slot.entries.reset(new std::atomic<format::Entry*>[slot.entry_at.size()]());
+        slot.verified.reset(new std::atomic<bool>[slot.entry_at.size()]());
       } else {
-        slot.bytes = std::move(bytes);
-        const ByteView page_bytes(slot.bytes);
         slot.refs = format::RefTable(format::decode_reference_page(page_bytes, ref, level, bounds, header_.index_size),
                                      page_bytes, true);
         slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
@@ -251,20 +285,6 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
   });
   return slot;
 }
-
-namespace {
-
-// The page in cells[i], made now if no thread has made it yet.
-template <typename Page>
-Page& slot_at(std::atomic<Page*>* cells, std::size_t i) {
-  Page* page = cells[i].load(std::memory_order_acquire);
-  if (page != nullptr) return *page;
-  auto fresh = std::make_unique<Page>();
-  if (cells[i].compare_exchange_strong(page, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-  return *page;  // another thread's, made meanwhile
-}
-
-}  // namespace
 
 // Both lookups walk from the head down, one page per level, each page hashed and decoded once;
 // `choose` picks the reference to follow in a list, or -1 when no page can hold what is sought.
@@ -296,7 +316,13 @@ ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t posi
 const format::Entry& ArchiveReader::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
-  return at.page->entries[i - at.first_entry];
+  const std::size_t k = i - at.first_entry;
+  std::atomic<format::Entry*>& cell = at.page->entries[k];
+  format::Entry* made = cell.load(std::memory_order_acquire);
+  if (made != nullptr) return *made;
+  auto fresh = std::make_unique<format::Entry>(format::reread_entry(ByteView(at.page->bytes), at.page->entry_at[k], i));
+  if (cell.compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *made;  // another thread's, made meanwhile
 }
 
 std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
@@ -307,11 +333,13 @@ std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
 long ArchiveReader::find(const std::string& path) const {
   EntryPage at = entry_page_for_path(path);
   if (at.page == nullptr) return -1;
-  const std::vector<format::Entry>& entries = at.page->entries;
-  auto it = std::lower_bound(entries.begin(), entries.end(), path,
-                             [](const format::Entry& e, const std::string& key) { return e.path < key; });
-  if (it == entries.end() || it->path != path) return -1;
-  return static_cast<long>(at.first_entry) + (it - entries.begin());
+  const ByteView bytes(at.page->bytes);
+  const std::vector<std::uint32_t>& starts = at.page->entry_at;
+  auto it = std::lower_bound(starts.begin(), starts.end(), path, [&](std::uint32_t start, const std::string& key) {
+    return format::reread_entry_path(bytes, start) < key;
+  });
+  if (it == starts.end() || format::reread_entry_path(bytes, *it) != path) return -1;
+  return static_cast<long>(at.first_entry) + (it - starts.begin());
 }
 
 void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
@@ -320,7 +348,10 @@ void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Pa
     const format::PageBounds bounds = refs.child_bounds(i, outer);
     const Page& p = page(slot_at(slots, i), refs.at(i), level, bounds);
     if (level == 0) {
-      out.insert(out.end(), p.entries.begin(), p.entries.end());
+      const std::uint32_t first = refs.at(i).first_entry;
+      for (std::size_t k = 0; k < p.entry_at.size(); ++k) {
+        out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k], first + k));
+      }
     } else {
       collect_entries(p.refs, p.children.get(), level - 1, bounds, out);
     }
@@ -328,7 +359,8 @@ void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Pa
 }
 
 const format::Index& ArchiveReader::index() const {
-  index_once_.run([this] {
+  ToolViews& views = tool_views();
+  views.index_once.run([&] {
     format::Index index;
     index.package = head_.package;
     index.kernel_revision = head_.kernel_revision;
@@ -344,9 +376,9 @@ const format::Index& ArchiveReader::index() const {
     // here, where every page has been decoded, and not per page: a lookup by exact bytes never
     // confuses such names, while every caller that lists or writes the members comes here.
     if (auto p = format::member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, name_ + ": index: " + p);
-    index_ = std::move(index);
+    views.index = std::move(index);
   });
-  return index_;
+  return views.index;
 }
 
 KernelSpec ArchiveReader::kernel(const std::string& name) const {
@@ -361,7 +393,8 @@ KernelSpec ArchiveReader::kernel(const std::string& name) const {
 }
 
 const std::vector<std::string>& ArchiveReader::kernel_names() const {
-  names_once_.run([this] {
+  ToolViews& views = tool_views();
+  views.names_once.run([&] {
     const std::string prefix = kKernelRecordPrefix;
     std::vector<std::string> names;
     for (const format::Entry& e : index().entries) {
@@ -376,13 +409,14 @@ const std::vector<std::string>& ArchiveReader::kernel_names() const {
       fail(Errc::integrity, name_ + ": " + kKernelTablePath + " declares " + std::to_string(kernel_table_.size()) +
                                 " kernels but the archive holds " + std::to_string(names.size()) + " kernel records");
     }
-    kernel_names_ = std::move(names);
+    views.kernel_names = std::move(names);
   });
-  return kernel_names_;
+  return views.kernel_names;
 }
 
 const Manifest& ArchiveReader::manifest() const {
-  manifest_once_.run([this] {
+  ToolViews& views = tool_views();
+  views.manifest_once.run([&] {
     std::size_t position = static_cast<std::size_t>(index().find(format::kManifestPath));
     // Read unauthenticated too (inspect without --trust): capped before anything is allocated.
     if (entry(position).content_size > format::kMaxManifestSize) {
@@ -418,9 +452,9 @@ const Manifest& ArchiveReader::manifest() const {
       if (i < 0 || read_member(static_cast<std::size_t>(i)) != member.content) disagree(member.path);
     }
     if (kernel_names().size() != m.kernels.size()) disagree(kKernelRecordPrefix);
-    manifest_ = std::move(m);
+    views.manifest = std::move(m);
   });
-  return manifest_;
+  return views.manifest;
 }
 
 ByteView ArchiveReader::unchecked_stored_bytes(std::size_t i) const {

@@ -211,13 +211,12 @@ class ArchiveReader {
   std::unique_ptr<std::atomic<Page*>[]> top_pages_;  // one cell per reference in the head (Page::children)
   mutable std::atomic<std::size_t> pages_read_{0};
   mutable std::atomic<std::uint64_t> page_bytes_read_{0};
-  mutable Once index_once_;
-  mutable format::Index index_;
-  mutable Once names_once_;
-  mutable std::vector<std::string> kernel_names_;
+  // What only tools ask for (the whole index, every kernel name, kiln.toml), made on first use:
+  // a runtime's reader, which never asks, holds a pointer instead of ~450 bytes.
+  struct ToolViews;
+  ToolViews& tool_views() const;
+  mutable std::atomic<ToolViews*> tool_views_{nullptr};
   KernelTable kernel_table_;
-  mutable Once manifest_once_;
-  mutable Manifest manifest_;
   std::vector<format::SignatureRecord> signatures_;
   TrustReport trust_report_;
   bool authenticated_ = false;

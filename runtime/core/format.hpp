@@ -199,6 +199,17 @@ PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree);
 // the order within the page and against the path bound, and the member offsets chaining from
 // the page's first offset to its end offset.
 std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds);
+// The same page checked exactly as decode_entry_page checks it, without making its entries:
+// where each entry's encoding starts in `page`. A reader keeps the page's bytes and these
+// positions, and makes an Entry only for the entries it is asked for (reread_entry), or compares
+// paths where they lie (reread_entry_path).
+std::vector<std::uint32_t> check_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds);
+// The entry whose encoding starts at `at` in a page check_entry_page accepted; `position` is its
+// place in the index (for the errors of a page that changed since, which a reader never lets
+// happen: it reads from its own copy).
+Entry reread_entry(ByteView page, std::uint32_t at, std::uint64_t position);
+// That entry's path, a view into `page`.
+std::string_view reread_entry_path(ByteView page, std::uint32_t at);
 // The whole index (head, every page hashed and decoded, exactly one manifest): for tools and
 // tests that want every entry.
 Index decode_index(ByteView index, std::uint64_t head_size, std::uint64_t index_offset);
@@ -212,7 +223,7 @@ std::vector<SignatureRecord> decode_signature_block(ByteView bytes);
 // Name rules shared by writer and reader: each returns why the name is refused, or an
 // empty string when it is acceptable. Callers choose the error class (a bad name in a
 // manifest is the author's mistake; in an archive it is a malformed or hostile file).
-std::string member_path_problem(const std::string& path);
+std::string member_path_problem(std::string_view path);
 // The rules between paths (FORMAT.md §3.1), over a whole index sorted bytewise: no two files or
 // folders whose names differ only in ASCII case, and no path that is a file and also a folder
 // of another path. They need every entry, so they hold where a whole index is assembled (the
@@ -221,7 +232,7 @@ std::string member_path_problem(const std::string& path);
 std::string member_set_problem(const std::vector<Entry>& entries);
 std::string package_name_problem(const std::string& name);
 std::string revision_problem(const std::string& revision);
-std::string arch_tags_problem(const std::string& arch);
+std::string arch_tags_problem(std::string_view arch);
 std::string signer_problem(const std::string& signer);
 // Content rule shared by writer and reader: a member may not itself be a kiln archive. kiln
 // never opens a nested archive, so one sealed inside another would carry the outer signers'

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "core/bytes.hpp"
 
@@ -16,7 +17,7 @@ void expect_magic(ByteReader& r, const std::array<std::uint8_t, N>& magic, const
   if (std::memcmp(got.data, magic.data(), N) != 0) r.fail_here(std::string("bad magic: not ") + what);
 }
 
-inline std::string quoted(const std::string& s) {
+inline std::string quoted(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);

@@ -109,7 +109,7 @@ bool arch_plainly_acceptable(std::string_view arch) {
 
 }  // namespace
 
-std::string member_path_problem(const std::string& path) {
+std::string member_path_problem(std::string_view path) {
   if (path_plainly_acceptable(path)) return "";
   if (path.empty()) return "the path is empty";
   if (path.size() > kMaxPathLength) return "the path is longer than " + std::to_string(kMaxPathLength) + " bytes";
@@ -242,7 +242,7 @@ std::string nested_archive_problem(const std::string& path, ByteView content) {
   return "member '" + path + "' is itself a kiln archive; archives are not nested (ship it as its own archive)";
 }
 
-std::string arch_tags_problem(const std::string& arch) {
+std::string arch_tags_problem(std::string_view arch) {
   if (arch_plainly_acceptable(arch)) return "";
   if (arch.size() > kMaxArchLength) return "the arch tags are longer than " + std::to_string(kMaxArchLength) + " bytes";
   if (arch.empty()) return "";

@@ -36,13 +36,29 @@ void encode_entry(ByteWriter& w, const Entry& e) {
 // refused before anything is reserved for it.
 constexpr std::size_t kMinEntrySize = 96;
 
+// One entry as encoded, its strings views into the page it was read from (valid while those
+// bytes are): every check of an entry needs no copy of it.
+struct EntryFields {
+  std::string_view path;
+  Role role = Role::meta;
+  Vendor backend = Vendor::none;
+  CodeKind kind = CodeKind::none;
+  Compression compression = Compression::none;
+  std::string_view arch;
+  std::uint64_t offset = 0;
+  std::uint64_t stored_size = 0;
+  std::uint64_t content_size = 0;
+  const std::uint8_t* stored_sha256 = nullptr;
+  const std::uint8_t* content_sha256 = nullptr;
+};
+
 // One entry, checked on its own; `position` (its place in the index) names it in errors. The
 // name is built only when an error needs it: every entry of every page read passes here.
-Entry decode_entry(ByteReader& r, std::uint64_t position) {
-  Entry e;
-  e.path = r.string16();
+EntryFields read_entry_fields(ByteReader& r, std::uint64_t position) {
+  EntryFields e;
+  e.path = r.string16_view();
   if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
-  auto where = [&] { return "index entry " + std::to_string(position) + " ('" + e.path + "')"; };
+  auto where = [&] { return "index entry " + std::to_string(position) + " ('" + std::string(e.path) + "')"; };
   std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
   if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
   if (backend > 2) r.fail_here(where() + ": unknown backend " + std::to_string(backend));
@@ -59,20 +75,35 @@ Entry decode_entry(ByteReader& r, std::uint64_t position) {
   if (e.role == Role::manifest && e.path != kManifestPath) {
     r.fail_here(where() + ": has role manifest; only 'kiln.toml' may");
   }
-  e.arch = r.string16();
+  e.arch = r.string16_view();
   if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where() + ": " + p);
   if (is_code == e.arch.empty()) r.fail_here(where() + ": arch tags are set exactly for code members");
   e.offset = r.u64();
   e.stored_size = r.u64();
   e.content_size = r.u64();
   if (e.stored_size > (1ull << 62)) r.fail_here(where() + ": stored size is absurd");
-  ByteView stored = r.take(32);
-  std::memcpy(e.stored_sha256.data(), stored.data, 32);
-  ByteView content = r.take(32);
-  std::memcpy(e.content_sha256.data(), content.data, 32);
-  if (e.compression == Compression::none && (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
+  e.stored_sha256 = r.take(32).data;
+  e.content_sha256 = r.take(32).data;
+  if (e.compression == Compression::none &&
+      (e.stored_size != e.content_size || std::memcmp(e.stored_sha256, e.content_sha256, 32) != 0)) {
     r.fail_here(where() + ": an uncompressed member's stored and content size and digest must be equal");
   }
+  return e;
+}
+
+Entry to_entry(const EntryFields& f) {
+  Entry e;
+  e.path = std::string(f.path);
+  e.role = f.role;
+  e.backend = f.backend;
+  e.kind = f.kind;
+  e.compression = f.compression;
+  e.arch = std::string(f.arch);
+  e.offset = f.offset;
+  e.stored_size = f.stored_size;
+  e.content_size = f.content_size;
+  std::memcpy(e.stored_sha256.data(), f.stored_sha256, 32);
+  std::memcpy(e.content_sha256.data(), f.content_sha256, 32);
   return e;
 }
 
@@ -412,21 +443,26 @@ std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, un
   return refs;
 }
 
-std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
+namespace {
+
+// Checks the entry page named by `ref` (FORMAT.md §3.1) and hands each entry to
+// `on_entry(fields, at)`, `at` where its encoding starts in `page`.
+template <typename OnEntry>
+void walk_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds, OnEntry on_entry) {
   const std::string label = "index page at " + std::to_string(ref.index_position);
   ByteReader r(page, label);
   expect_magic(r, kIndexPageMagic, "a kiln index page");
-  std::vector<Entry> entries;
-  entries.reserve(ref.entry_count);
+  std::string_view previous;
   std::uint64_t next_offset = ref.first_offset;
   for (std::uint32_t i = 0; i < ref.entry_count; ++i) {
-    Entry e = decode_entry(r, ref.first_entry + i);
-    auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + e.path + "')"; };
-    if (i == 0 ? e.path != ref.first_path : !(entries.back().path < e.path)) {
+    const auto at = static_cast<std::uint32_t>(r.offset());
+    const EntryFields e = read_entry_fields(r, ref.first_entry + i);
+    auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + std::string(e.path) + "')"; };
+    if (i == 0 ? e.path != ref.first_path : !(previous < e.path)) {
       r.fail_here(where() + (i == 0 ? ": is not the first path its page's reference gives"
                                   : ": paths must be unique and sorted bytewise"));
     }
-    if (bounds.has_path_bound && !(std::string_view(e.path) < bounds.path_bound)) {
+    if (bounds.has_path_bound && !(e.path < bounds.path_bound)) {
       r.fail_here(where() + ": must sort before the next page's first path '" + std::string(bounds.path_bound) + "'");
     }
     if (e.offset != next_offset) {
@@ -438,14 +474,40 @@ std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const Pa
       r.fail_here(where() + ": its bytes run to " + std::to_string(e.offset + e.stored_size) + ", past " +
                   std::to_string(bounds.end_offset) + " where the next page's members (or the index) begin");
     }
-    entries.push_back(std::move(e));
+    previous = e.path;
+    on_entry(e, at);
   }
   if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
   if (next_offset != bounds.end_offset) {
     fail(Errc::malformed, label + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
                               std::to_string(bounds.end_offset));
   }
+}
+
+}  // namespace
+
+std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
+  std::vector<Entry> entries;
+  entries.reserve(ref.entry_count);
+  walk_entry_page(page, ref, bounds, [&](const EntryFields& e, std::uint32_t) { entries.push_back(to_entry(e)); });
   return entries;
+}
+
+std::vector<std::uint32_t> check_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
+  std::vector<std::uint32_t> starts;
+  starts.reserve(ref.entry_count);
+  walk_entry_page(page, ref, bounds, [&](const EntryFields&, std::uint32_t at) { starts.push_back(at); });
+  return starts;
+}
+
+Entry reread_entry(ByteView page, std::uint32_t at, std::uint64_t position) {
+  ByteReader r(page.sub(at, page.size - at), "index entry");
+  return to_entry(read_entry_fields(r, position));
+}
+
+std::string_view reread_entry_path(ByteView page, std::uint32_t at) {
+  ByteReader r(page.sub(at, page.size - at), "index entry");
+  return r.string16_view();
 }
 
 namespace {

@@ -1,9 +1,9 @@
 #include "core/verification_cache.hpp"
 
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 #include "core/sha256.hpp"
 
@@ -21,7 +21,10 @@ struct KeyHash {
 struct Memo {
   std::mutex mutex;
   std::unordered_set<std::array<std::uint8_t, 32>, KeyHash> known;
-  std::deque<std::array<std::uint8_t, 32>> order;  // oldest first, for eviction
+  // The keys in the order they came, as a ring: once full, `next` is the oldest, evicted first.
+  // Grown one key at a time (a deque took a 512-byte block at the process's first open).
+  std::vector<std::array<std::uint8_t, 32>> order;
+  std::size_t next = 0;
 };
 
 // Never destroyed: archives may be opened from other static destructors' threads at exit.
@@ -52,11 +55,13 @@ void remember_verified(const VerificationKey& key) {
   Memo& m = memo();
   std::lock_guard<std::mutex> lock(m.mutex);
   if (!m.known.insert(key.bytes).second) return;
-  m.order.push_back(key.bytes);
-  if (m.order.size() > kVerificationCacheCapacity) {
-    m.known.erase(m.order.front());
-    m.order.pop_front();
+  if (m.order.size() < kVerificationCacheCapacity) {
+    m.order.push_back(key.bytes);
+    return;
   }
+  m.known.erase(m.order[m.next]);
+  m.order[m.next] = key.bytes;
+  m.next = (m.next + 1) % m.order.size();
 }
 
 void clear_verification_cache() {
@@ -64,6 +69,7 @@ void clear_verification_cache() {
   std::lock_guard<std::mutex> lock(m.mutex);
   m.known.clear();
   m.order.clear();
+  m.next = 0;
 }
 
 }  // namespace kiln

@@ -169,6 +169,68 @@ std::vector<format::PageRef> path_to(const std::vector<std::uint8_t>& bytes, con
   }
 }
 
+void expect_same_entry(const format::Entry& got, const format::Entry& want) {
+  EXPECT_EQ(got.path, want.path);
+  EXPECT_EQ(got.role, want.role);
+  EXPECT_EQ(got.backend, want.backend);
+  EXPECT_EQ(got.kind, want.kind);
+  EXPECT_EQ(got.compression, want.compression);
+  EXPECT_EQ(got.arch, want.arch);
+  EXPECT_EQ(got.offset, want.offset);
+  EXPECT_EQ(got.stored_size, want.stored_size);
+  EXPECT_EQ(got.content_size, want.content_size);
+  EXPECT_EQ(got.stored_sha256, want.stored_sha256);
+  EXPECT_EQ(got.content_sha256, want.content_sha256);
+}
+
+// An entry page read in place (what ArchiveReader keeps): the page is checked as decoding it
+// checks it, and every entry made again from where its encoding starts, and every path read where
+// it lies, is the decoded one; a reader's lookups by path and by position answer as the decoded
+// index does.
+TEST_P(PagedIndex, EntriesReadInPlaceAreTheDecodedOnes) {
+  const std::vector<std::uint8_t> bytes = build(GetParam());
+  const std::vector<format::PageRef> path = path_to(bytes, data_path(3));
+  const format::Header h = format::decode_header(ByteView(bytes.data(), format::kHeaderSize));
+  const format::PageRef& ref = path.back();
+  const ByteView page(bytes.data() + h.index_offset + ref.index_position, ref.size);
+  // The bounds the page was written within: the next page's first path and offset.
+  const format::Index whole = format::decode_index(ByteView(bytes.data() + h.index_offset, h.index_size),
+                                                   h.index_head_size, h.index_offset);
+  const std::size_t end = ref.first_entry + ref.entry_count;
+  const format::PageBounds bounds = end < whole.entries.size()
+                                        ? format::PageBounds{whole.entries[end].offset, true, whole.entries[end].path}
+                                        : format::PageBounds{h.index_offset, false, {}};
+  const std::vector<format::Entry> decoded = format::decode_entry_page(page, ref, bounds);
+  const std::vector<std::uint32_t> starts = format::check_entry_page(page, ref, bounds);
+  ASSERT_EQ(starts.size(), decoded.size());
+  ASSERT_GT(starts.size(), 2u);
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    SCOPED_TRACE(decoded[k].path);
+    const format::Entry again = format::reread_entry(page, starts[k], ref.first_entry + k);
+    expect_same_entry(again, decoded[k]);
+    EXPECT_EQ(format::reread_entry_path(page, starts[k]), decoded[k].path);
+    expect_same_entry(decoded[k], whole.entries[ref.first_entry + k]);
+  }
+  // A page that breaks a rule is refused by the in-place check with decoding's own words.
+  std::vector<std::uint8_t> changed(page.data, page.data + page.size);
+  changed[starts[1] + 2 + decoded[1].path.size() + 0] = 9;  // entry 1's role byte: no such role
+  try {
+    format::check_entry_page(ByteView(changed), ref, bounds);
+    ADD_FAILURE() << "a page with an unknown role was accepted";
+  } catch (const Failure& e) {
+    EXPECT_EQ(e.code(), Errc::malformed);
+    EXPECT_NE(std::string(e.what()).find("unknown role 9"), std::string::npos) << e.what();
+  }
+  // Through the reader: every path found at its position, every entry the decoded one.
+  std::unique_ptr<ArchiveReader> a = open(bytes);
+  for (std::size_t i = 0; i < whole.entries.size(); ++i) {
+    EXPECT_EQ(a->find(whole.entries[i].path), static_cast<long>(i));
+    expect_same_entry(a->entry(i), whole.entries[i]);
+  }
+  EXPECT_EQ(a->find("data/0003.bim"), -1);
+  EXPECT_EQ(a->find("zzz"), -1);
+}
+
 TEST_F(PagedIndex, AChangedPageIsRefusedWhenFirstUsedAndByFullVerification) {
   for (int members : {kOneLevelMembers, kTreeMembers}) {
     const std::vector<std::uint8_t> bytes = build(members);

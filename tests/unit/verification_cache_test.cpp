@@ -60,6 +60,16 @@ TEST(VerificationCache, HoldsAtMostItsCapacityOldestGoingFirst) {
   EXPECT_FALSE(verified_before(nth(0)));
   EXPECT_TRUE(verified_before(nth(1)));
   EXPECT_TRUE(verified_before(nth(kVerificationCacheCapacity)));
+  // Round the ring once more: each new key evicts the oldest left, nothing else.
+  for (std::size_t i = kVerificationCacheCapacity + 1; i <= 2 * kVerificationCacheCapacity + 1; ++i) {
+    remember_verified(nth(i));
+  }
+  EXPECT_FALSE(verified_before(nth(kVerificationCacheCapacity)));
+  EXPECT_FALSE(verified_before(nth(kVerificationCacheCapacity + 1)));
+  EXPECT_TRUE(verified_before(nth(kVerificationCacheCapacity + 2)));
+  EXPECT_TRUE(verified_before(nth(2 * kVerificationCacheCapacity + 1)));
+  remember_verified(nth(2 * kVerificationCacheCapacity + 1));  // known: changes nothing
+  EXPECT_TRUE(verified_before(nth(kVerificationCacheCapacity + 2)));
   clear_verification_cache();
 }
 
