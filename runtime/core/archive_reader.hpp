@@ -81,9 +81,10 @@ class ArchiveReader {
   bool index_is_tree() const { return head_.tree; }
   unsigned index_height() const { return head_.height; }
   std::size_t index_head_references() const { return top_refs_.size(); }
-  // Position of the member at `path`, or -1; decodes (once) only the page that would hold it.
+  // Position of the member at `path`, or -1; hashes and checks (once) only the page that would
+  // hold it, and compares paths where they lie in it.
   long find(const std::string& path) const;
-  // One member's index entry; decodes (once) only its page.
+  // One member's index entry, made (once) from its page, which is hashed and checked (once).
   const format::Entry& entry(std::size_t i) const;
   // Index pages hashed and decoded so far, and their bytes (what the reader holds of the index
   // besides the head): for benchmarks and diagnostics.
