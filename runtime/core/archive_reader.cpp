@@ -35,6 +35,7 @@ struct ArchiveReader::Page {
   // lookup compares paths where they lie: the page costs its bytes and 13 bytes per entry, not
   // every entry decoded with its own strings.
   std::vector<std::uint32_t> entry_at;
+  std::uint32_t first_entry = 0;  // the position in the index of its first entry
   std::unique_ptr<std::atomic<format::Entry*>[]> entries;
   // Per entry: its stored bytes were found to match (verify_member, read_member). Kept with
   // the page, so that a reader holds flags only for the pages it decoded.
@@ -270,6 +271,7 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
       const ByteView page_bytes(slot.bytes);
       if (level == 0) {
         slot.entry_at = format::check_entry_page(page_bytes, ref, bounds);
+        slot.first_entry = ref.first_entry;
         slot.entries.reset(new std::atomic<format::Entry*>[slot.entry_at.size()]());
         slot.verified.reset(new std::atomic<bool>[slot.entry_at.size()]());
       } else {
@@ -310,7 +312,18 @@ ArchiveReader::EntryPage ArchiveReader::entry_page_for_path(const std::string& p
 }
 
 ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t position) const {
-  return descend([&](const format::RefTable& refs) { return static_cast<long>(refs.for_position(position)); });
+  // The entry page of the last lookup by position, when it holds this one: reading a member
+  // asks for its entry several times (its sizes, its digest, its flag), and a full verification
+  // walks the members in index order, so most lookups need no descent. A page, once made, lives
+  // as long as the reader, so a pointer read here is never stale; it is published only after
+  // the page was checked.
+  const Page* last = last_entry_page_.load(std::memory_order_acquire);
+  if (last != nullptr && position >= last->first_entry && position - last->first_entry < last->entry_at.size()) {
+    return {last, last->first_entry};
+  }
+  EntryPage at = descend([&](const format::RefTable& refs) { return static_cast<long>(refs.for_position(position)); });
+  if (at.page != nullptr) last_entry_page_.store(at.page, std::memory_order_release);
+  return at;
 }
 
 const format::Entry& ArchiveReader::entry(std::size_t i) const {

@@ -210,6 +210,7 @@ class ArchiveReader {
   format::IndexHead head_;                // as decoded, less its references (top_refs_ holds them)
   format::RefTable top_refs_;
   std::unique_ptr<std::atomic<Page*>[]> top_pages_;  // one cell per reference in the head (Page::children)
+  mutable std::atomic<const Page*> last_entry_page_{nullptr};  // entry_page_for_position's last
   mutable std::atomic<std::size_t> pages_read_{0};
   mutable std::atomic<std::uint64_t> page_bytes_read_{0};
   // What only tools ask for (the whole index, every kernel name, kiln.toml), made on first use:

@@ -227,6 +227,16 @@ TEST_P(PagedIndex, EntriesReadInPlaceAreTheDecodedOnes) {
     EXPECT_EQ(a->find(whole.entries[i].path), static_cast<long>(i));
     expect_same_entry(a->entry(i), whole.entries[i]);
   }
+  // The reader remembers the last entry page it looked a position up in: lookups that jump
+  // between pages, backwards and by strides, still land on the right entry.
+  std::unique_ptr<ArchiveReader> b = open(bytes);
+  for (std::size_t i = whole.entries.size(); i-- > 0;) expect_same_entry(b->entry(i), whole.entries[i]);
+  for (std::size_t stride : {7u, 17u, 33u}) {
+    for (std::size_t i = 0; i < whole.entries.size(); i += stride) {
+      expect_same_entry(b->entry(whole.entries.size() - 1 - i), whole.entries[whole.entries.size() - 1 - i]);
+      expect_same_entry(b->entry(i), whole.entries[i]);
+    }
+  }
   EXPECT_EQ(a->find("data/0003.bim"), -1);
   EXPECT_EQ(a->find("zzz"), -1);
 }
