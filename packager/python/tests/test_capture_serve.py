@@ -975,6 +975,23 @@ def test_a_statically_launched_kernel_is_tuned_from_the_served_inductor_folder()
     relocate(kernel, "/tmp/kiln-serve-inductor-x")
     assert kernel.filename == "/tmp/kiln-serve-inductor-x/c4/c4xuq3mwt.py"
 
+    # The file the kernel's autotune cache saves a result to goes with it (its cache object kept).
+    class AutotuneCache:
+        local_cache = ("the local cache", "/build/cap/.work/inductor/c4/" + "6e" * 32 + ".best_config")
+    tuned = Kernel()
+    tuned.autotune_cache = AutotuneCache()
+    relocate(tuned, "/tmp/kiln-serve-inductor-x")
+    assert tuned.filename == "/tmp/kiln-serve-inductor-x/c4/c4xuq3mwt.py"
+    assert tuned.autotune_cache.local_cache == ("the local cache",
+                                                "/tmp/kiln-serve-inductor-x/c4/" + "6e" * 32 + ".best_config")
+    # Without a local cache (autotune_local_cache off), or without an autotune cache: nothing else.
+    for cache in (None, type("NoLocal", (), {"local_cache": None})()):
+        plain = Kernel()
+        plain.autotune_cache = cache
+        relocate(plain, "/tmp/kiln-serve-inductor-x")
+        assert plain.filename == "/tmp/kiln-serve-inductor-x/c4/c4xuq3mwt.py"
+        assert getattr(plain.autotune_cache, "local_cache", None) is None
+
 
 _CPU_COMPILED = """
 import os, sys

@@ -46,11 +46,22 @@ def admit_static_kernels(session, inductor_dir):
 def relocate(kernel, inductor_cache_dir):
     """A pickled autotuner names the kernel module's path in the capture's Inductor cache folder
     (`<folder>/<2 chars>/<hash>.py`), and Inductor reads and writes the kernel's tuning result
-    beside it. The same place under this process's folder is where its artifacts were loaded."""
+    beside it. The same place under this process's folder is where its artifacts were loaded.
+    The autotune cache made with the kernel (torch's AutotuneCache) holds the file it saves a
+    tuning result to as `local_cache = (cache, path)`, worked out in the capture, beside the
+    module: moved the same way, or a served boot that saves a result writes it into the capture's
+    folder (a max-autotune app's did, on the H200)."""
+    def moved(path):
+        shard, name = os.path.basename(os.path.dirname(path)), os.path.basename(path)
+        return os.path.join(inductor_cache_dir, shard, name)
+
     filename = getattr(kernel, "filename", None)
     if isinstance(filename, str) and filename:
-        shard, name = os.path.basename(os.path.dirname(filename)), os.path.basename(filename)
-        kernel.filename = os.path.join(inductor_cache_dir, shard, name)
+        kernel.filename = moved(filename)
+    cache = getattr(kernel, "autotune_cache", None)
+    local = getattr(cache, "local_cache", None)
+    if isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], str) and local[1]:
+        cache.local_cache = (local[0], moved(local[1]))
 
 
 def keep_tuning_decisions():
