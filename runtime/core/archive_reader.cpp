@@ -44,14 +44,20 @@ struct ArchiveReader::Page {
 
 namespace {
 
-// The object in cells[i] (a page, the tool views), made now if no thread has made it yet.
-template <typename T>
-T& slot_at(std::atomic<T*>* cells, std::size_t i) {
+// The object in cells[i] (a page, an entry, the tool views), made by `make` now if no thread has
+// made it yet; a thread that loses the race drops its own and takes the winner's.
+template <typename T, typename Make>
+T& slot_at(std::atomic<T*>* cells, std::size_t i, Make make) {
   T* made = cells[i].load(std::memory_order_acquire);
   if (made != nullptr) return *made;
-  auto fresh = std::make_unique<T>();
+  std::unique_ptr<T> fresh = make();
   if (cells[i].compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
   return *made;  // another thread's, made meanwhile
+}
+
+template <typename T>
+T& slot_at(std::atomic<T*>* cells, std::size_t i) {
+  return slot_at(cells, i, [] { return std::make_unique<T>(); });
 }
 
 }  // namespace
@@ -301,7 +307,7 @@ ArchiveReader::EntryPage ArchiveReader::descend(Choose choose) const {
     const format::PageRef ref = refs->at(static_cast<std::size_t>(i));
     bounds = refs->child_bounds(static_cast<std::size_t>(i), bounds);
     const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
-    if (level == 0) return {&p, ref.first_entry};
+    if (level == 0) return {&p};
     refs = &p.refs;
     slots = p.children.get();
   }
@@ -319,7 +325,7 @@ ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t posi
   // the page was checked.
   const Page* last = last_entry_page_.load(std::memory_order_acquire);
   if (last != nullptr && position >= last->first_entry && position - last->first_entry < last->entry_at.size()) {
-    return {last, last->first_entry};
+    return {last};
   }
   EntryPage at = descend([&](const format::RefTable& refs) { return static_cast<long>(refs.for_position(position)); });
   if (at.page != nullptr) last_entry_page_.store(at.page, std::memory_order_release);
@@ -329,18 +335,15 @@ ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t posi
 const format::Entry& ArchiveReader::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
-  const std::size_t k = i - at.first_entry;
-  std::atomic<format::Entry*>& cell = at.page->entries[k];
-  format::Entry* made = cell.load(std::memory_order_acquire);
-  if (made != nullptr) return *made;
-  auto fresh = std::make_unique<format::Entry>(format::reread_entry(ByteView(at.page->bytes), at.page->entry_at[k], i));
-  if (cell.compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-  return *made;  // another thread's, made meanwhile
+  const std::size_t k = i - at.page->first_entry;
+  return slot_at(at.page->entries.get(), k, [&] {
+    return std::make_unique<format::Entry>(format::reread_entry(ByteView(at.page->bytes), at.page->entry_at[k], i));
+  });
 }
 
 std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
   EntryPage at = entry_page_for_position(i);  // entry(i) has checked i and decoded the page
-  return at.page->verified[i - at.first_entry];
+  return at.page->verified[i - at.page->first_entry];
 }
 
 long ArchiveReader::find(const std::string& path) const {
@@ -352,7 +355,7 @@ long ArchiveReader::find(const std::string& path) const {
     return format::reread_entry_path(bytes, start) < key;
   });
   if (it == starts.end() || format::reread_entry_path(bytes, *it) != path) return -1;
-  return static_cast<long>(at.first_entry) + (it - starts.begin());
+  return static_cast<long>(at.page->first_entry) + (it - starts.begin());
 }
 
 void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
@@ -361,9 +364,8 @@ void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Pa
     const format::PageBounds bounds = refs.child_bounds(i, outer);
     const Page& p = page(slot_at(slots, i), refs.at(i), level, bounds);
     if (level == 0) {
-      const std::uint32_t first = refs.at(i).first_entry;
       for (std::size_t k = 0; k < p.entry_at.size(); ++k) {
-        out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k], first + k));
+        out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k], p.first_entry + k));
       }
     } else {
       collect_entries(p.refs, p.children.get(), level - 1, bounds, out);

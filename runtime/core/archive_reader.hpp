@@ -167,10 +167,9 @@ class ArchiveReader {
   struct Page;
   const Page& page(Page& slot, const format::PageRef& ref, unsigned level, const format::PageBounds& bounds) const;
   // The entry page holding entry `position` (or, by path, the one that would hold `path`: null
-  // if none could), with the position of its first entry.
+  // if none could); the page knows its first entry's position.
   struct EntryPage {
     const Page* page = nullptr;
-    std::uint32_t first_entry = 0;  // the page's first entry's position in the index
   };
   EntryPage entry_page_for_position(std::size_t position) const;
   EntryPage entry_page_for_path(const std::string& path) const;
