@@ -312,8 +312,9 @@ std::vector<FileRef> get_list(ByteReader& r, const char* what) {
 
 }  // namespace
 
-std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
+void for_each_kernel_table_member(const Manifest& m, const KernelTableVisitor& visit) {
   std::vector<const KernelSpec*> kernels;
+  kernels.reserve(m.kernels.size());
   for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
   std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
 
@@ -328,9 +329,16 @@ std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
     w.string16(value);
   }
   w.u32(static_cast<std::uint32_t>(kernels.size()));
+  visit(kKernelTablePath, w.buffer());
+  for (const KernelSpec* k : kernels) visit(kernel_record_path(k->name), encode_kernel(*k));
+}
+
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
   std::vector<KernelTableMember> out;
-  out.push_back({kKernelTablePath, std::move(w.buffer())});
-  for (const KernelSpec* k : kernels) out.push_back({kernel_record_path(k->name), encode_kernel(*k)});
+  out.reserve(m.kernels.size() + 1);
+  for_each_kernel_table_member(m, [&](const std::string& path, const std::vector<std::uint8_t>& content) {
+    out.push_back({path, content});
+  });
   return out;
 }
 

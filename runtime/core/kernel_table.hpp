@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ struct KernelTableMember {
 // kiln/kernels.bin first, then one record member per kernel, sorted by name (the order the
 // index keeps). Positions in the manifest (line, column) are not kept.
 std::vector<KernelTableMember> encode_kernel_table(const Manifest& manifest);
+// The same members in the same order, each made, handed to `visit` and dropped: a full
+// verification compares thousands of records without holding them all at once.
+using KernelTableVisitor = std::function<void(const std::string& path, const std::vector<std::uint8_t>& content)>;
+void for_each_kernel_table_member(const Manifest& manifest, const KernelTableVisitor& visit);
 
 // kiln/kernels.bin: identity, toolchain and the kernel count.
 class KernelTable {
