@@ -19,17 +19,16 @@ struct ArchiveReader::Page {
   Page(const Page&) = delete;
   Page& operator=(const Page&) = delete;
   ~Page() {
-    for (std::size_t i = 0; children && i < refs.size(); ++i) delete children[i].load(std::memory_order_relaxed);
+    delete_children(refs);
     for (std::size_t i = 0; entries && i < entry_at.size(); ++i) delete entries[i].load(std::memory_order_relaxed);
   }
 
   Once once;
   // The page's bytes as read and hashed: its references or its entries are read from them.
   std::vector<std::uint8_t> bytes;
-  format::RefTable refs;  // a reference page's
-  // One cell per reference, the page made on first use: a lookup pays for the pages on its
-  // way, not for a slot per sibling.
-  std::unique_ptr<std::atomic<Page*>[]> children;
+  // A reference page's references; the cell of each holds the page it names, made on first use
+  // (a lookup pays for the pages on its way, not for a page per sibling).
+  format::RefTable refs;
   // An entry page's: where each entry's encoding starts in `bytes`, and one cell per entry, the
   // Entry made on first use (entry() hands out references that live as long as the reader). A
   // lookup compares paths where they lie: the page costs its bytes and 13 bytes per entry, not
@@ -44,23 +43,33 @@ struct ArchiveReader::Page {
 
 namespace {
 
-// The object in cells[i] (a page, an entry, the tool views), made by `make` now if no thread has
-// made it yet; a thread that loses the race drops its own and takes the winner's.
-template <typename T, typename Make>
-T& slot_at(std::atomic<T*>* cells, std::size_t i, Make make) {
-  T* made = cells[i].load(std::memory_order_acquire);
-  if (made != nullptr) return *made;
+// The object in `cell` (a page, an entry, the tool views), made by `make` now if no thread has
+// made it yet; a thread that loses the race drops its own and takes the winner's. A reference
+// table's cells are untyped (ref_table.hpp): they hold pages.
+template <typename T, typename Cell, typename Make>
+T& made_once(Cell& cell, Make make) {
+  auto made = cell.load(std::memory_order_acquire);
+  if (made != nullptr) return *static_cast<T*>(made);
   std::unique_ptr<T> fresh = make();
-  if (cells[i].compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-  return *made;  // another thread's, made meanwhile
+  if (cell.compare_exchange_strong(made, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *static_cast<T*>(made);  // another thread's, made meanwhile
 }
 
-template <typename T>
-T& slot_at(std::atomic<T*>* cells, std::size_t i) {
-  return slot_at(cells, i, [] { return std::make_unique<T>(); });
+template <typename T, typename Cell>
+T& made_once(Cell& cell) {
+  return made_once<T>(cell, [] { return std::make_unique<T>(); });
 }
 
 }  // namespace
+
+// The page reference i of `refs` names: its cell, made empty on first use (filled by page()).
+ArchiveReader::Page& ArchiveReader::child(const format::RefTable& refs, std::size_t i) {
+  return made_once<Page>(refs.cell(i));
+}
+
+void ArchiveReader::delete_children(const format::RefTable& refs) {
+  for (std::size_t i = 0; i < refs.size(); ++i) delete static_cast<Page*>(refs.cell(i).load(std::memory_order_relaxed));
+}
 
 struct ArchiveReader::ToolViews {
   Once index_once;
@@ -71,11 +80,11 @@ struct ArchiveReader::ToolViews {
   Manifest manifest;
 };
 
-ArchiveReader::ToolViews& ArchiveReader::tool_views() const { return slot_at(&tool_views_, 0); }
+ArchiveReader::ToolViews& ArchiveReader::tool_views() const { return made_once<ToolViews>(tool_views_); }
 
 ArchiveReader::~ArchiveReader() {
   delete tool_views_.load(std::memory_order_relaxed);
-  for (std::size_t i = 0; top_pages_ && i < top_refs_.size(); ++i) delete top_pages_[i].load(std::memory_order_relaxed);
+  delete_children(top_refs_);
 }
 
 std::unique_ptr<ArchiveReader> ArchiveReader::open_file(const std::string& path, const ReadOptions& options) {
@@ -114,7 +123,7 @@ std::uint64_t ArchiveReader::file_offset(std::uint64_t offset, std::uint64_t siz
 }
 
 bool ArchiveReader::member_present(std::size_t i) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (!header_.sparse) return true;
   format::Located at = format::locate(extents_, e.offset, e.stored_size);
   if (at.coverage == format::Coverage::partial) {
@@ -145,7 +154,9 @@ std::vector<std::uint8_t> ArchiveReader::copy_physical(std::uint64_t offset, std
 
 ByteView ArchiveReader::unchecked_file_bytes() const { return mapping_ ? mapping_->bytes() : memory_; }
 
-std::string ArchiveReader::member_label(std::size_t i) const { return name_ + ": member '" + entry(i).path + "'"; }
+std::string ArchiveReader::member_label(std::size_t i) const {
+  return name_ + ": member '" + std::string(entry_view(i).path) + "'";
+}
 
 // The three regions of a complete archive tile the file exactly: [header][members][index][signatures].
 void ArchiveReader::check_tiling() const {
@@ -236,7 +247,6 @@ void ArchiveReader::parse(const ReadOptions& options) {
   // The references are read in place from then on (ref_table.hpp): the decoded list goes.
   top_refs_ = format::RefTable(head_.refs, ByteView(head_bytes_), head_.tree);
   std::vector<format::PageRef>().swap(head_.refs);
-  top_pages_.reset(new std::atomic<Page*>[top_refs_.size()]());
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
@@ -250,10 +260,10 @@ void ArchiveReader::parse(const ReadOptions& options) {
 
   // The kernel table header is what the runtime reads: checked, decoded, and bound to the index.
   long table = find(kKernelTablePath);
-  if (table < 0 || entry(static_cast<std::size_t>(table)).role != format::Role::meta) {
+  if (table < 0 || entry_view(static_cast<std::size_t>(table)).role != format::Role::meta) {
     refuse(std::string("index: no '") + kKernelTablePath + "' member with role meta");
   }
-  kernel_table_ = KernelTable::decode(read_member(static_cast<std::size_t>(table)), name_ + ": " + kKernelTablePath);
+  kernel_table_ = KernelTable::decode(ByteView(read_member(static_cast<std::size_t>(table))), name_ + ": " + kKernelTablePath);
   if (kernel_table_.package() != head_.package || kernel_table_.kernel_revision() != head_.kernel_revision ||
       kernel_table_.sequence() != head_.sequence) {
     fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" + head_.kernel_revision +
@@ -283,7 +293,6 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
       } else {
         slot.refs = format::RefTable(format::decode_reference_page(page_bytes, ref, level, bounds, header_.index_size),
                                      page_bytes, true);
-        slot.children.reset(new std::atomic<Page*>[slot.refs.size()]());
       }
     } catch (const Failure& e) {
       fail(Errc::malformed, name_ + ": " + e.what());
@@ -299,17 +308,15 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
 template <typename Choose>
 ArchiveReader::EntryPage ArchiveReader::descend(Choose choose) const {
   const format::RefTable* refs = &top_refs_;
-  std::atomic<Page*>* slots = top_pages_.get();
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     const long i = choose(*refs);
     if (i < 0) return {};
     const format::PageRef ref = refs->at(static_cast<std::size_t>(i));
     bounds = refs->child_bounds(static_cast<std::size_t>(i), bounds);
-    const Page& p = page(slot_at(slots, static_cast<std::size_t>(i)), ref, level, bounds);
+    const Page& p = page(child(*refs, static_cast<std::size_t>(i)), ref, level, bounds);
     if (level == 0) return {&p};
     refs = &p.refs;
-    slots = p.children.get();
   }
 }
 
@@ -332,17 +339,23 @@ ArchiveReader::EntryPage ArchiveReader::entry_page_for_position(std::size_t posi
   return at;
 }
 
+format::EntryView ArchiveReader::entry_view(std::size_t i) const {
+  if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
+  EntryPage at = entry_page_for_position(i);
+  return format::reread_entry_view(ByteView(at.page->bytes), at.page->entry_at[i - at.page->first_entry]);
+}
+
 const format::Entry& ArchiveReader::entry(std::size_t i) const {
   if (i >= head_.entry_count) fail(Errc::invalid_argument, name_ + ": no member at position " + std::to_string(i));
   EntryPage at = entry_page_for_position(i);
   const std::size_t k = i - at.page->first_entry;
-  return slot_at(at.page->entries.get(), k, [&] {
-    return std::make_unique<format::Entry>(format::reread_entry(ByteView(at.page->bytes), at.page->entry_at[k], i));
+  return made_once<format::Entry>(at.page->entries[k], [&] {
+    return std::make_unique<format::Entry>(format::reread_entry(ByteView(at.page->bytes), at.page->entry_at[k]));
   });
 }
 
 std::atomic<bool>& ArchiveReader::verified_flag(std::size_t i) const {
-  EntryPage at = entry_page_for_position(i);  // entry(i) has checked i and decoded the page
+  EntryPage at = entry_page_for_position(i);  // entry_view(i) has checked i and read the page
   return at.page->verified[i - at.page->first_entry];
 }
 
@@ -358,19 +371,19 @@ long ArchiveReader::find(const std::string& path) const {
   return static_cast<long>(at.page->first_entry) + (it - starts.begin());
 }
 
-void ArchiveReader::collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
-                                    const format::PageBounds& outer, std::vector<format::Entry>& out) const {
-  for (std::size_t i = 0; i < refs.size(); ++i) {
+void ArchiveReader::collect_entries(const format::RefTable& refs, unsigned level, const format::PageBounds& outer,
+                                    std::vector<format::Entry>& out) const {
+  refs.walk([&](std::size_t i, const format::PageRef& ref) {
     const format::PageBounds bounds = refs.child_bounds(i, outer);
-    const Page& p = page(slot_at(slots, i), refs.at(i), level, bounds);
+    const Page& p = page(child(refs, i), ref, level, bounds);
     if (level == 0) {
       for (std::size_t k = 0; k < p.entry_at.size(); ++k) {
-        out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k], p.first_entry + k));
+        out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k]));
       }
     } else {
-      collect_entries(p.refs, p.children.get(), level - 1, bounds, out);
+      collect_entries(p.refs, level - 1, bounds, out);
     }
-  }
+  });
 }
 
 const format::Index& ArchiveReader::index() const {
@@ -381,8 +394,7 @@ const format::Index& ArchiveReader::index() const {
     index.kernel_revision = head_.kernel_revision;
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
-    collect_entries(top_refs_, top_pages_.get(), head_.height - 1, format::PageBounds{header_.index_offset, false, {}},
-                    index.entries);
+    collect_entries(top_refs_, head_.height - 1, format::PageBounds{header_.index_offset, false, {}}, index.entries);
     long manifest = index.find(format::kManifestPath);
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
       fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");
@@ -400,7 +412,7 @@ KernelSpec ArchiveReader::kernel(const std::string& name) const {
   const std::string path = kernel_record_path(name);
   long i = find(path);
   if (i < 0) fail(Errc::not_found, name_ + " (" + head_.package + ") has no kernel named '" + name + "'");
-  if (entry(static_cast<std::size_t>(i)).role != format::Role::meta) {
+  if (entry_view(static_cast<std::size_t>(i)).role != format::Role::meta) {
     fail(Errc::malformed, name_ + ": member '" + path + "' must have role meta");
   }
   std::vector<std::uint8_t> record = read_member(static_cast<std::size_t>(i));
@@ -434,8 +446,8 @@ const Manifest& ArchiveReader::manifest() const {
   views.manifest_once.run([&] {
     std::size_t position = static_cast<std::size_t>(index().find(format::kManifestPath));
     // Read unauthenticated too (inspect without --trust): capped before anything is allocated.
-    if (entry(position).content_size > format::kMaxManifestSize) {
-      fail(Errc::limit, member_label(position) + ": " + std::to_string(entry(position).content_size) +
+    if (entry_view(position).content_size > format::kMaxManifestSize) {
+      fail(Errc::limit, member_label(position) + ": " + std::to_string(entry_view(position).content_size) +
                             " bytes, over the format's limit of " + std::to_string(format::kMaxManifestSize) + " for kiln.toml");
     }
     std::vector<std::uint8_t> bytes = read_member(position);
@@ -473,7 +485,7 @@ const Manifest& ArchiveReader::manifest() const {
 }
 
 ByteView ArchiveReader::unchecked_stored_bytes(std::size_t i) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   require_present(i);
   return unchecked_file_bytes().sub(file_offset(e.offset, e.stored_size), e.stored_size);
 }
@@ -493,7 +505,7 @@ void ArchiveReader::verify_member(std::size_t i) const {
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   require_within_limit(i);
   require_present(i);
   std::vector<std::uint8_t> stored = copy_stored_checked(i);
@@ -519,7 +531,7 @@ std::vector<std::uint8_t> ArchiveReader::read_member(const std::string& path) co
 }
 
 std::vector<std::uint8_t> ArchiveReader::copy_stored_checked(std::size_t i) const {
-  std::vector<std::uint8_t> stored(static_cast<std::size_t>(entry(i).stored_size));
+  std::vector<std::uint8_t> stored(static_cast<std::size_t>(entry_view(i).stored_size));
   copy_stored_checked_to(i, stored.data());
   return stored;
 }
@@ -529,7 +541,7 @@ void ArchiveReader::copy_stored_checked_to(std::size_t i, std::uint8_t* out) con
 }
 
 void ArchiveReader::read_stored_checked(std::size_t i, const std::function<std::uint8_t*(std::uint64_t)>& destination) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   // Each piece hashed while it is still in the cache: one pass over memory, as reading a file
   // into a small buffer and hashing it would be.
   Sha256Stream hash;
@@ -548,7 +560,7 @@ void ArchiveReader::read_stored_checked(std::size_t i, const std::function<std::
 }
 
 void ArchiveReader::check_stored_digest(std::size_t i, const Sha256& got) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (got != e.stored_sha256) {
     fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
                               sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(got) + ")");
@@ -557,7 +569,7 @@ void ArchiveReader::check_stored_digest(std::size_t i, const Sha256& got) const 
 }
 
 void ArchiveReader::require_within_limit(std::size_t i) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (e.content_size > max_member_size_) {
     fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
                           " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
@@ -565,7 +577,7 @@ void ArchiveReader::require_within_limit(std::size_t i) const {
 }
 
 ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (e.compression != format::Compression::none) {
     buffer = read_member(i);
     return ByteView(buffer);
@@ -581,7 +593,7 @@ ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t
 
 ByteView ArchiveReader::decode_member_into(std::size_t i, std::vector<std::uint8_t>& buffer,
                                            std::vector<std::uint8_t>& stored) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (e.compression == format::Compression::none) return read_member_into(i, buffer);
   require_within_limit(i);
   require_present(i);
@@ -595,7 +607,7 @@ ByteView ArchiveReader::decode_member_into(std::size_t i, std::vector<std::uint8
 
 std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::size_t limit,
                                                             std::vector<std::uint8_t>& stored_buffer) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   if (e.compression == format::Compression::none || e.content_size <= limit) return read_member(i);
   require_within_limit(i);
   require_present(i);
@@ -621,7 +633,7 @@ std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::
 }
 
 void ArchiveReader::verify_member_deep(std::size_t i) const {
-  const format::Entry& e = entry(i);
+  const format::EntryView e = entry_view(i);
   require_within_limit(i);
   require_present(i);
   // One pass, one private copy of each piece: the stored digest, the zstd frame and the content

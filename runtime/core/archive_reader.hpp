@@ -175,10 +175,18 @@ class ArchiveReader {
   EntryPage entry_page_for_path(const std::string& path) const;
   template <typename Choose>
   EntryPage descend(Choose choose) const;
-  // Member i's "stored bytes checked" flag, in its entry page (i checked by entry(i) first).
+  // Member i's entry read again from its page where it lies (its strings views into the page's
+  // bytes, which live as long as the reader): what the reader's own member reads use, so that
+  // they make no Entry (and its two strings) for a member; entry() makes one for whoever asks.
+  format::EntryView entry_view(std::size_t i) const;
+  // Member i's "stored bytes checked" flag, in its entry page (i checked by entry_view(i) first).
   std::atomic<bool>& verified_flag(std::size_t i) const;
-  void collect_entries(const format::RefTable& refs, std::atomic<Page*>* slots, unsigned level,
-                       const format::PageBounds& outer, std::vector<format::Entry>& out) const;
+  void collect_entries(const format::RefTable& refs, unsigned level, const format::PageBounds& outer,
+                       std::vector<format::Entry>& out) const;
+  // The page reference i of `refs` names, kept in the reference's cell (made empty on first use,
+  // filled by page()); and every page kept in a table's cells, freed.
+  static Page& child(const format::RefTable& refs, std::size_t i);
+  static void delete_children(const format::RefTable& refs);
   // Bytes [offset, offset + size) of the complete archive, copied out of the file (pread for a
   // large file opened by path, memcpy otherwise): what is checked and parsed is always a private
   // copy. copy_physical takes the file's own offsets (the header, a sparse file's extent table).
@@ -207,8 +215,7 @@ class ArchiveReader {
   Sha256 digest_{};
   std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; top_refs_ reads from it
   format::IndexHead head_;                // as decoded, less its references (top_refs_ holds them)
-  format::RefTable top_refs_;
-  std::unique_ptr<std::atomic<Page*>[]> top_pages_;  // one cell per reference in the head (Page::children)
+  format::RefTable top_refs_;  // each reference's cell holds the page it names, once read
   mutable std::atomic<const Page*> last_entry_page_{nullptr};  // entry_page_for_position's last
   mutable std::atomic<std::size_t> pages_read_{0};
   mutable std::atomic<std::uint64_t> page_bytes_read_{0};

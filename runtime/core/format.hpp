@@ -100,6 +100,22 @@ struct Entry {
   Sha256 content_sha256{};
 };
 
+// An Entry's fields with its two strings as views into the bytes it was read from (an entry
+// page's, which must outlive it).
+struct EntryView {
+  std::string_view path;
+  Role role = Role::meta;
+  Vendor backend = Vendor::none;
+  CodeKind kind = CodeKind::none;
+  Compression compression = Compression::none;
+  std::string_view arch;
+  std::uint64_t offset = 0;
+  std::uint64_t stored_size = 0;
+  std::uint64_t content_size = 0;
+  Sha256 stored_sha256{};
+  Sha256 content_sha256{};
+};
+
 struct Index {
   std::string package;
   std::string kernel_revision;
@@ -195,6 +211,8 @@ std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, un
 // without checking them: the derived fields are left for the caller. For a reader that keeps
 // those bytes rather than the decoded list (ref_table.hpp).
 PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree);
+// The span alone of that reference (its size in the one-level form).
+std::uint32_t reread_span(ByteView bytes, std::uint32_t at, bool tree);
 // An entry page named by `ref`, after the caller has checked its SHA-256. Checks each entry,
 // the order within the page and against the path bound, and the member offsets chaining from
 // the page's first offset to its end offset.
@@ -204,10 +222,11 @@ std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const Pa
 // positions, and makes an Entry only for the entries it is asked for (reread_entry), or compares
 // paths where they lie (reread_entry_path).
 std::vector<std::uint32_t> check_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds);
-// The entry whose encoding starts at `at` in a page check_entry_page accepted; `position` is its
-// place in the index (for the errors of a page that changed since, which a reader never lets
-// happen: it reads from its own copy).
-Entry reread_entry(ByteView page, std::uint32_t at, std::uint64_t position);
+// The entry whose encoding starts at `at` in a page check_entry_page accepted, read again without
+// checking it (a reader reads from its own copy, which does not change): as an Entry, or with its
+// strings as views into `page` (no allocation: what a reader's own member reads use).
+Entry reread_entry(ByteView page, std::uint32_t at);
+EntryView reread_entry_view(ByteView page, std::uint32_t at);
 // That entry's path, a view into `page`.
 std::string_view reread_entry_path(ByteView page, std::uint32_t at);
 // The whole index (head, every page hashed and decoded, exactly one manifest): for tools and
@@ -237,7 +256,7 @@ std::string signer_problem(const std::string& signer);
 // Content rule shared by writer and reader: a member may not itself be a kiln archive. kiln
 // never opens a nested archive, so one sealed inside another would carry the outer signers'
 // blessing to bytes nobody verified; it has to ship, and be verified, as its own archive.
-std::string nested_archive_problem(const std::string& path, ByteView content);
+std::string nested_archive_problem(std::string_view path, ByteView content);
 
 std::uint64_t align_up(std::uint64_t v);
 

@@ -342,10 +342,9 @@ std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
   return out;
 }
 
-KernelTable KernelTable::decode(std::vector<std::uint8_t> bytes, const std::string& what) {
+KernelTable KernelTable::decode(ByteView bytes, const std::string& what) {
   KernelTable t;
-  t.bytes_ = std::move(bytes);
-  ByteReader r(ByteView(t.bytes_), what);
+  ByteReader r(bytes, what);
   ByteView magic = r.take(8);
   if (std::memcmp(magic.data, kMagic.data(), 8) != 0) r.fail_here("bad magic: not a kiln kernel table (format 2)");
   t.package_ = r.string16();

@@ -41,7 +41,7 @@ class KernelTable {
  public:
   KernelTable() = default;
   // Throws Errc::malformed naming `what`.
-  static KernelTable decode(std::vector<std::uint8_t> bytes, const std::string& what);
+  static KernelTable decode(ByteView bytes, const std::string& what);
 
   const std::string& package() const { return package_; }
   const std::string& kernel_revision() const { return revision_; }
@@ -49,10 +49,8 @@ class KernelTable {
   const std::vector<std::pair<std::string, std::string>>& toolchain() const { return toolchain_; }
   const std::string* toolchain_value(const std::string& key) const;
   std::size_t size() const { return kernel_count_; }
-  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
 
  private:
-  std::vector<std::uint8_t> bytes_;
   std::string package_, revision_;
   std::uint64_t sequence_ = 0;
   std::vector<std::pair<std::string, std::string>> toolchain_;

@@ -235,11 +235,11 @@ std::string revision_problem(const std::string& revision) {
   return "";
 }
 
-std::string nested_archive_problem(const std::string& path, ByteView content) {
+std::string nested_archive_problem(std::string_view path, ByteView content) {
   if (content.size < kFileMagic.size() || std::memcmp(content.data, kFileMagic.data(), kFileMagic.size()) != 0) {
     return "";
   }
-  return "member '" + path + "' is itself a kiln archive; archives are not nested (ship it as its own archive)";
+  return "member '" + std::string(path) + "' is itself a kiln archive; archives are not nested (ship it as its own archive)";
 }
 
 std::string arch_tags_problem(std::string_view arch) {

@@ -36,62 +36,60 @@ void encode_entry(ByteWriter& w, const Entry& e) {
 // refused before anything is reserved for it.
 constexpr std::size_t kMinEntrySize = 96;
 
-// One entry as encoded, its strings views into the page it was read from (valid while those
-// bytes are): every check of an entry needs no copy of it.
-struct EntryFields {
-  std::string_view path;
-  Role role = Role::meta;
-  Vendor backend = Vendor::none;
-  CodeKind kind = CodeKind::none;
-  Compression compression = Compression::none;
-  std::string_view arch;
-  std::uint64_t offset = 0;
-  std::uint64_t stored_size = 0;
-  std::uint64_t content_size = 0;
-  const std::uint8_t* stored_sha256 = nullptr;
-  const std::uint8_t* content_sha256 = nullptr;
-};
-
-// One entry, checked on its own; `position` (its place in the index) names it in errors. The
-// name is built only when an error needs it: every entry of every page read passes here.
-EntryFields read_entry_fields(ByteReader& r, std::uint64_t position) {
-  EntryFields e;
+// One entry's fields in order (FORMAT.md §3), each checked as it is read when kChecked (the path
+// first, before the bytes after it are read); `position` (its place in the index) names it in
+// errors, built only when one needs it: every entry of every page read passes here. Unchecked,
+// it reads again an entry of a page already checked (reread_entry_view).
+template <bool kChecked>
+EntryView read_entry(ByteReader& r, std::uint64_t position) {
+  EntryView e;
   e.path = r.string16_view();
-  if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
+  if constexpr (kChecked) {
+    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
+  }
   auto where = [&] { return "index entry " + std::to_string(position) + " ('" + std::string(e.path) + "')"; };
   std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
-  if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
-  if (backend > 2) r.fail_here(where() + ": unknown backend " + std::to_string(backend));
-  if (kind > 5) r.fail_here(where() + ": unknown code kind " + std::to_string(kind));
-  if (compression > 1) r.fail_here(where() + ": unknown compression " + std::to_string(compression));
+  if constexpr (kChecked) {
+    if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
+    if (backend > 2) r.fail_here(where() + ": unknown backend " + std::to_string(backend));
+    if (kind > 5) r.fail_here(where() + ": unknown code kind " + std::to_string(kind));
+    if (compression > 1) r.fail_here(where() + ": unknown compression " + std::to_string(compression));
+  }
   e.role = static_cast<Role>(role);
   e.backend = static_cast<Vendor>(backend);
   e.kind = static_cast<CodeKind>(kind);
   e.compression = static_cast<Compression>(compression);
-  bool is_code = e.role == Role::code;
-  if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Vendor::none)) {
-    r.fail_here(where() + ": backend and code kind are set exactly for code members");
-  }
-  if (e.role == Role::manifest && e.path != kManifestPath) {
-    r.fail_here(where() + ": has role manifest; only 'kiln.toml' may");
+  const bool is_code = e.role == Role::code;
+  if constexpr (kChecked) {
+    if (is_code != (e.kind != CodeKind::none) || is_code != (e.backend != Vendor::none)) {
+      r.fail_here(where() + ": backend and code kind are set exactly for code members");
+    }
+    if (e.role == Role::manifest && e.path != kManifestPath) {
+      r.fail_here(where() + ": has role manifest; only 'kiln.toml' may");
+    }
   }
   e.arch = r.string16_view();
-  if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where() + ": " + p);
-  if (is_code == e.arch.empty()) r.fail_here(where() + ": arch tags are set exactly for code members");
+  if constexpr (kChecked) {
+    if (auto p = arch_tags_problem(e.arch); !p.empty()) r.fail_here(where() + ": " + p);
+    if (is_code == e.arch.empty()) r.fail_here(where() + ": arch tags are set exactly for code members");
+  }
   e.offset = r.u64();
   e.stored_size = r.u64();
   e.content_size = r.u64();
-  if (e.stored_size > (1ull << 62)) r.fail_here(where() + ": stored size is absurd");
-  e.stored_sha256 = r.take(32).data;
-  e.content_sha256 = r.take(32).data;
-  if (e.compression == Compression::none &&
-      (e.stored_size != e.content_size || std::memcmp(e.stored_sha256, e.content_sha256, 32) != 0)) {
-    r.fail_here(where() + ": an uncompressed member's stored and content size and digest must be equal");
+  if constexpr (kChecked) {
+    if (e.stored_size > (1ull << 62)) r.fail_here(where() + ": stored size is absurd");
+  }
+  std::memcpy(e.stored_sha256.data(), r.take(32).data, 32);
+  std::memcpy(e.content_sha256.data(), r.take(32).data, 32);
+  if constexpr (kChecked) {
+    if (e.compression == Compression::none && (e.stored_size != e.content_size || e.stored_sha256 != e.content_sha256)) {
+      r.fail_here(where() + ": an uncompressed member's stored and content size and digest must be equal");
+    }
   }
   return e;
 }
 
-Entry to_entry(const EntryFields& f) {
+Entry to_entry(const EntryView& f) {
   Entry e;
   e.path = std::string(f.path);
   e.role = f.role;
@@ -102,8 +100,8 @@ Entry to_entry(const EntryFields& f) {
   e.offset = f.offset;
   e.stored_size = f.stored_size;
   e.content_size = f.content_size;
-  std::memcpy(e.stored_sha256.data(), f.stored_sha256, 32);
-  std::memcpy(e.content_sha256.data(), f.content_sha256, 32);
+  e.stored_sha256 = f.stored_sha256;
+  e.content_sha256 = f.content_sha256;
   return e;
 }
 
@@ -361,6 +359,13 @@ PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree) {
   return ref;
 }
 
+std::uint32_t reread_span(ByteView bytes, std::uint32_t at, bool tree) {
+  ByteReader r(bytes.sub(at, bytes.size - std::min<std::uint64_t>(at, bytes.size)), "index reference");
+  r.u32();  // entry_count
+  const std::uint32_t size = r.u32();
+  return tree ? r.u32() : size;
+}
+
 IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
   const std::uint64_t head_size = head_bytes.size;
   if (head_size == 0 || head_size > index_size) {
@@ -456,7 +461,7 @@ void walk_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds
   std::uint64_t next_offset = ref.first_offset;
   for (std::uint32_t i = 0; i < ref.entry_count; ++i) {
     const auto at = static_cast<std::uint32_t>(r.offset());
-    const EntryFields e = read_entry_fields(r, ref.first_entry + i);
+    const EntryView e = read_entry<true>(r, ref.first_entry + i);
     auto where = [&] { return "index entry " + std::to_string(ref.first_entry + i) + " ('" + std::string(e.path) + "')"; };
     if (i == 0 ? e.path != ref.first_path : !(previous < e.path)) {
       r.fail_here(where() + (i == 0 ? ": is not the first path its page's reference gives"
@@ -489,21 +494,23 @@ void walk_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds
 std::vector<Entry> decode_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
   std::vector<Entry> entries;
   entries.reserve(ref.entry_count);
-  walk_entry_page(page, ref, bounds, [&](const EntryFields& e, std::uint32_t) { entries.push_back(to_entry(e)); });
+  walk_entry_page(page, ref, bounds, [&](const EntryView& e, std::uint32_t) { entries.push_back(to_entry(e)); });
   return entries;
 }
 
 std::vector<std::uint32_t> check_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds) {
   std::vector<std::uint32_t> starts;
   starts.reserve(ref.entry_count);
-  walk_entry_page(page, ref, bounds, [&](const EntryFields&, std::uint32_t at) { starts.push_back(at); });
+  walk_entry_page(page, ref, bounds, [&](const EntryView&, std::uint32_t at) { starts.push_back(at); });
   return starts;
 }
 
-Entry reread_entry(ByteView page, std::uint32_t at, std::uint64_t position) {
+EntryView reread_entry_view(ByteView page, std::uint32_t at) {
   ByteReader r(page.sub(at, page.size - at), "index entry");
-  return to_entry(read_entry_fields(r, position));
+  return read_entry<false>(r, 0);
 }
+
+Entry reread_entry(ByteView page, std::uint32_t at) { return to_entry(reread_entry_view(page, at)); }
 
 std::string_view reread_entry_path(ByteView page, std::uint32_t at) {
   ByteReader r(page.sub(at, page.size - at), "index entry");

@@ -4,20 +4,24 @@
 
 namespace kiln::format {
 
-// A slot keeps where a reference's encoding starts, its page's position in the index and its
-// first entry in 32 bits each.
+// A slot keeps where a reference's encoding starts and its first entry in 32 bits each, and
+// the table the first page's position.
 static_assert(kMaxIndexSize <= UINT32_MAX && kMaxEntries <= UINT32_MAX, "positions must fit a slot");
 
 RefTable::RefTable(const std::vector<PageRef>& refs, ByteView bytes, bool tree)
     : bytes_(bytes), slots_(new Slot[refs.size()]), count_(refs.size()), tree_(tree) {
+  if (!refs.empty()) first_position_ = static_cast<std::uint32_t>(refs.front().index_position);
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    slots_[i] = Slot{refs[i].encoded_at, static_cast<std::uint32_t>(refs[i].index_position), refs[i].first_entry};
+    slots_[i].encoded_at = refs[i].encoded_at;
+    slots_[i].first_entry = refs[i].first_entry;
   }
 }
 
 PageRef RefTable::at(std::size_t i) const {
+  std::uint64_t position = first_position_;
+  for (std::size_t j = 0; j < i; ++j) position += reread_span(bytes_, slots_[j].encoded_at, tree_);
   PageRef r = reread_ref(bytes_, slots_[i].encoded_at, tree_);
-  r.index_position = slots_[i].index_position;
+  r.index_position = position;
   r.first_entry = slots_[i].first_entry;
   return r;
 }

@@ -529,7 +529,7 @@ code = [{ arch = "gfx90a", file = "a.co" }]
   EXPECT_EQ(members[0].path, kKernelTablePath);
   EXPECT_EQ(members[1].path, "kiln/kernels/alpha");
   EXPECT_EQ(members[2].path, "kiln/kernels/zeta");
-  KernelTable t = KernelTable::decode(members[0].content, "table");
+  KernelTable t = KernelTable::decode(ByteView(members[0].content), "table");
   EXPECT_EQ(t.package(), "p");
   EXPECT_EQ(t.sequence(), 2u);
   ASSERT_NE(t.toolchain_value("min_cuda_driver"), nullptr);
@@ -564,7 +564,7 @@ code = [{ arch = "gfx90a", file = "a.co" }]
       bool refused = false;
       try {
         if (member.path == kKernelTablePath) {
-          KernelTable::decode(cut, "cut");
+          KernelTable::decode(ByteView(cut), "cut");
         } else {
           decode_kernel_record(ByteView(cut), "alpha", "cut");
         }
