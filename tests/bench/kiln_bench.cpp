@@ -9,7 +9,8 @@
 //   read-plain-cubin/SHAPE         that code object read from its own file (open, fstat, one
 //                                  read, close): what a program shipping bare cubins does
 //   memory/SHAPE/kernels:N         resident memory added by open + load one kernel in a fresh
-//                                  process (kiln_bench --memory, below): heap (anon_kib) and
+//                                  process (kiln_bench --memory, below): heap (heap_kib: malloc's
+//                                  mappings; anon_kib: all anonymous memory) and
 //                                  file-backed (file_kib) apart, against what the reader has to
 //                                  hold (bound_kib); the time of this row is the spawn, not a figure
 //   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
@@ -216,10 +217,12 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
   const double page_bytes = static_cast<double>(a->index_page_bytes_read());
   const std::size_t pages = a->index_pages_read();
   const double head_bytes = static_cast<double>(h.index_head_size) + static_cast<double>(h.signature_block_size);
-  std::printf("{\"rss_kib\": %ld, \"anon_kib\": %ld, \"file_kib\": %ld, \"archive_kib\": %ld, \"bound_kib\": %.1f, "
+  std::printf("{\"rss_kib\": %ld, \"anon_kib\": %ld, \"heap_kib\": %ld, \"file_kib\": %ld, "
+              "\"archive_kib\": %ld, \"bound_kib\": %.1f, "
               "\"head_kib\": %.1f, \"pages\": %zu, \"pages_kib\": %.1f, \"members_kib\": %.1f, \"index_kib\": %.1f, "
               "\"live_kib\": %.1f, \"again_live_kib\": %.1f}\n",
-              after.rss_kib - before.rss_kib, after.anon_kib - before.anon_kib, after.file_kib() - before.file_kib(),
+              after.rss_kib - before.rss_kib, after.anon_kib - before.anon_kib, after.heap_kib - before.heap_kib,
+              after.file_kib() - before.file_kib(),
               archive_kib, (head_bytes + page_bytes + members) / 1024, head_bytes / 1024, pages,
               page_bytes / 1024, members / 1024, static_cast<double>(h.index_size) / 1024,
               (static_cast<double>(live_after) - static_cast<double>(live_before)) / 1024,
@@ -230,7 +233,7 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
 // Runs kiln_bench --memory for one archive in 3 fresh processes; counters are the medians.
 void memory_fresh_process(benchmark::State& state, const std::string& archive, const std::string& kernel,
                           const std::string& member) {
-  const char* keys[] = {"rss_kib", "anon_kib", "file_kib", "archive_kib", "bound_kib", "head_kib", "pages_kib",
+  const char* keys[] = {"rss_kib", "anon_kib", "heap_kib", "file_kib", "archive_kib", "bound_kib", "head_kib", "pages_kib",
                         "members_kib", "index_kib", "live_kib", "again_live_kib"};
   std::vector<std::vector<double>> values(std::size(keys));
   for (auto _ : state) {

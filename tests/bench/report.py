@@ -78,8 +78,13 @@ def host_rows(bench):
             m = memory[n]
             # The performance goal: what an open + load adds to the heap within 1.5x of what the
             # reader must hold (the index head and pages it decoded, the members it read).
-            rows.append((f"memory, fresh process: heap added, {shape}-{n} vs what the reader holds", m["anon_kib"],
-                         m["bound_kib"], "KiB", "<= 1.50", 1.50))
+            # The heap is malloc's memory (the [heap] mapping and unnamed anonymous ones); all
+            # anonymous memory (with the stack and the libraries' written data) is shown beside it.
+            rows.append((f"memory, fresh process: heap added, {shape}-{n} vs what the reader holds",
+                         m.get("heap_kib", m["anon_kib"]), m["bound_kib"], "KiB", "<= 1.50", 1.50))
+            if "heap_kib" in m:
+                rows.append((f"  anonymous added (the heap, the stack, libraries' data), {shape}-{n} vs the same",
+                             m["anon_kib"], m["bound_kib"], "KiB", "report", 0))
             if "again_live_kib" in m:
                 # Live heap (malloc's count, not pages): the first open + load of the process, and a
                 # second one beside it, which meets OpenSSL's signature code and the arena set up.
@@ -119,8 +124,8 @@ def write_csv(bench, path, machine, date):
             if m := re.fullmatch(r"open\+load-one/(\w+)/kernels:(\d+)", name):
                 row("open_load_one", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{to_us(b):.2f}", "us")
             elif m := re.fullmatch(r"memory/(\w+)/kernels:(\d+)", name):
-                for measure, key in (("resident", "rss_kib"), ("heap", "anon_kib"), ("file", "file_kib"),
-                                     ("archive_pages", "archive_kib"), ("bound", "bound_kib")):
+                for measure, key in (("resident", "rss_kib"), ("heap", "heap_kib"), ("anonymous", "anon_kib"),
+                                     ("file", "file_kib"), ("archive_pages", "archive_kib"), ("bound", "bound_kib")):
                     row(measure, m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{b[key]:.0f}", "KiB")
             elif m := re.fullmatch(r"verify-in-process/(\w+)/kernels:(\d+)", name):
                 row("verify", m.group(1), m.group(2), f"{b['archive_mib']:.3f}", f"{to_us(b) / 1e3:.3f}", "ms")
