@@ -86,35 +86,24 @@ struct Header {
   bool sparse = false;
 };
 
-struct Entry {
-  std::string path;
+// One index entry (FORMAT.md §3). An Entry owns its two strings; an EntryView's are views into
+// the bytes it was read from (an entry page's, which must outlive it): one field list for both.
+template <typename Text>
+struct BasicEntry {
+  Text path;
   Role role = Role::meta;
   Vendor backend = Vendor::none;
   CodeKind kind = CodeKind::none;
   Compression compression = Compression::none;
-  std::string arch;  // comma-separated target tags for code objects, empty otherwise
+  Text arch;  // comma-separated target tags for code objects, empty otherwise
   std::uint64_t offset = 0;
   std::uint64_t stored_size = 0;
   std::uint64_t content_size = 0;
   Sha256 stored_sha256{};
   Sha256 content_sha256{};
 };
-
-// An Entry's fields with its two strings as views into the bytes it was read from (an entry
-// page's, which must outlive it).
-struct EntryView {
-  std::string_view path;
-  Role role = Role::meta;
-  Vendor backend = Vendor::none;
-  CodeKind kind = CodeKind::none;
-  Compression compression = Compression::none;
-  std::string_view arch;
-  std::uint64_t offset = 0;
-  std::uint64_t stored_size = 0;
-  std::uint64_t content_size = 0;
-  Sha256 stored_sha256{};
-  Sha256 content_sha256{};
-};
+using Entry = BasicEntry<std::string>;
+using EntryView = BasicEntry<std::string_view>;
 
 struct Index {
   std::string package;
