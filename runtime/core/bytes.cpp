@@ -4,12 +4,9 @@
 
 namespace kiln {
 
-ByteView ByteView::sub(std::uint64_t offset, std::uint64_t length) const {
-  if (offset > size || length > size - offset) {
-    fail(Errc::malformed, "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                              ") lies outside " + std::to_string(size) + " bytes");
-  }
-  return ByteView(data + offset, static_cast<std::size_t>(length));
+void ByteView::out_of_range(std::uint64_t offset, std::uint64_t length) const {
+  fail(Errc::malformed, "range [" + std::to_string(offset) + ", +" + std::to_string(length) + ") lies outside " +
+                            std::to_string(size) + " bytes");
 }
 
 std::uint16_t load_le16(const std::uint8_t* p) {
@@ -34,7 +31,7 @@ void ByteReader::ran_out(std::size_t n) const {
 }
 
 void ByteReader::fail_here(const std::string& message) const {
-  fail(Errc::malformed, what_ + " at offset " + std::to_string(pos_) + ": " + message);
+  fail(Errc::malformed, what() + " at offset " + std::to_string(pos_) + ": " + message);
 }
 
 void ByteWriter::u16(std::uint16_t v) {

@@ -19,14 +19,26 @@ struct ByteView {
   ByteView() = default;
   ByteView(const std::uint8_t* d, std::size_t n) : data(d), size(n) {}
   explicit ByteView(const std::vector<std::uint8_t>& v) : data(v.data()), size(v.size()) {}
-  ByteView sub(std::uint64_t offset, std::uint64_t length) const;  // throws if out of range
+  // Throws if out of range. Inline (only the failure is out of line): every lookup in the
+  // index takes a few dozen of these.
+  ByteView sub(std::uint64_t offset, std::uint64_t length) const {
+    if (offset > size || length > size - offset) out_of_range(offset, length);
+    return ByteView(data + offset, static_cast<std::size_t>(length));
+  }
   std::string_view as_chars() const { return {reinterpret_cast<const char*>(data), size}; }
+
+ private:
+  [[noreturn]] void out_of_range(std::uint64_t offset, std::uint64_t length) const;
 };
 
 // Reads fields in order; throws Errc::malformed naming `what` and the offset when the
 // bytes run out.
 class ByteReader {
  public:
+  // `what` names the bytes in a failure's message. A literal (static storage only) is kept as a
+  // pointer: a lookup in the index makes a reader for each entry or reference it reads again,
+  // and copying the name for each was a visible part of a lookup's time.
+  ByteReader(ByteView bytes, const char* what) : bytes_(bytes), literal_what_(what) {}
   ByteReader(ByteView bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
 
   // Inline (little-endian loads by bytes, which compilers fuse): every field of every index
@@ -50,7 +62,7 @@ class ByteReader {
 
   std::size_t offset() const { return pos_; }
   std::size_t remaining() const { return bytes_.size - pos_; }
-  const std::string& what() const { return what_; }
+  std::string what() const { return literal_what_ != nullptr ? std::string(literal_what_) : what_; }
   [[noreturn]] void fail_here(const std::string& message) const;
 
  private:
@@ -68,6 +80,7 @@ class ByteReader {
     return v;
   }
   ByteView bytes_;
+  const char* literal_what_ = nullptr;  // the name when given as a literal; what_ otherwise
   std::string what_;
   std::size_t pos_ = 0;
 };

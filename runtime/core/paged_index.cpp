@@ -360,10 +360,10 @@ PageRef reread_ref(ByteView bytes, std::uint32_t at, bool tree) {
 }
 
 std::uint32_t reread_span(ByteView bytes, std::uint32_t at, bool tree) {
-  ByteReader r(bytes.sub(at, bytes.size - std::min<std::uint64_t>(at, bytes.size)), "index reference");
-  r.u32();  // entry_count
-  const std::uint32_t size = r.u32();
-  return tree ? r.u32() : size;
+  // entry_count u32, size u32, then (tree form) span u32: a reference was decoded from these
+  // bytes, so its first 12 lie within them; a lookup sums the spans before the one it follows.
+  const ByteView fields = bytes.sub(at, 12);
+  return load_le32(fields.data + (tree ? 8 : 4));
 }
 
 IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
