@@ -75,7 +75,9 @@ inline bool looks_like(std::string_view typed, std::string_view known) {
 class TableReader {
  public:
   TableReader(const std::string& file, const toml::table& table, std::string where)
-      : file_(file), table_(table), where_(std::move(where)) {}
+      : file_(file), table_(table), where_(std::move(where)) {
+    seen_.reserve(16);  // the keys of most tables, without growing the list key by key
+  }
 
   [[noreturn]] void fail_at(const toml::node& n, const std::string& message) const {
     fail_at_pos(pos_of(n), message);
@@ -89,65 +91,75 @@ class TableReader {
     return table_.get(key);
   }
 
-  const toml::node& require(std::string_view key, const std::string& expected) {
+  const toml::node& require(std::string_view key, std::string_view expected) {
     const toml::node* n = get(key);
-    if (n == nullptr) {
-      // A missing key with a look-alike present is a typo: reported at the typo's own line.
-      for (auto&& [other, node] : table_) {
-        if (looks_like(other.str(), key)) {
-          fail_at_pos(pos_of_key(other, node), "unknown key '" + std::string(other.str()) + "' in " + where_ +
-                                                   "; did you mean '" + std::string(key) + "'? (" + where_ +
-                                                   " is missing '" + std::string(key) + "')");
-        }
-      }
-      fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + expected + ")");
-    }
+    if (n == nullptr) missing(key, expected);
     return *n;
   }
 
-  std::string string(std::string_view key, const std::string& example) {
-    const toml::node& n = require(key, "a string such as " + example);
-    return as_string(n, key, example);
+  // require()'s failure: a missing key with a look-alike present is a typo, reported at the
+  // typo's own line. Messages are built here only, never for a key that is there.
+  [[noreturn]] void missing(std::string_view key, std::string_view expected) const {
+    for (auto&& [other, node] : table_) {
+      if (looks_like(other.str(), key)) {
+        fail_at_pos(pos_of_key(other, node), "unknown key '" + std::string(other.str()) + "' in " + where_ +
+                                                 "; did you mean '" + std::string(key) + "'? (" + where_ +
+                                                 " is missing '" + std::string(key) + "')");
+      }
+    }
+    fail_at(table_, where_ + " is missing '" + std::string(key) + "' (expected " + std::string(expected) + ")");
   }
 
-  std::string optional_string(std::string_view key, const std::string& example, const std::string& fallback) {
+  std::string string(std::string_view key, std::string_view example) {
     const toml::node* n = get(key);
-    return n ? as_string(*n, key, example) : fallback;
+    if (n == nullptr) missing(key, "a string such as " + std::string(example));
+    return as_string(*n, key, example);
   }
 
-  std::string as_string(const toml::node& n, std::string_view key, const std::string& example) const {
+  std::string optional_string(std::string_view key, std::string_view example, std::string_view fallback) {
+    const toml::node* n = get(key);
+    return n ? as_string(*n, key, example) : std::string(fallback);
+  }
+
+  // The parameters naming things are views: a manifest of thousands of kernels reads tens of
+  // thousands of values, and only a problem needs their names as strings.
+  std::string as_string(const toml::node& n, std::string_view key, std::string_view example) const {
     if (!n.is_string()) {
-      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a string such as " + example + ", found " + toml_type_name(n));
+      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a string such as " + std::string(example) + ", found " +
+                     toml_type_name(n));
     }
     return std::string(*n.value<std::string_view>());
   }
 
-  std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min, std::int64_t max) const {
+  std::int64_t integer(const toml::node& n, std::string_view key, std::int64_t min, std::int64_t max) const {
     if (!n.is_integer()) {
-      fail_at(n, "'" + key + "' in " + where_ + " must be an integer, found " + toml_type_name(n));
+      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be an integer, found " + toml_type_name(n));
     }
     std::int64_t v = *n.value<std::int64_t>();
     if (v < min || v > max) {
-      fail_at(n, "'" + key + "' in " + where_ + " must be between " + std::to_string(min) + " and " +
+      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be between " + std::to_string(min) + " and " +
                      std::to_string(max) + ", found " + std::to_string(v));
     }
     return v;
   }
 
-  double number(const toml::node& n, const std::string& key) const {
-    if (!n.is_number()) fail_at(n, "'" + key + "' in " + where_ + " must be a number, found " + toml_type_name(n));
+  double number(const toml::node& n, std::string_view key) const {
+    if (!n.is_number()) fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a number, found " + toml_type_name(n));
     double v = *n.value<double>();
-    if (!std::isfinite(v) || v < 0) fail_at(n, "'" + key + "' in " + where_ + " must be a finite number >= 0");
+    if (!std::isfinite(v) || v < 0) fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a finite number >= 0");
     return v;
   }
 
-  const toml::array& array(const toml::node& n, const std::string& key, const std::string& of) const {
-    if (!n.is_array()) fail_at(n, "'" + key + "' in " + where_ + " must be an array of " + of + ", found " + toml_type_name(n));
+  const toml::array& array(const toml::node& n, std::string_view key, std::string_view of) const {
+    if (!n.is_array()) {
+      fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be an array of " + std::string(of) + ", found " +
+                     toml_type_name(n));
+    }
     return *n.as_array();
   }
 
-  const toml::table& table(const toml::node& n, const std::string& key) const {
-    if (!n.is_table()) fail_at(n, "'" + key + "' in " + where_ + " must be a table, found " + toml_type_name(n));
+  const toml::table& table(const toml::node& n, std::string_view key) const {
+    if (!n.is_table()) fail_at(n, "'" + std::string(key) + "' in " + where_ + " must be a table, found " + toml_type_name(n));
     return *n.as_table();
   }
 
@@ -176,11 +188,11 @@ class TableReader {
   std::vector<std::string_view> seen_;
 };
 
-inline FileRef file_ref(TableReader& t, const toml::node& n, const std::string& key) {
+inline FileRef file_ref(TableReader& t, const toml::node& n, std::string_view key) {
   std::string path = t.as_string(n, key, "\"build/kernel.sm_90.cubin\"");
   std::string problem = format::member_path_problem(path);
   if (!problem.empty()) {
-    t.fail_at(n, "'" + key + "' in " + t.where() + ": " + problem +
+    t.fail_at(n, "'" + std::string(key) + "' in " + t.where() + ": " + problem +
                      " (files are named relative to the manifest's directory, inside it)");
   }
   return FileRef{path, pos_of(n)};
@@ -190,16 +202,18 @@ inline std::vector<FileRef> file_list(TableReader& t, std::string_view key) {
   std::vector<FileRef> out;
   const toml::node* n = t.get(key);
   if (n == nullptr) return out;
-  for (const toml::node& item : t.array(*n, std::string(key), "file paths")) out.push_back(file_ref(t, item, std::string(key)));
+  for (const toml::node& item : t.array(*n, key, "file paths")) out.push_back(file_ref(t, item, key));
   return out;
 }
 
 // Names kiln gives things (kernels, parameters) are at most 128 characters; a kernel's `entry` is
 // the compiler's symbol, which generated code makes long (Inductor names a fused kernel after every
 // op it fuses), so it may have up to 1024.
-inline std::string identifier(TableReader& t, std::string_view key, const std::string& example,
+inline std::string identifier(TableReader& t, std::string_view key, std::string_view example,
                               std::size_t max_length = 128) {
-  const toml::node& n = t.require(key, "an identifier such as " + example);
+  const toml::node* found = t.get(key);
+  if (found == nullptr) t.missing(key, "an identifier such as " + std::string(example));
+  const toml::node& n = *found;
   std::string v = t.as_string(n, key, example);
   const std::string name(key);
   bool ok = !v.empty() && v.size() <= max_length && !(v[0] >= '0' && v[0] <= '9');
