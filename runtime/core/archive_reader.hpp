@@ -179,8 +179,10 @@ class ArchiveReader {
   // bytes, which live as long as the reader): what the reader's own member reads use, so that
   // they make no Entry (and its two strings) for a member; entry() makes one for whoever asks.
   format::EntryView entry_view(std::size_t i) const;
-  // Member i's "stored bytes checked" flag, in its entry page (i checked by entry_view(i) first).
-  std::atomic<bool>& verified_flag(std::size_t i) const;
+  // Member i's flags, in its entry page (i checked by entry_view(i) first): what was found of it.
+  static constexpr std::uint8_t kStoredChecked = 1;   // its stored bytes match the index
+  static constexpr std::uint8_t kPaddingChecked = 2;  // the padding after it is zero
+  std::atomic<std::uint8_t>& checked_flags(std::size_t i) const;
   void collect_entries(const format::RefTable& refs, unsigned level, const format::PageBounds& outer,
                        std::vector<format::Entry>& out) const;
   // The page reference i of `refs` names, kept in the reference's cell (made empty on first use,
@@ -203,6 +205,9 @@ class ArchiveReader {
   void read_stored_checked(std::size_t i, const std::function<std::uint8_t*(std::uint64_t)>& destination) const;
   // Throws Errc::integrity naming the member unless `got` is its stored digest; flags it verified.
   void check_stored_digest(std::size_t i, const Sha256& got) const;
+  // Throws Errc::integrity naming the member and the offset of the first byte of `padding` (the
+  // bytes from `end`, member i's end, on) that is not zero.
+  void check_padding(std::size_t i, std::uint64_t end, ByteView padding) const;
   // Throws Errc::limit when the member declares more content than the reader's limit.
   void require_within_limit(std::size_t i) const;
 
@@ -228,6 +233,8 @@ class ArchiveReader {
   std::vector<format::SignatureRecord> signatures_;
   TrustReport trust_report_;
   bool authenticated_ = false;
+  // Set by verify_all: member reads from then on check the padding after the member too.
+  mutable std::atomic<bool> checking_padding_{false};
   std::uint64_t max_member_size_ = 0;
 };
 

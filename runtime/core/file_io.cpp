@@ -224,6 +224,20 @@ ByteView MappedFile::bytes() const {
   return ByteView(data_, size_);
 }
 
+void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out, std::size_t tail_size,
+                         std::uint8_t* tail_out) const {
+  if (tail_size == 0) return read_at(offset, size, out);
+  if (offset > size_ || size > size_ - offset || tail_size > size_ - offset - size) {
+    fail(Errc::internal, path_ + ": read past the end of the file");
+  }
+  if (fd_ < 0) {
+    std::memcpy(out, bytes().data + offset, size);
+    std::memcpy(tail_out, bytes().data + offset + size, tail_size);
+    return;
+  }
+  preadv_exact(fd_, out, size, tail_out, tail_size, offset, path_);
+}
+
 void MappedFile::read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const {
   if (offset > size_ || size > size_ - offset) fail(Errc::internal, path_ + ": read past the end of the file");
   if (size == 0) return;
@@ -445,6 +459,33 @@ void pread_exact(int fd, void* out, std::size_t size, std::uint64_t offset, cons
     std::size_t n = pread_some(fd, p + done, size - done, offset + done, what);
     if (n == 0) fail(Errc::io, what + ": shrank while being read");
     done += n;
+  }
+}
+
+void preadv_exact(int fd, void* out, std::size_t size, void* tail_out, std::size_t tail_size, std::uint64_t offset,
+                  const std::string& what) {
+  iovec parts[2] = {{out, size}, {tail_out, tail_size}};
+  iovec* next = parts;
+  int left = tail_size > 0 ? 2 : 1;
+  std::uint64_t at = offset;
+  while (left > 0) {
+    if (next->iov_len == 0) {
+      ++next, --left;
+      continue;
+    }
+    ssize_t n = ::preadv(fd, next, left, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(Errc::io, what + ": cannot read: " + errno_text(errno));
+    if (n == 0) fail(Errc::io, what + ": shrank while being read");
+    at += static_cast<std::uint64_t>(n);
+    // A short read resumes inside the part it stopped in.
+    for (std::size_t got = static_cast<std::size_t>(n); got > 0 && left > 0;) {
+      const std::size_t take = std::min(got, next->iov_len);
+      next->iov_base = static_cast<std::uint8_t*>(next->iov_base) + take;
+      next->iov_len -= take;
+      got -= take;
+      if (next->iov_len == 0) ++next, --left;
+    }
   }
 }
 

@@ -45,6 +45,11 @@ std::size_t pread_some(int fd, void* buf, std::size_t size, std::uint64_t offset
 // throws "<what>: shrank while being read".
 void read_exact(int fd, void* out, std::size_t size, const std::string& what);
 void pread_exact(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& what);
+// The same for `size` bytes into `out` and the `tail_size` bytes after them into `tail_out`, in
+// one preadv(2) where the file gives them at once: a caller reading a member and the few bytes
+// after it makes one call, not two.
+void preadv_exact(int fd, void* out, std::size_t size, void* tail_out, std::size_t tail_size, std::uint64_t offset,
+                  const std::string& what);
 // All of `data`, at the descriptor's position or at `offset`. "<what>: write failed: ..."
 void write_all(int fd, const void* data, std::size_t size, const std::string& what);
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what);
@@ -104,6 +109,8 @@ class MappedFile {
   // no page of a mapping (each fault maps a whole page-cache folio, and costs most in a VM);
   // otherwise from memory. Throws Errc::io if the file shrank underneath.
   void read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out) const;
+  // The same, and the `tail_size` bytes after them into `tail_out`, in one read.
+  void read_at(std::uint64_t offset, std::size_t size, std::uint8_t* out, std::size_t tail_size, std::uint8_t* tail_out) const;
 
  private:
   MappedFile() = default;

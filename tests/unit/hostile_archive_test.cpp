@@ -5,6 +5,7 @@
 #include "core/compress.hpp"
 #include "core/error.hpp"
 #include "core/kernel_table.hpp"
+#include "temp_dirs.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
@@ -367,6 +368,74 @@ TEST_F(Hostile, ArchiveWithinAnArchiveIsRefusedWhenRead) {
   test::RawArchive raw = with_nested_archive();
   expect_refused(raw, Errc::malformed, "member 'src/add.cu' is itself a kiln archive");
   expect_read_refused(raw, "src/add.cu", Errc::malformed, "member 'src/add.cu' is itself a kiln archive");
+}
+
+// The padding after a member is covered by no digest, so full verification requires it zero:
+// at both levels, whether the verification reads the member (the code member: its padding comes
+// with its last piece) or finds it read before (a source the caller read first: checked at the
+// end), each refusal naming the member and the offset. A lazy read never looks at it.
+TEST_F(Hostile, NonZeroPaddingIsRefusedByFullVerificationAndNamed) {
+  const std::vector<std::uint8_t> bytes = test::assemble(base());
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  const format::Index index = ArchiveReader::open_memory(bytes.data(), bytes.size(), options)->index();
+  for (const auto& [path, read_first] : {std::pair<std::string, bool>{"k.ptx", false}, {"src/add.cu", true}}) {
+    const long i = index.find(path);
+    ASSERT_GE(i, 0) << path;
+    const format::Entry& e = index.entries[static_cast<std::size_t>(i)];
+    const std::uint64_t end = e.offset + e.stored_size;
+    ASSERT_NE(end % 64, 0u) << path << " ends on a multiple of 64: no padding to change";
+    for (const std::uint64_t at : {end, end + (63 - end % 64)}) {  // the first and the last byte of its padding
+      std::vector<std::uint8_t> changed = bytes;
+      changed[at] = 0x20;
+      for (bool deep : {false, true}) {
+        std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(changed.data(), changed.size(), options);
+        if (read_first) {
+          EXPECT_NO_THROW(a->read_member(path)) << path;  // a lazy read never looks at padding
+        }
+        try {
+          a->verify_all(1, deep, nullptr);
+          ADD_FAILURE() << "padding byte " << at << " after " << path << " accepted (deep " << deep << ")";
+        } catch (const Failure& error) {
+          EXPECT_EQ(error.code(), Errc::integrity) << error.what();
+          const std::string want = "member '" + path + "': padding byte at offset " + std::to_string(at) + " is not zero";
+          EXPECT_NE(std::string(error.what()).find(want), std::string::npos) << error.what();
+        }
+      }
+    }
+  }
+}
+
+// The same from a file large enough to be read piece by piece rather than whole (over 256 KiB):
+// the padding after a member of two pieces comes with the last one, in the same read.
+TEST_F(Hostile, NonZeroPaddingAfterALargeMemberInAFileIsRefused) {
+  MemberInput big;
+  big.path = "data/big.bin";
+  big.role = format::Role::meta;
+  for (std::uint32_t x = 12345; big.content.size() < 300001;) big.content.push_back(static_cast<std::uint8_t>((x = x * 1103515245u + 12345u) >> 24));
+  test::RawArchive raw = test::raw_from_members(id, test::small_members_with(id, {big}));
+  raw.signers = {Signer{&key, "hostile", 0}};
+  std::vector<std::uint8_t> bytes = test::assemble(raw);
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+  const format::Index index = ArchiveReader::open_memory(bytes.data(), bytes.size(), options)->index();
+  const format::Entry& e = index.entries[static_cast<std::size_t>(index.find(big.path))];
+  const std::uint64_t end = e.offset + e.stored_size;
+  ASSERT_NE(end % 64, 0u);
+  const std::string file = test::make_temp_dir() + "/padding.kiln";
+  test::write_file(file, bytes);
+  EXPECT_NO_THROW(ArchiveReader::open_file(file, options)->verify_all(1, false, nullptr));
+  bytes[end + 7] = 0xff;
+  test::write_file(file, bytes);
+  try {
+    ArchiveReader::open_file(file, options)->verify_all(1, false, nullptr);
+    ADD_FAILURE() << "a padding byte that is not zero was accepted";
+  } catch (const Failure& error) {
+    EXPECT_EQ(error.code(), Errc::integrity) << error.what();
+    EXPECT_NE(std::string(error.what()).find("member 'data/big.bin': padding byte at offset " + std::to_string(end + 7) + " is not zero"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(Hostile, LazyVerificationCatchesAMemberAtFirstUse) {
