@@ -208,6 +208,9 @@ class ArchiveReader {
   // Throws Errc::integrity naming the member and the offset of the first byte of `padding` (the
   // bytes from `end`, member i's end, on) that is not zero.
   void check_padding(std::size_t i, std::uint64_t end, ByteView padding) const;
+  // The zero padding after a member ending at `end`: up to the next multiple of 64, where the
+  // next member or the index begins (the offsets a checked index gives, FORMAT.md §3).
+  static std::size_t padding_after(std::uint64_t end);
   // Throws Errc::limit when the member declares more content than the reader's limit.
   void require_within_limit(std::size_t i) const;
 
