@@ -57,6 +57,8 @@ bool amdgpu_processor_known(const std::string& name) {
   return false;
 }
 
+// Reads the 64-byte ELF header alone: a full verification gives it a member's first bytes only
+// (inspect_held_code_object).
 CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what) {
   elf64::Header h = elf64::read_header(bytes, what);
   if (h.machine != elf64::kMachineAmdgpu) fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is not EM_AMDGPU (0xE0)");

@@ -10,6 +10,8 @@
 #include "core/compress.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/held_bytes.hpp"
+#include "core/zstd_layout.hpp"
 #include "core/parallel.hpp"
 
 namespace kiln {
@@ -493,17 +495,67 @@ ByteView ArchiveReader::unchecked_stored_bytes(std::size_t i) const {
 
 void ArchiveReader::verify_member(std::size_t i) const {
   if (checked_flags(i).load(std::memory_order_acquire) & kStoredChecked) return;
+  thread_local HeldBytes held;
+  if (verify_member_in_place(i, kHeldFrameHeader, 0, held)) return;
+  // A frame the walk does not settle (not one kiln's writer or zstd makes) is judged by zstd where
+  // it lies, as it was before the walk: no copy of a member that may be gigabytes.
+  check_zstd_frame(unchecked_stored_bytes(i), entry_view(i).content_size, member_label(i));
+}
+
+bool ArchiveReader::verify_member_in_place(std::size_t i, std::size_t head, std::size_t tail, HeldBytes& held) const {
+  const format::EntryView e = entry_view(i);
   require_present(i);
-  if (mapping_) {
-    // A piece at a time through one buffer per thread, as `openssl dgst` reads a file: hashing in
-    // place from a mapping would turn a file truncated underneath into SIGBUS instead of an error
-    // (and gained nothing on the verify benchmark, whose code members are copied to be read).
-    thread_local std::vector<std::uint8_t> piece(kStoredPiece);
-    read_stored_checked(i, [&](std::uint64_t) { return piece.data(); });
-    return;
+  const std::uint64_t size = e.stored_size;
+  const std::uint64_t end = e.offset + size;
+  const std::size_t padding = checking_padding_.load(std::memory_order_relaxed) && size > 0 ? padding_after(end) : 0;
+  // The member where it lies: read only by the hash below and by the private copies taken first.
+  // (A file truncated underneath makes this a SIGBUS, not an error: SECURITY.md, Known gaps.)
+  const ByteView in_file = unchecked_file_bytes().sub(file_offset(e.offset, size + padding), size + padding);
+  const bool zstd = e.compression == format::Compression::zstd;
+  if (zstd) tail = 0;  // a frame ends in a block, found by the walk
+  if (head >= size || tail >= size - head) {
+    head = static_cast<std::size_t>(size);
+    tail = 0;
   }
-  ByteView stored = unchecked_stored_bytes(i);
-  check_stored_digest(i, sha256(stored.data, stored.size));
+  held.reset(size);
+  if (head > 0) std::memcpy(held.add(0, head), in_file.data, head);
+  ZstdLayout layout;
+  if (zstd) {
+    // The walk reads each block header from a private copy of it, so that the digest below covers
+    // exactly what the walk went by; nothing it found is used unless that digest matches.
+    const std::size_t first = std::min<std::size_t>(head, 18);  // the largest frame header
+    std::uint8_t first_bytes[18] = {};
+    if (first > 0) std::memcpy(first_bytes, held.head().data, first);
+    auto le24 = [](const std::uint8_t* p) { return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16; };
+    layout = walk_zstd_frame(size, ByteView(first_bytes, first), kMaxHeldBlocks, [&](std::uint64_t at) -> std::uint32_t {
+      if (at + 3 <= head) return le24(held.head().data + at);
+      const std::size_t from_head = at < head ? static_cast<std::size_t>(head - at) : 0;  // a header across the head's end
+      std::uint8_t* copy = held.add(at + from_head, 3 - from_head);
+      std::memcpy(copy, in_file.data + at + from_head, 3 - from_head);
+      std::uint8_t bytes[3];
+      std::memcpy(bytes, held.head().data + at, from_head);
+      std::memcpy(bytes + from_head, copy, 3 - from_head);
+      return le24(bytes);
+    });
+  }
+  if (tail > 0) std::memcpy(held.add(size - tail, tail), in_file.data + size - tail, tail);
+  Sha256Stream hash;
+  std::uint64_t at = 0;
+  for (const HeldBytes::Span& span : held.spans()) {
+    if (span.offset > at) hash.update(in_file.data + at, static_cast<std::size_t>(span.offset - at));
+    const ByteView copy = held.span_bytes(span);
+    hash.update(copy.data, copy.size);
+    at = span.offset + span.length;
+  }
+  if (size > at) hash.update(in_file.data + at, static_cast<std::size_t>(size - at));
+  std::uint8_t padding_bytes[64];
+  if (padding > 0) std::memcpy(padding_bytes, in_file.data + size, padding);
+  check_stored_digest(i, hash.finish());
+  if (padding > 0) {
+    check_padding(i, end, ByteView(padding_bytes, padding));
+    checked_flags(i).fetch_or(kPaddingChecked, std::memory_order_acq_rel);
+  }
+  return !zstd || check_zstd_frame_held(held.head(), layout, size, e.content_size, member_label(i));
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
@@ -643,19 +695,7 @@ std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::
   copy_stored_checked_to(i, stored_buffer.data());
   const ByteView stored(stored_buffer.data(), static_cast<std::size_t>(e.stored_size));
   check_zstd_frame(stored, e.content_size, member_label(i));
-  // Fed in small pieces, so that decoding stops about where the prefix is complete: zstd decodes a
-  // block only once all of it has come, so a piece much larger than the prefix could bring in a
-  // whole 128 KiB block beyond it.
-  const std::size_t kPiece = limit <= 8192 ? 1024 : 16 * 1024;
-  std::vector<std::uint8_t> prefix;
-  prefix.reserve(limit);
-  ZstdStreamDecoder decoder(e.content_size, member_label(i));
-  for (std::size_t at = 0; at < stored.size && prefix.size() < limit; at += kPiece) {
-    decoder.feed(ByteView(stored.data + at, std::min(kPiece, stored.size - at)), [&](ByteView out) {
-      std::size_t take = std::min(out.size, limit - prefix.size());
-      prefix.insert(prefix.end(), out.data, out.data + take);
-    });
-  }
+  std::vector<std::uint8_t> prefix = zstd_decompress_prefix(stored, e.content_size, limit, member_label(i));
   if (auto p = format::nested_archive_problem(e.path, ByteView(prefix)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
   return prefix;
 }
@@ -733,12 +773,9 @@ void ArchiveReader::verify_all(unsigned threads, bool deep, const ProgressFn& pr
     if (deep) {
       verify_member_deep(i);
     } else {
+      // Without decompressing, a compressed member's frame is still checked against the index (a
+      // code member's was, when check_archive_semantics read it).
       verify_member(i);
-      // Without decompressing, the frame's header is still checked against the index (a code
-      // member's was, on the copy check_archive_semantics read it from).
-      if (e.compression == format::Compression::zstd && e.role != format::Role::code) {
-        check_zstd_frame(unchecked_stored_bytes(i), e.content_size, member_label(i));
-      }
     }
     std::uint64_t now = done.fetch_add(e.stored_size) + e.stored_size;
     if (progress) progress(now, total);

@@ -17,6 +17,7 @@
 
 #include "core/bytes.hpp"
 #include "core/format.hpp"
+#include "core/held_bytes.hpp"
 #include "core/kernel_table.hpp"
 #include "core/manifest.hpp"
 #include "core/once.hpp"
@@ -108,8 +109,23 @@ class ArchiveReader {
   bool authenticated() const { return authenticated_; }
   const TrustReport& trust_report() const { return trust_report_; }
 
-  // Checks one member's stored bytes against the index (once; later calls are free).
+  // Checks one member's stored bytes against the index, and a compressed member's zstd frame
+  // (FORMAT.md §4, all but the content digest), once: later calls are free. Hashes the member
+  // where it lies in the file (verify_member_in_place).
   void verify_member(std::size_t i) const;
+  // Full verification's reading of member i: its stored digest checked (and flagged) while only
+  // some of its bytes are copied privately into `held` (its first `head` and last `tail` bytes,
+  // and a compressed member's zstd frame header and block headers) and the rest is hashed where it
+  // lies in the file, never parsed; the padding after it is checked too. Whatever is parsed later
+  // is read from `held`, so it is what was hashed. A member of at most head + tail bytes is held
+  // whole. Returns whether a compressed member's frame was checked from the held bytes
+  // (check_zstd_frame_held); where it returns false, that is the caller's, on a whole copy.
+  bool verify_member_in_place(std::size_t i, std::size_t head, std::size_t tail, HeldBytes& held) const;
+  // What verify_member holds of a member: enough for the largest zstd frame header.
+  static constexpr std::size_t kHeldFrameHeader = 32;
+  // The most block headers verify_member_in_place holds of a frame (27 bytes each, spans and
+  // copies): 8 GiB of content in zstd's 128 KiB blocks. A frame of more is checked unwalked.
+  static constexpr std::size_t kMaxHeldBlocks = 65536;
   // Returns one member's content: stored bytes copied out of the file, their SHA-256
   // checked, decompressed within the bound, and the content's SHA-256 checked. The copy
   // comes first so that a file changed underneath cannot swap bytes after the check.

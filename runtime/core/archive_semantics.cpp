@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "core/archive_reader.hpp"
 #include "core/compress.hpp"
@@ -17,6 +18,29 @@ std::vector<std::uint8_t> complete_lines(std::vector<std::uint8_t> prefix, std::
   if (prefix.size() >= content_size) return prefix;
   auto last = std::find(prefix.rbegin(), prefix.rend(), std::uint8_t{'\n'});
   prefix.resize(static_cast<std::size_t>(prefix.rend() - last));
+  return prefix;
+}
+
+// What a full verification holds of a code member to tell it (verify_member_in_place): a cubin's
+// header, section names and ptxas note lie in its first bytes and its section table in its last
+// ones; a compressed PTX member's first block, which kiln's writer makes of its first 4 KiB of
+// content, lies in its frame's first bytes. The rest is hashed where it lies.
+constexpr std::size_t kHeldCodeHead = 8192;
+constexpr std::size_t kHeldCodeTail = 8192;
+
+// A compressed PTX member's first lines, decoded from the held first bytes of its frame (checked
+// against the index with it): nothing where those bytes do not hold them, or where the
+// directives are not in the first block; the caller then reads the member as a whole.
+std::optional<std::vector<std::uint8_t>> held_ptx_prefix(const ArchiveReader& archive, const format::Entry& e,
+                                                         const HeldBytes& held) {
+  const std::string label = archive.name() + ": member '" + e.path + "'";  // as the reader names it
+  std::vector<std::uint8_t> prefix = zstd_decompress_prefix(held.head(), e.content_size, kZstdFirstBlock, label);
+  if (prefix.size() < std::min<std::uint64_t>(kZstdFirstBlock, e.content_size)) return std::nullopt;
+  if (auto p = format::nested_archive_problem(e.path, ByteView(prefix)); !p.empty()) fail(Errc::malformed, archive.name() + ": " + p);
+  prefix = complete_lines(std::move(prefix), e.content_size);
+  if (prefix.size() < e.content_size && (!has_ptx_directives(ByteView(prefix)) || has_binary_code_magic(ByteView(prefix)))) {
+    return std::nullopt;
+  }
   return prefix;
 }
 
@@ -201,10 +225,45 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     // the signed index and their content's own digest left to --deep, as the format's levels
     // say (FORMAT.md §8).
     thread_local std::vector<std::uint8_t> buffer, stored;
+    thread_local HeldBytes held_bytes;
     constexpr std::size_t kKeptBuffer = 8u << 20;
+    const std::string what = "member '" + e.path + "'";
+    auto refused = [&](const Failure& error) {
+      fail(Errc::integrity, where + error.what() + " (indexed as " + format::code_kind_name(e.kind) + " for " + e.arch + ")");
+    };
+    // Most code is told from a few of its bytes: those are held privately, and the rest of the
+    // member is only hashed where it lies in the file (ArchiveReader::verify_member_in_place). A
+    // member whose telling needs bytes that were not held is read again, whole, below.
+    const bool ptx_frame = e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd;
+    const bool raw_elf = (e.kind == format::CodeKind::cubin || e.kind == format::CodeKind::amdgpu_elf) &&
+                         e.compression == format::Compression::none;
+    if ((ptx_frame || raw_elf) && archive.verify_member_in_place(i, kHeldCodeHead, kHeldCodeTail, held_bytes)) {
+      std::optional<CodeObjectInfo> info;
+      if (ptx_frame) {
+        if (std::optional<std::vector<std::uint8_t>> prefix = held_ptx_prefix(archive, e, held_bytes)) {
+          try {
+            info = inspect_code_object(ByteView(*prefix), what);
+          } catch (const Failure& error) {
+            refused(error);
+          }
+        }
+      } else {
+        if (auto p = format::nested_archive_problem(e.path, held_bytes.head()); !p.empty()) fail(Errc::malformed, archive.name() + ": " + p);
+        try {
+          info = inspect_held_code_object(held_bytes, what);
+        } catch (const Failure& error) {
+          refused(error);
+        }
+      }
+      if (info) {
+        if (std::string p = code_entry_problem(e, *info); !p.empty()) fail(Errc::integrity, where + p);
+        infos[i] = std::move(*info);
+        return;
+      }
+    }
     std::vector<std::uint8_t> prefix;
     ByteView bytes;
-    if (e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd) {
+    if (ptx_frame) {
       prefix = complete_lines(archive.read_member_prefix(i, kZstdFirstBlock, stored), e.content_size);
       if (prefix.size() < e.content_size && !has_ptx_directives(ByteView(prefix))) {
         prefix = complete_lines(archive.read_member_prefix(i, kPtxDirectivesWithin, stored), e.content_size);
@@ -215,9 +274,9 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
       bytes = archive.decode_member_into(i, buffer, stored);
     }
     try {
-      infos[i] = inspect_code_object(bytes, "member '" + e.path + "'");
+      infos[i] = inspect_code_object(bytes, what);
     } catch (const Failure& error) {
-      fail(Errc::integrity, where + error.what() + " (indexed as " + format::code_kind_name(e.kind) + " for " + e.arch + ")");
+      refused(error);
     }
     // A buffer grown for an unusually large member is not kept for the thread's lifetime.
     if (buffer.capacity() > kKeptBuffer) std::vector<std::uint8_t>().swap(buffer);

@@ -32,6 +32,22 @@ CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what) {
   fail(Errc::code_object, what + ": not a cubin, PTX, fatbin, AMDGPU code object or offload bundle");
 }
 
+std::optional<CodeObjectInfo> inspect_held_code_object(const HeldBytes& bytes, const std::string& what) {
+  // Only the ELF kinds are told from a few places of the file (the header; a cubin's section table,
+  // section names and ptxas note); fatbins, offload bundles and PTX are read whole.
+  ByteView first = bytes.head();
+  if (first.size == bytes.size()) return inspect_code_object(first, what);  // held whole
+  if (first.size < 64 || !elf64::has_magic(first)) return std::nullopt;
+  elf64::Header h = elf64::read_header(first, what);
+  try {
+    if (h.machine == elf64::kMachineCuda) return inspect_cubin(bytes, what);
+  } catch (const NotHeld&) {
+    return std::nullopt;
+  }
+  if (h.machine == elf64::kMachineAmdgpu) return inspect_amdgpu_elf(first, what);  // its header alone
+  fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is neither EM_CUDA nor EM_AMDGPU");
+}
+
 bool target_claim_matches(const std::string& claimed, const CodeObjectInfo& info) {
   for (const std::string& t : info.targets) {
     if (t == claimed) return true;

@@ -3,11 +3,13 @@
 // and verified members at run time; they are bounds-checked either way.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/bytes.hpp"
 #include "core/format.hpp"
+#include "core/held_bytes.hpp"
 
 namespace kiln {
 
@@ -31,8 +33,14 @@ bool has_binary_code_magic(ByteView bytes);
 // naming `what` when the bytes are not a code object kiln understands.
 CodeObjectInfo inspect_code_object(ByteView bytes, const std::string& what);
 
+// The same for a member of which only some bytes are held (its first bytes among them): the
+// same answer or the same refusal as inspect_code_object would give on the whole member, or
+// nothing where the bytes it needs are not all held (then ask inspect_code_object).
+std::optional<CodeObjectInfo> inspect_held_code_object(const HeldBytes& bytes, const std::string& what);
+
 // Backend-specific readers, used by inspect_code_object.
 CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what);
+CodeObjectInfo inspect_cubin(const HeldBytes& bytes, const std::string& what);  // throws NotHeld
 CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what);

@@ -62,14 +62,11 @@ std::size_t ZstdCompressor::compress(ByteView content, int level, std::vector<st
   return dst.pos;
 }
 
-void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what) {
-  std::size_t frame = ZSTD_findFrameCompressedSize(stored.data, stored.size);
-  if (ZSTD_isError(frame)) fail(Errc::malformed, what + ": not a valid zstd frame");
-  if (frame != stored.size) fail(Errc::malformed, what + ": bytes follow the zstd frame; exactly one frame is allowed");
-  ZSTD_frameHeader header{};
-  if (ZSTD_getFrameHeader(&header, stored.data, stored.size) != 0 || header.frameType != ZSTD_frame) {
-    fail(Errc::malformed, what + ": not a zstd data frame");
-  }
+namespace {
+
+// The header's rules (FORMAT.md §4), on a header zstd has read from signed bytes.
+void check_frame_header(const ZSTD_frameHeader& header, std::uint64_t content_size, const std::string& what) {
+  if (header.frameType != ZSTD_frame) fail(Errc::malformed, what + ": not a zstd data frame");
   if (header.frameContentSize == ZSTD_CONTENTSIZE_UNKNOWN) {
     fail(Errc::malformed, what + ": the zstd frame does not declare its content size");
   }
@@ -84,6 +81,47 @@ void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::st
     fail(Errc::limit, what + ": the zstd frame needs a " + std::to_string(header.windowSize) +
                           "-byte window, over the format's limit of 2^" + std::to_string(kMaxWindowLog));
   }
+}
+
+}  // namespace
+
+void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what) {
+  std::size_t frame = ZSTD_findFrameCompressedSize(stored.data, stored.size);
+  if (ZSTD_isError(frame)) fail(Errc::malformed, what + ": not a valid zstd frame");
+  if (frame != stored.size) fail(Errc::malformed, what + ": bytes follow the zstd frame; exactly one frame is allowed");
+  ZSTD_frameHeader header{};
+  if (ZSTD_getFrameHeader(&header, stored.data, stored.size) != 0) fail(Errc::malformed, what + ": not a zstd data frame");
+  check_frame_header(header, content_size, what);
+}
+
+bool check_zstd_frame_held(ByteView first, const ZstdLayout& layout, std::uint64_t stored_size, std::uint64_t content_size,
+                           const std::string& what) {
+  // Only a frame that check_zstd_frame would find exactly this way is judged here: the walk saw
+  // the header zstd sees and ended where the bytes end. Anything else is judged from a whole copy.
+  if (!layout.followed || layout.end != stored_size) return false;
+  ZSTD_frameHeader header{};
+  if (ZSTD_getFrameHeader(&header, first.data, first.size) != 0) return false;
+  if (header.headerSize != layout.header_size || (header.checksumFlag != 0) != layout.checksum) return false;
+  check_frame_header(header, content_size, what);
+  return true;
+}
+
+std::vector<std::uint8_t> zstd_decompress_prefix(ByteView stored, std::uint64_t content_size, std::size_t limit,
+                                                 const std::string& what) {
+  // Fed in small pieces, so that decoding stops about where the prefix is complete: zstd decodes a
+  // block only once all of it has come, so a piece much larger than the prefix could bring in a
+  // whole 128 KiB block beyond it.
+  const std::size_t kPiece = limit <= 8192 ? 1024 : 16 * 1024;
+  std::vector<std::uint8_t> prefix;
+  prefix.reserve(limit);
+  ZstdStreamDecoder decoder(content_size, what);
+  for (std::size_t at = 0; at < stored.size && prefix.size() < limit; at += kPiece) {
+    decoder.feed(ByteView(stored.data + at, std::min(kPiece, stored.size - at)), [&](ByteView out) {
+      std::size_t take = std::min(out.size, limit - prefix.size());
+      prefix.insert(prefix.end(), out.data, out.data + take);
+    });
+  }
+  return prefix;
 }
 
 namespace {

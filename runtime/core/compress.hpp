@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/bytes.hpp"
+#include "core/zstd_layout.hpp"
 
 namespace kiln {
 
@@ -41,6 +42,17 @@ class ZstdCompressor {
 // `stored`, its content size declared and equal to `content_size`, no dictionary, a window of
 // at most 2^27 bytes (FORMAT.md §4). Cheap; what verification without --deep checks.
 void check_zstd_frame(ByteView stored, std::uint64_t content_size, const std::string& what);
+// The same rules for a frame of `stored_size` bytes of which only the first bytes (`first`, at
+// least the header) and the block headers were held privately, walked into `layout`: refuses as
+// check_zstd_frame does and returns true, or returns false (nothing judged) where the walk does
+// not settle it the way zstd would (the caller then checks a whole copy with check_zstd_frame).
+bool check_zstd_frame_held(ByteView first, const ZstdLayout& layout, std::uint64_t stored_size, std::uint64_t content_size,
+                           const std::string& what);
+// The first `limit` bytes of the content of the frame whose first bytes are `stored` (the whole
+// frame, or any part of it from its start), or fewer where those bytes run out first: what telling
+// a member by its first bytes needs. The caller has checked the frame (check_zstd_frame or _held).
+std::vector<std::uint8_t> zstd_decompress_prefix(ByteView stored, std::uint64_t content_size, std::size_t limit,
+                                                 const std::string& what);
 
 // Decompresses exactly one frame into exactly `content_size` bytes. Refuses a frame whose
 // header declares another size, that would write more than content_size, that needs a

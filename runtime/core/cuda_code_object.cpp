@@ -28,8 +28,12 @@ std::string arch_from_tool_note(ByteView note) {
 
 }  // namespace
 
-CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
-  elf64::Header h = elf64::read_header(bytes, what);
+namespace {
+
+// `first`: the cubin's first bytes (at least its 64-byte header, or all it has), from `bytes`.
+template <typename Bytes>
+CodeObjectInfo inspect_cubin_in(const Bytes& bytes, ByteView first, const std::string& what) {
+  elf64::Header h = elf64::read_header(first, what);
   if (h.machine != elf64::kMachineCuda) fail(Errc::code_object, what + ": ELF machine " + std::to_string(h.machine) + " is not EM_CUDA (190)");
   // CUDA 13's ELF ABI (version 8 and up) moved the SM number from bits 0-7 to bits 8-15,
   // and the arch-specific 'a' flag from EF_CUDA_ACCELERATORS_V1 (0x800) to bit 3 (0x8).
@@ -37,7 +41,7 @@ CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
   // command line in .note.nv.tkinfo is read as well where it is present.
   bool v8 = h.abi_version >= 8;
   unsigned sm = v8 ? (h.flags >> 8) & 0xff : h.flags & 0xff;
-  if (sm < 10) fail(Errc::code_object, what + ": cubin e_flags 0x" + to_hex(bytes.data + 48, 4) + " name no SM");
+  if (sm < 10) fail(Errc::code_object, what + ": cubin e_flags 0x" + to_hex(first.data + 48, 4) + " name no SM");
   std::string arch = "sm_" + std::to_string(sm);
   if (h.flags & (v8 ? 0x8u : 0x800u)) arch += "a";
   std::string noted = arch_from_tool_note(elf64::find_section(bytes, h, ".note.nv.tkinfo", what));
@@ -54,6 +58,14 @@ CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) {
   info.targets.push_back(arch);
   info.detail = "cubin, ELF ABI v" + std::to_string(h.abi_version);
   return info;
+}
+
+}  // namespace
+
+CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) { return inspect_cubin_in(bytes, bytes, what); }
+
+CodeObjectInfo inspect_cubin(const HeldBytes& bytes, const std::string& what) {
+  return inspect_cubin_in(bytes, bytes.head(), what);
 }
 
 namespace {

@@ -24,7 +24,8 @@ Header read_header(ByteView bytes, const std::string& what) {
   return h;
 }
 
-ByteView find_section(ByteView bytes, const Header& h, const std::string& name, const std::string& what) {
+template <typename Bytes>
+ByteView find_section_in(const Bytes& bytes, const Header& h, const std::string& name, const std::string& what) {
   if (h.section_count == 0) return {};
   if (h.section_entry_size != 64 || h.section_names_index >= h.section_count) {
     fail(Errc::code_object, what + ": ELF section table is malformed");
@@ -56,6 +57,14 @@ ByteView find_section(ByteView bytes, const Header& h, const std::string& name, 
     if (strnlen(s, max) == name.size() && std::memcmp(s, name.data(), name.size()) == 0) return contents(sh);
   }
   return {};
+}
+
+ByteView find_section(ByteView bytes, const Header& h, const std::string& name, const std::string& what) {
+  return find_section_in(bytes, h, name, what);
+}
+
+ByteView find_section(const HeldBytes& bytes, const Header& h, const std::string& name, const std::string& what) {
+  return find_section_in(bytes, h, name, what);
 }
 
 }  // namespace kiln::elf64

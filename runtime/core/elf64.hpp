@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/bytes.hpp"
+#include "core/held_bytes.hpp"
 
 namespace kiln::elf64 {
 
@@ -28,5 +29,8 @@ bool has_magic(ByteView bytes);
 Header read_header(ByteView bytes, const std::string& what);
 // The bytes of the section called `name`, or an empty view if there is none.
 ByteView find_section(ByteView bytes, const Header& h, const std::string& name, const std::string& what);
+// The same in a member of which only some bytes are held: throws NotHeld where the section table,
+// the names or the section lie outside them.
+ByteView find_section(const HeldBytes& bytes, const Header& h, const std::string& name, const std::string& what);
 
 }  // namespace kiln::elf64
