@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/code_object.hpp"
+#include "core/held_bytes.hpp"
 #include "core/error.hpp"
 #include "test_support.hpp"
 
@@ -128,6 +129,65 @@ TEST(CudaCodeObjects, CubinFlagEncodingsOfBothElfAbis) {
   EXPECT_EQ(inspect_code_object(ByteView(triton), "c").targets.at(0), "sm_90a");
   std::vector<std::uint8_t> v8a = elf_header(190, 65, 8, 0x0600640a);  // bit 3: sm_100a in ABI v8
   EXPECT_EQ(inspect_code_object(ByteView(v8a), "d").targets.at(0), "sm_100a");
+}
+
+// A member of which the first `head` and last `tail` bytes are held, as a full verification holds it.
+HeldBytes held_ends(const std::vector<std::uint8_t>& bytes, std::size_t head, std::size_t tail) {
+  HeldBytes held;
+  held.reset(bytes.size());
+  std::memcpy(held.add(0, head), bytes.data(), head);
+  std::memcpy(held.add(bytes.size() - tail, tail), bytes.data() + bytes.size() - tail, tail);
+  return held;
+}
+
+TEST(HeldCodeObjects, ACubinToldFromItsEndsGetsTheWholeFilesAnswerOrNone) {
+  // The section table at the end, the note in the first bytes: told from 8 KiB at each end.
+  std::vector<std::uint8_t> cubin = test::synthetic_cubin(90, "sm_90a", 100000);
+  ASSERT_EQ(inspect_code_object(ByteView(cubin), "k.cubin").targets.at(0), "sm_90a");
+  std::optional<CodeObjectInfo> held = inspect_held_code_object(held_ends(cubin, 8192, 8192), "k.cubin");
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->targets.at(0), "sm_90a");
+  EXPECT_EQ(held->detail, "cubin, ELF ABI v8");
+  // The table 20 KiB before the end: not held, so no answer (the caller reads the whole member).
+  std::vector<std::uint8_t> between = test::synthetic_cubin(90, "sm_90a", 100000, 20000);
+  ASSERT_EQ(inspect_code_object(ByteView(between), "k.cubin").targets.at(0), "sm_90a");
+  EXPECT_FALSE(inspect_held_code_object(held_ends(between, 8192, 8192), "k.cubin").has_value());
+  // A note that contradicts e_flags: the same refusal from the ends as from the whole.
+  std::vector<std::uint8_t> lying = test::synthetic_cubin(90, "sm_80", 100000);
+  std::string whole, ends;
+  try {
+    inspect_code_object(ByteView(lying), "k.cubin");
+  } catch (const Failure& e) {
+    whole = e.what();
+  }
+  try {
+    inspect_held_code_object(held_ends(lying, 8192, 8192), "k.cubin");
+  } catch (const Failure& e) {
+    ends = e.what();
+  }
+  EXPECT_EQ(whole, "k.cubin: e_flags say sm_90 but the ptxas note says sm_80");
+  EXPECT_EQ(ends, whole);
+  // A table said to lie past the file's end is the whole file's refusal too, not "not held".
+  std::vector<std::uint8_t> past = cubin;
+  past[40 + 2] = 0x7f;  // e_shoff far beyond the member
+  EXPECT_THROW(inspect_code_object(ByteView(past), "k.cubin"), Failure);
+  EXPECT_THROW(inspect_held_code_object(held_ends(past, 8192, 8192), "k.cubin"), Failure);
+}
+
+TEST(HeldCodeObjects, HeldBytesServeOnlyWhatWasCopied) {
+  std::vector<std::uint8_t> bytes(1000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i);
+  HeldBytes held = held_ends(bytes, 100, 50);
+  EXPECT_EQ(held.sub(10, 20).data[0], 10);
+  EXPECT_EQ(held.sub(950, 50).data[49], static_cast<std::uint8_t>(999));
+  EXPECT_THROW(held.sub(90, 20), NotHeld);   // runs past the head
+  EXPECT_THROW(held.sub(500, 1), NotHeld);   // between
+  EXPECT_THROW(held.sub(990, 20), Failure);  // past the member's end: a refusal, as for the whole member
+  try {
+    held.sub(990, 20);
+  } catch (const Failure& e) {
+    EXPECT_STREQ(e.what(), "range [990, +20) lies outside 1000 bytes");
+  }
 }
 
 }  // namespace

@@ -4,9 +4,13 @@
 // zstd rules of FORMAT.md §4 hold without --deep.
 #include <gtest/gtest.h>
 
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
 #include "core/archive_semantics.hpp"
 #include "core/bytes.hpp"
 #include "core/compress.hpp"
+#include "core/zstd_layout.hpp"
 #include "core/error.hpp"
 #include "core/kernel_table.hpp"
 #include "engine/archive.hpp"
@@ -287,6 +291,93 @@ TEST(ZstdWriter, AFramesFirstBlockHoldsExactlyTheFirstFourKibOfContent) {
   // Small content is one block, as before.
   std::vector<std::uint8_t> small(content.begin(), content.begin() + 1000);
   EXPECT_EQ(zstd_decompress_exact(ByteView(zstd_compress(ByteView(small), 9)), small.size(), "small"), small);
+}
+
+// The walk a full verification makes of a frame's headers while it hashes the member where it lies.
+ZstdLayout walk(const std::vector<std::uint8_t>& frame, std::size_t max_blocks = 1000) {
+  return walk_zstd_frame(frame.size(), ByteView(frame.data(), std::min<std::size_t>(frame.size(), 18)), max_blocks,
+                         [&](std::uint64_t at) { return std::uint32_t{frame[at]} | frame[at + 1] << 8 | frame[at + 2] << 16; });
+}
+
+TEST(ZstdLayout, AWalkEndsWhereZstdSaysTheFrameEndsOrIsNotFollowed) {
+  std::string text;
+  for (int i = 0; text.size() < 600000; ++i) text += "line " + std::to_string(i * 7919 % 100000) + " of a member\n";
+  std::vector<std::uint8_t> frame = zstd_compress(ByteView(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), 3);
+  ZstdLayout layout = walk(frame);
+  ASSERT_TRUE(layout.followed);
+  EXPECT_EQ(layout.end, frame.size());
+  EXPECT_EQ(layout.end, ZSTD_findFrameCompressedSize(frame.data(), frame.size()));
+  EXPECT_FALSE(walk(frame, 2).followed) << "more block headers than allowed: not followed";
+  // Two frames: the walk ends where the first does.
+  std::vector<std::uint8_t> two = frame;
+  two.insert(two.end(), frame.begin(), frame.end());
+  ASSERT_TRUE(walk(two).followed);
+  EXPECT_EQ(walk(two).end, frame.size());
+  // Cut short, or a block of the reserved type: not followed.
+  EXPECT_FALSE(walk(std::vector<std::uint8_t>(frame.begin(), frame.end() - 1)).followed);
+  std::vector<std::uint8_t> reserved = frame;
+  reserved[layout.header_size] |= 0x06;
+  EXPECT_FALSE(walk(reserved).followed);
+  // A frame with zstd's content checksum ends 4 bytes after its last block, as zstd says.
+  std::vector<std::uint8_t> checked(ZSTD_compressBound(text.size()));
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  checked.resize(ZSTD_compress2(cctx, checked.data(), checked.size(), text.data(), text.size()));
+  ZSTD_freeCCtx(cctx);
+  ASSERT_TRUE(walk(checked).followed);
+  EXPECT_TRUE(walk(checked).checksum);
+  EXPECT_EQ(walk(checked).end, ZSTD_findFrameCompressedSize(checked.data(), checked.size()));
+  // A skippable frame is not a data frame.
+  std::vector<std::uint8_t> skippable = {0x50, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, 1, 2, 3, 4};
+  EXPECT_FALSE(walk(skippable).followed);
+}
+
+TEST_F(Semantic, ACubinIsJudgedFromItsEndsOrWholeAndEveryByteOfItCounts) {
+  for (std::size_t table_after : {std::size_t{0}, std::size_t{20000}}) {
+    SCOPED_TRACE(table_after == 0 ? "section table in the last 8 KiB" : "section table between the held ends");
+    MemberInput cubin;
+    cubin.path = "k.cubin";
+    cubin.role = format::Role::code;
+    cubin.backend = format::Vendor::cuda;
+    cubin.kind = format::CodeKind::cubin;
+    cubin.arch = "sm_90a";
+    cubin.content = test::synthetic_cubin(90, "sm_90a", 100000, table_after);
+    test::RawArchive raw = with_manifest(manifest_with("sources = [\"src/add.cu\"]\ncode = [{ arch = \"sm_90a\", file = \"k.cubin\" }]\n"), false, {cubin});
+    const std::size_t i = position(raw, "k.cubin");
+    EXPECT_NO_THROW(open_trusted(test::assemble(raw))->verify_all(1, false, nullptr));
+    // A byte in the middle, hashed where it lies and never copied: refused by its digest.
+    test::RawArchive changed = raw;
+    changed.stored[i][50000] ^= 1;
+    expect_refused(changed, Errc::integrity, "member 'k.cubin': stored bytes do not match the index");
+    // The index tagging the bytes as another target: what the held bytes (or the whole copy) say counts.
+    test::RawArchive mistagged = raw;
+    mistagged.index.entries[i].arch = "sm_90";
+    expect_refused(mistagged, Errc::integrity,
+                   "member 'k.cubin' is indexed as cuda cubin for sm_90 but its bytes are cuda cubin for sm_90a");
+  }
+}
+
+TEST_F(Semantic, EveryCompressedMembersFrameIsCheckedWithoutDeep) {
+  // A source and a PTX code member, each two frames back to back: the walk ends at the first
+  // frame's end, before the member's, and zstd then refuses it as it always did.
+  for (const char* path : {"src/add.cu", "k.ptx"}) {
+    SCOPED_TRACE(path);
+    test::RawArchive raw = base();
+    std::size_t i = position(raw, path);
+    std::vector<std::uint8_t> content = raw.stored[i];
+    std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
+    std::vector<std::uint8_t> two = frame;
+    two.insert(two.end(), frame.begin(), frame.end());
+    replace_with_frame(raw, i, two, content);
+    expect_refused(raw, Errc::malformed, "member '" + std::string(path) + "': bytes follow the zstd frame; exactly one frame is allowed");
+    // One frame whose header declares another content size: refused from the held header.
+    test::RawArchive lying = base();
+    replace_with_frame(lying, i, frame, content);
+    lying.index.entries[i].content_size = content.size() + 1;
+    expect_refused(lying, Errc::malformed,
+                   "the zstd frame declares " + std::to_string(content.size()) + " bytes but the index says " +
+                       std::to_string(content.size() + 1));
+  }
 }
 
 // A frame header (magic, descriptor, window descriptor, 8-byte content size) followed by the

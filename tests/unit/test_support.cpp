@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -33,6 +34,47 @@ std::string small_manifest(const PackageIdentity& id, const std::string& code_pa
   for (const std::string& f : extra_files) m << ", \"" << f << "\"";
   m << "]\n";
   return m.str();
+}
+
+std::vector<std::uint8_t> synthetic_cubin(unsigned sm, const std::string& noted_arch, std::size_t filler,
+                                          std::size_t table_after) {
+  auto put = [](std::vector<std::uint8_t>& b, std::size_t at, std::uint64_t v, int n) {
+    for (int k = 0; k < n; ++k) b[at + k] = static_cast<std::uint8_t>(v >> (8 * k));
+  };
+  const std::string names = std::string("\0.shstrtab\0.note.nv.tkinfo\0", 27);
+  const std::string note = "-arch " + noted_arch + " -m64 --generate-line-info";
+  std::vector<std::uint8_t> b(64);
+  const std::size_t names_at = b.size();
+  b.insert(b.end(), names.begin(), names.end());
+  const std::size_t note_at = b.size();
+  b.insert(b.end(), note.begin(), note.end());
+  b.resize(b.size() + filler, 0x5a);
+  const std::size_t table_at = (b.size() + 63) / 64 * 64;
+  b.resize(table_at + 3 * 64, 0);
+  b.resize(b.size() + table_after, 0xa5);
+  std::memcpy(b.data(), "\x7f" "ELF", 4);
+  b[4] = 2;       // 64-bit
+  b[5] = 1;       // little-endian
+  b[6] = 1;
+  b[7] = 65;      // ELFOSABI_CUDA
+  b[8] = 8;       // ELF ABI v8: the SM in bits 8-15
+  put(b, 16, 2, 2);    // ET_EXEC
+  put(b, 18, 190, 2);  // EM_CUDA
+  put(b, 40, table_at, 8);
+  put(b, 48, static_cast<std::uint64_t>(sm) << 8, 4);
+  put(b, 58, 64, 2);
+  put(b, 60, 3, 2);  // null, .shstrtab, .note.nv.tkinfo
+  put(b, 62, 1, 2);
+  auto section = [&](int i, std::uint32_t name, std::uint32_t type, std::size_t offset, std::size_t size) {
+    const std::size_t h = table_at + 64 * static_cast<std::size_t>(i);
+    put(b, h, name, 4);
+    put(b, h + 4, type, 4);
+    put(b, h + 24, offset, 8);
+    put(b, h + 32, size, 8);
+  };
+  section(1, 1, 3, names_at, names.size());  // SHT_STRTAB
+  section(2, 11, 7, note_at, note.size());   // SHT_NOTE
+  return b;
 }
 
 std::string small_ptx(const std::string& target) {

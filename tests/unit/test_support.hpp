@@ -31,6 +31,13 @@ PackageIdentity default_identity();
 // A small PTX file (real syntax, made up here, so tests need no nvcc).
 std::string small_ptx(const std::string& target = "sm_90");
 
+// A cubin as nvcc lays one out, made up here: the ELF header (EM_CUDA, ELF ABI v8, e_flags
+// naming sm_<sm>), section names and a .note.nv.tkinfo whose ptxas command line says `noted_arch`
+// in its first bytes, `filler` bytes of code, and the section table after them (at the end), or,
+// with `table_after` > 0, that many filler bytes after the table (so the table lies in between).
+std::vector<std::uint8_t> synthetic_cubin(unsigned sm, const std::string& noted_arch, std::size_t filler,
+                                          std::size_t table_after = 0);
+
 // Members of a small archive: kiln.toml, one PTX code member, a source and a test blob.
 std::vector<MemberInput> small_members(const PackageIdentity& id);
 // small_members plus `extra` (stored with role meta), each named under [files] extra in a
