@@ -21,12 +21,15 @@ std::vector<std::uint8_t> complete_lines(std::vector<std::uint8_t> prefix, std::
   return prefix;
 }
 
-// What a full verification holds of a code member to tell it (verify_member_in_place): a cubin's
-// header, section names and ptxas note lie in its first bytes and its section table in its last
-// ones; a compressed PTX member's first block, which kiln's writer makes of its first 4 KiB of
-// content, lies in its frame's first bytes. The rest is hashed where it lies.
-constexpr std::size_t kHeldCodeHead = 8192;
-constexpr std::size_t kHeldCodeTail = 8192;
+// What a full verification holds of a code member to tell it (verify_member_in_place); the rest
+// is hashed where it lies. A cubin's header, section names and ptxas note lie in its first bytes
+// and its section table in its last ones (nvcc's and Triton's cubins: within 2 KiB of either end
+// for a kernel or a few; a table of more than about 60 sections is read whole, as before). A
+// compressed PTX member's first block, which kiln's writer makes of its first 4 KiB of content,
+// lies in its frame's first bytes (at most 4 KiB and the block's and frame's headers).
+constexpr std::size_t kHeldElfHead = 4096;
+constexpr std::size_t kHeldElfTail = 4096;
+constexpr std::size_t kHeldFrameHead = 8192;
 
 // A compressed PTX member's first lines, decoded from the held first bytes of its frame (checked
 // against the index with it): nothing where those bytes do not hold them, or where the
@@ -237,7 +240,7 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     const bool ptx_frame = e.kind == format::CodeKind::ptx && e.compression == format::Compression::zstd;
     const bool raw_elf = (e.kind == format::CodeKind::cubin || e.kind == format::CodeKind::amdgpu_elf) &&
                          e.compression == format::Compression::none;
-    if ((ptx_frame || raw_elf) && archive.verify_member_in_place(i, kHeldCodeHead, kHeldCodeTail, held_bytes)) {
+    if ((ptx_frame || raw_elf) && archive.verify_member_in_place(i, ptx_frame ? kHeldFrameHead : kHeldElfHead, kHeldElfTail, held_bytes)) {
       std::optional<CodeObjectInfo> info;
       if (ptx_frame) {
         if (std::optional<std::vector<std::uint8_t>> prefix = held_ptx_prefix(archive, e, held_bytes)) {
