@@ -504,6 +504,7 @@ void ArchiveReader::verify_member(std::size_t i) const {
 
 bool ArchiveReader::verify_member_in_place(std::size_t i, std::size_t head, std::size_t tail, HeldBytes& held) const {
   const format::EntryView e = entry_view(i);
+  require_within_limit(i);
   require_present(i);
   const std::uint64_t size = e.stored_size;
   const std::uint64_t end = e.offset + size;

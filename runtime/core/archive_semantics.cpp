@@ -32,10 +32,13 @@ constexpr std::size_t kHeldElfTail = 4096;
 constexpr std::size_t kHeldFrameHead = 8192;
 
 // A compressed PTX member's first lines, decoded from the held first bytes of its frame (checked
-// against the index with it): nothing where those bytes do not hold them, or where the
-// directives are not in the first block; the caller then reads the member as a whole.
+// against the index with it): nothing where those bytes do not hold them, where the directives
+// are not in the first block, or where the first block is the whole content (whose digest a
+// whole read checks); the caller then reads the member as a whole.
 std::optional<std::vector<std::uint8_t>> held_ptx_prefix(const ArchiveReader& archive, const format::Entry& e,
                                                          const HeldBytes& held) {
+  // A member of no more than the first block is read whole, its content digest checked, as before.
+  if (e.content_size <= kZstdFirstBlock) return std::nullopt;
   const std::string label = archive.name() + ": member '" + e.path + "'";  // as the reader names it
   std::vector<std::uint8_t> prefix = zstd_decompress_prefix(held.head(), e.content_size, kZstdFirstBlock, label);
   if (prefix.size() < std::min<std::uint64_t>(kZstdFirstBlock, e.content_size)) return std::nullopt;
