@@ -5,6 +5,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "sigbus_guard.hpp"
 
 namespace {
 
@@ -21,6 +22,7 @@ const char* kExitCodes =
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::cli::guard_against_truncated_mappings();
   CLI::App app{"kiln: seal GPU kernels into signed archives, verify them, and inspect them"};
   app.footer(kExitCodes);
   app.require_subcommand(1);
