@@ -703,16 +703,23 @@ std::vector<std::uint8_t> ArchiveReader::read_member_prefix(std::size_t i, std::
 
 void ArchiveReader::verify_member_deep(std::size_t i) const {
   const format::EntryView e = entry_view(i);
-  require_within_limit(i);
-  require_present(i);
-  // One pass, one private copy of each piece: the stored digest, the zstd frame and the content
-  // digest all see the same bytes, and memory stays one piece plus zstd's window (FORMAT.md §4).
+  // First the stored bytes against their signed digest, hashed where they lie (a frame's header
+  // and block headers checked from private copies): zstd never decodes a member whose stored
+  // bytes do not match the index. A raw member's content is its stored bytes: nothing more to do.
+  thread_local HeldBytes held;
+  const bool zstd = e.compression == format::Compression::zstd;
+  const bool frame_checked = verify_member_in_place(i, kHeldFrameHeader, 0, held);
+  if (!zstd) {
+    if (auto p = format::nested_archive_problem(e.path, held.head()); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+    return;
+  }
+  if (!frame_checked) check_zstd_frame(unchecked_stored_bytes(i), e.content_size, member_label(i));
+  // Then the content, decoded from private copies of 1 MiB pieces: memory stays one piece plus
+  // zstd's window (FORMAT.md §4). These are read again from the file; a writer changing it between
+  // the two reads gives zstd changed bytes, which the content digest below refuses.
   constexpr std::uint64_t kPiece = 1u << 20;
-  bool zstd = e.compression == format::Compression::zstd;
-  if (zstd) check_zstd_frame(unchecked_stored_bytes(i), e.content_size, member_label(i));
-  Sha256Stream stored_hash, content_hash;
-  std::optional<ZstdStreamDecoder> decoder;
-  if (zstd) decoder.emplace(e.content_size, member_label(i));
+  Sha256Stream content_hash;
+  ZstdStreamDecoder decoder(e.content_size, member_label(i));
   std::vector<std::uint8_t> first_bytes;  // enough to tell a nested archive by its magic
   auto to_content = [&](ByteView out) {
     content_hash.update(out.data, out.size);
@@ -721,25 +728,15 @@ void ArchiveReader::verify_member_deep(std::size_t i) const {
   };
   for (std::uint64_t done = 0; done < e.stored_size; done += kPiece) {
     std::vector<std::uint8_t> piece = copy_out(e.offset + done, std::min(kPiece, e.stored_size - done));
-    stored_hash.update(piece.data(), piece.size());
-    if (decoder) decoder->feed(ByteView(piece), to_content);
-    else if (done == 0) to_content(ByteView(piece));
+    decoder.feed(ByteView(piece), to_content);
   }
-  Sha256 stored = stored_hash.finish();
-  if (stored != e.stored_sha256) {
-    fail(Errc::integrity, member_label(i) + ": stored bytes do not match the index (expected sha256:" +
-                              sha256_hex(e.stored_sha256) + ", found sha256:" + sha256_hex(stored) + ")");
-  }
-  if (decoder) {
-    decoder->finish();
-    Sha256 content = content_hash.finish();
-    if (content != e.content_sha256) {
-      fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
-                                sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content) + ")");
-    }
+  decoder.finish();
+  Sha256 content = content_hash.finish();
+  if (content != e.content_sha256) {
+    fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
+                              sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content) + ")");
   }
   if (auto p = format::nested_archive_problem(e.path, ByteView(first_bytes)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
-  checked_flags(i).fetch_or(kStoredChecked, std::memory_order_acq_rel);
 }
 
 void ArchiveReader::verify_all(unsigned threads, bool deep, const ProgressFn& progress) const {

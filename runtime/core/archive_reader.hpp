@@ -147,7 +147,9 @@ class ArchiveReader {
   // A compressed member's stored bytes go through `stored` (grown when smaller, never shrunk), as
   // decode_member_into's do: one buffer per reading thread instead of a zeroed one per member.
   std::vector<std::uint8_t> read_member_prefix(std::size_t i, std::size_t limit, std::vector<std::uint8_t>& stored) const;
-  // Checks one member's stored and content digests in one streaming pass (verify_all's deep level).
+  // Checks one member's stored digest (verify_member's way), then, only if it matched, decodes a
+  // compressed member from private 1 MiB pieces and checks its content digest (verify_all's deep
+  // level): zstd sees no byte of a member whose stored digest does not match.
   void verify_member_deep(std::size_t i) const;
 
   // Verifies every member's stored digest and zstd frame header, that all padding is zero,
