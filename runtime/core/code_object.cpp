@@ -40,7 +40,7 @@ std::optional<CodeObjectInfo> inspect_held_code_object(const HeldBytes& bytes, c
   if (first.size < 64 || !elf64::has_magic(first)) return std::nullopt;
   elf64::Header h = elf64::read_header(first, what);
   try {
-    if (h.machine == elf64::kMachineCuda) return inspect_cubin(bytes, what);
+    if (h.machine == elf64::kMachineCuda) return inspect_held_cubin(bytes, what);
   } catch (const NotHeld&) {
     return std::nullopt;
   }

@@ -40,7 +40,7 @@ std::optional<CodeObjectInfo> inspect_held_code_object(const HeldBytes& bytes, c
 
 // Backend-specific readers, used by inspect_code_object.
 CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what);
-CodeObjectInfo inspect_cubin(const HeldBytes& bytes, const std::string& what);  // throws NotHeld
+CodeObjectInfo inspect_held_cubin(const HeldBytes& bytes, const std::string& what);  // throws NotHeld
 CodeObjectInfo inspect_ptx(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_fatbin(ByteView bytes, const std::string& what);
 CodeObjectInfo inspect_amdgpu_elf(ByteView bytes, const std::string& what);

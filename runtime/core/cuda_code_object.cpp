@@ -64,7 +64,7 @@ CodeObjectInfo inspect_cubin_in(const Bytes& bytes, ByteView first, const std::s
 
 CodeObjectInfo inspect_cubin(ByteView bytes, const std::string& what) { return inspect_cubin_in(bytes, bytes, what); }
 
-CodeObjectInfo inspect_cubin(const HeldBytes& bytes, const std::string& what) {
+CodeObjectInfo inspect_held_cubin(const HeldBytes& bytes, const std::string& what) {
   return inspect_cubin_in(bytes, bytes.head(), what);
 }
 
