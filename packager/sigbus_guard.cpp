@@ -32,7 +32,8 @@ void guard_against_truncated_mappings() {
   struct sigaction action;
   std::memset(&action, 0, sizeof action);
   action.sa_sigaction = on_sigbus;
-  action.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  // Not SA_RESETHAND: with -j threads, several may fault at once, and each must take this path.
+  action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGBUS, &action, nullptr);
 }
