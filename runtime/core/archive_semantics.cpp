@@ -225,7 +225,9 @@ void check_archive_semantics(const ArchiveReader& archive, unsigned threads) {
     // PTX is told by its directives, in its first 64 KiB (inspect_ptx reads no further): a
     // compressed PTX member is decompressed to its first 4 KiB, where compilers write them (and
     // which kiln's writer makes a zstd block of their own), and to 64 KiB only when they are not
-    // there. Anything else, or PTX whose first bytes are another format's magic, is read whole.
+    // there. A raw cubin or AMDGPU ELF is told from its held ends (below). Anything else (a
+    // fatbin, an offload bundle, compressed machine code, a cubin whose section table lies beyond
+    // its held ends), or PTX whose first bytes are another format's magic, is read whole.
     // Whole members are decoded through two buffers per thread (thousands of cubins are
     // otherwise as many allocations of fresh, zeroed pages), their stored bytes checked against
     // the signed index and their content's own digest left to --deep, as the format's levels
