@@ -11,8 +11,8 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/held_bytes.hpp"
-#include "core/zstd_layout.hpp"
 #include "core/parallel.hpp"
+#include "core/zstd_layout.hpp"
 
 namespace kiln {
 

@@ -118,7 +118,8 @@ class ArchiveReader {
   // and a compressed member's zstd frame header and block headers) and the rest is hashed where it
   // lies in the file, never parsed; the padding after it is checked too. Whatever is parsed later
   // is read from `held`, so it is what was hashed. A member of at most head + tail bytes is held
-  // whole; one over the reader's limit is refused (Errc::limit), as a whole read refuses it. Returns whether a compressed member's frame was checked from the held bytes
+  // whole; one over the reader's limit is refused (Errc::limit), as a whole read refuses it.
+  // Returns whether a compressed member's frame was checked from the held bytes
   // (check_zstd_frame_held); where it returns false, that is the caller's, on a whole copy.
   bool verify_member_in_place(std::size_t i, std::size_t head, std::size_t tail, HeldBytes& held) const;
   // What verify_member holds of a member: enough for the largest zstd frame header.
