@@ -527,16 +527,15 @@ bool ArchiveReader::verify_member_in_place(std::size_t i, std::size_t head, std:
     const std::size_t first = std::min<std::size_t>(head, 18);  // the largest frame header
     std::uint8_t first_bytes[18] = {};
     if (first > 0) std::memcpy(first_bytes, held.head().data, first);
-    auto le24 = [](const std::uint8_t* p) { return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16; };
     layout = walk_zstd_frame(size, ByteView(first_bytes, first), kMaxHeldBlocks, [&](std::uint64_t at) -> std::uint32_t {
-      if (at + 3 <= head) return le24(held.head().data + at);
+      if (at + 3 <= head) return load_le24(held.head().data + at);
       const std::size_t from_head = at < head ? static_cast<std::size_t>(head - at) : 0;  // a header across the head's end
       std::uint8_t* copy = held.add(at + from_head, 3 - from_head);
       std::memcpy(copy, in_file.data + at + from_head, 3 - from_head);
       std::uint8_t bytes[3];
       std::memcpy(bytes, held.head().data + at, from_head);
       std::memcpy(bytes + from_head, copy, 3 - from_head);
-      return le24(bytes);
+      return load_le24(bytes);
     });
   }
   if (tail > 0) std::memcpy(held.add(size - tail, tail), in_file.data + size - tail, tail);

@@ -101,6 +101,7 @@ class ByteWriter {
 
 std::uint64_t load_le64(const std::uint8_t* p);
 std::uint32_t load_le32(const std::uint8_t* p);
+std::uint32_t load_le24(const std::uint8_t* p);  // a zstd block header
 std::uint16_t load_le16(const std::uint8_t* p);
 void store_le64(std::uint8_t* p, std::uint64_t v);
 void store_le32(std::uint8_t* p, std::uint32_t v);

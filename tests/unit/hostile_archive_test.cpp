@@ -59,6 +59,17 @@ class Hostile : public ::testing::Test {
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
   }
+  // Member i stored as `frame`, the index declaring `content` (size and digest) as what it holds.
+  static void store_frame(test::RawArchive& raw, std::size_t i, const std::vector<std::uint8_t>& frame,
+                          const std::vector<std::uint8_t>& content) {
+    format::Entry& e = raw.index.entries[i];
+    e.compression = format::Compression::zstd;
+    e.stored_size = frame.size();
+    e.stored_sha256 = sha256(frame.data(), frame.size());
+    e.content_size = content.size();
+    e.content_sha256 = sha256(content.data(), content.size());
+    raw.stored[i] = frame;
+  }
   // src/add.cu as 64 MiB of zeros in a frame of a few KiB, every digest right.
   test::RawArchive with_bomb() {
     test::RawArchive raw = base();
@@ -66,13 +77,7 @@ class Hostile : public ::testing::Test {
     std::vector<std::uint8_t> zeros(64u << 20, 0);
     std::vector<std::uint8_t> frame = zstd_compress(ByteView(zeros), 19);
     EXPECT_LT(frame.size(), 64u * 1024) << "64 MiB of zeros should compress to a few KiB";
-    format::Entry& e = raw.index.entries[i];
-    e.compression = format::Compression::zstd;
-    e.stored_size = frame.size();
-    e.stored_sha256 = sha256(frame.data(), frame.size());
-    e.content_size = zeros.size();
-    e.content_sha256 = sha256(zeros.data(), zeros.size());
-    raw.stored[i] = frame;
+    store_frame(raw, i, frame, zeros);
     return raw;
   }
   // src/add.cu as a whole signed archive, every digest right.
@@ -342,12 +347,7 @@ TEST_F(Hostile, AChangedFrameIsRefusedByItsDigestBeforeZstdDecodesIt) {
   std::vector<std::uint8_t> content = raw.stored[i];
   for (int k = 0; k < 200; ++k) content.insert(content.end(), raw.stored[i].begin(), raw.stored[i].end());
   std::vector<std::uint8_t> frame = zstd_compress(ByteView(content), 3);
-  format::Entry& e = raw.index.entries[i];
-  e.compression = format::Compression::zstd;
-  e.stored_size = frame.size();
-  e.stored_sha256 = sha256(frame.data(), frame.size());
-  e.content_size = content.size();
-  e.content_sha256 = sha256(content.data(), content.size());
+  store_frame(raw, i, frame, content);
   frame[frame.size() - 4] ^= 0xff;  // in the last block's payload: the digest no longer matches
   ASSERT_THROW(zstd_decompress_exact(ByteView(frame), content.size(), "probe"), Failure) << "zstd must refuse it too";
   raw.stored[i] = frame;

@@ -10,9 +10,9 @@
 #include "core/archive_semantics.hpp"
 #include "core/bytes.hpp"
 #include "core/compress.hpp"
-#include "core/zstd_layout.hpp"
 #include "core/error.hpp"
 #include "core/kernel_table.hpp"
+#include "core/zstd_layout.hpp"
 #include "engine/archive.hpp"
 #include "engine/runtime.hpp"
 #include "kiln/kiln.h"
@@ -296,7 +296,7 @@ TEST(ZstdWriter, AFramesFirstBlockHoldsExactlyTheFirstFourKibOfContent) {
 // The walk a full verification makes of a frame's headers while it hashes the member where it lies.
 ZstdLayout walk(const std::vector<std::uint8_t>& frame, std::size_t max_blocks = 1000) {
   return walk_zstd_frame(frame.size(), ByteView(frame.data(), std::min<std::size_t>(frame.size(), 18)), max_blocks,
-                         [&](std::uint64_t at) { return std::uint32_t{frame[at]} | frame[at + 1] << 8 | frame[at + 2] << 16; });
+                         [&](std::uint64_t at) { return load_le24(frame.data() + at); });
 }
 
 TEST(ZstdLayout, AWalkEndsWhereZstdSaysTheFrameEndsOrIsNotFollowed) {
@@ -334,7 +334,7 @@ TEST(ZstdLayout, AWalkEndsWhereZstdSaysTheFrameEndsOrIsNotFollowed) {
 
 TEST_F(Semantic, ACubinIsJudgedFromItsEndsOrWholeAndEveryByteOfItCounts) {
   for (std::size_t table_after : {std::size_t{0}, std::size_t{20000}}) {
-    SCOPED_TRACE(table_after == 0 ? "section table in the last 8 KiB" : "section table between the held ends");
+    SCOPED_TRACE(table_after == 0 ? "section table within the held last bytes" : "section table between the held ends");
     MemberInput cubin;
     cubin.path = "k.cubin";
     cubin.role = format::Role::code;
