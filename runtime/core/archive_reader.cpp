@@ -26,8 +26,13 @@ struct ArchiveReader::Page {
   }
 
   Once once;
-  // The page's bytes as read and hashed: its references or its entries are read from them.
+  // The page's bytes as read and hashed: its references or its entries are read from them. A
+  // reference page whose span is small (kSmallSpan) was read with every page under it in one
+  // read: `bytes` then holds the whole span, the page itself its first `size` bytes, and its
+  // children copy theirs from here (each still hashed against its own reference when used).
   std::vector<std::uint8_t> bytes;
+  std::uint64_t position = 0;  // where `bytes` begin in the index
+  std::uint32_t size = 0;      // the page's own bytes: the start of `bytes`
   // A reference page's references; the cell of each holds the page it names, made on first use
   // (a lookup pays for the pages on its way, not for a page per sibling).
   format::RefTable refs;
@@ -277,17 +282,30 @@ void ArchiveReader::parse(const ReadOptions& options) {
 }
 
 const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef& ref, unsigned level,
-                                   const format::PageBounds& bounds) const {
+                                   const format::PageBounds& bounds, const Page* parent) const {
   slot.once.run([&] {
-    // Copied before hashing, parsed from the copy (as the head is).
-    std::vector<std::uint8_t> bytes = copy_out(header_.index_offset + ref.index_position, ref.size);
-    if (sha256(bytes.data(), bytes.size()) != ref.sha256) {
+    // Copied before hashing, parsed from the copy (as the head is): from the parent's copy where
+    // it read this page with itself, else from the file, with every page under this one where
+    // they are few bytes (the reference page on every open's way to the kernel table, which
+    // the writer gives a page of its own: one read instead of two).
+    std::vector<std::uint8_t> bytes;
+    const std::uint64_t within = parent != nullptr ? ref.index_position - parent->position : 0;
+    if (parent != nullptr && ref.index_position >= parent->position && within <= parent->bytes.size() &&
+        ref.span <= parent->bytes.size() - within) {
+      bytes.assign(parent->bytes.begin() + static_cast<std::ptrdiff_t>(within),
+                   parent->bytes.begin() + static_cast<std::ptrdiff_t>(within + ref.span));
+    } else {
+      bytes = copy_out(header_.index_offset + ref.index_position, level > 0 && ref.span <= kSmallSpan ? ref.span : ref.size);
+    }
+    if (sha256(bytes.data(), ref.size) != ref.sha256) {
       fail(Errc::integrity, name_ + ": index page at " + std::to_string(ref.index_position) +
                                 ": its bytes do not match the SHA-256 its reference gives");
     }
     try {
       slot.bytes = std::move(bytes);
-      const ByteView page_bytes(slot.bytes);
+      slot.position = ref.index_position;
+      slot.size = ref.size;
+      const ByteView page_bytes(slot.bytes.data(), ref.size);
       if (level == 0) {
         slot.entry_at = format::check_entry_page(page_bytes, ref, bounds);
         slot.first_entry = ref.first_entry;
@@ -311,15 +329,17 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
 template <typename Choose>
 ArchiveReader::EntryPage ArchiveReader::descend(Choose choose) const {
   const format::RefTable* refs = &top_refs_;
+  const Page* parent = nullptr;
   format::PageBounds bounds{header_.index_offset, false, {}};
   for (unsigned level = head_.height - 1;; --level) {
     const long i = choose(*refs);
     if (i < 0) return {};
     const format::PageRef ref = refs->at(static_cast<std::size_t>(i));
     bounds = refs->child_bounds(static_cast<std::size_t>(i), bounds);
-    const Page& p = page(child(*refs, static_cast<std::size_t>(i)), ref, level, bounds);
+    const Page& p = page(child(*refs, static_cast<std::size_t>(i)), ref, level, bounds, parent);
     if (level == 0) return {&p};
     refs = &p.refs;
+    parent = &p;
   }
 }
 
@@ -374,17 +394,17 @@ long ArchiveReader::find(const std::string& path) const {
   return static_cast<long>(at.page->first_entry) + (it - starts.begin());
 }
 
-void ArchiveReader::collect_entries(const format::RefTable& refs, unsigned level, const format::PageBounds& outer,
-                                    std::vector<format::Entry>& out) const {
+void ArchiveReader::collect_entries(const format::RefTable& refs, const Page* parent, unsigned level,
+                                    const format::PageBounds& outer, std::vector<format::Entry>& out) const {
   refs.walk([&](std::size_t i, const format::PageRef& ref) {
     const format::PageBounds bounds = refs.child_bounds(i, outer);
-    const Page& p = page(child(refs, i), ref, level, bounds);
+    const Page& p = page(child(refs, i), ref, level, bounds, parent);
     if (level == 0) {
       for (std::size_t k = 0; k < p.entry_at.size(); ++k) {
         out.push_back(format::reread_entry(ByteView(p.bytes), p.entry_at[k]));
       }
     } else {
-      collect_entries(p.refs, level - 1, bounds, out);
+      collect_entries(p.refs, &p, level - 1, bounds, out);
     }
   });
 }
@@ -397,7 +417,7 @@ const format::Index& ArchiveReader::index() const {
     index.kernel_revision = head_.kernel_revision;
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
-    collect_entries(top_refs_, head_.height - 1, format::PageBounds{header_.index_offset, false, {}}, index.entries);
+    collect_entries(top_refs_, nullptr, head_.height - 1, format::PageBounds{header_.index_offset, false, {}}, index.entries);
     long manifest = index.find(format::kManifestPath);
     if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
       fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");

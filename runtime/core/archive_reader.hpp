@@ -50,6 +50,11 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 class ArchiveReader {
  public:
+  // A reference page whose span (itself and every page under it) is at most this many bytes is
+  // read with its span in one read, and the pages under it are taken from that copy (each still
+  // hashed against its own reference before it is parsed).
+  static constexpr std::uint32_t kSmallSpan = 4096;
+
   static std::unique_ptr<ArchiveReader> open_file(const std::string& path, const ReadOptions& options);
   // Borrows the bytes: the caller keeps them alive and unchanged while the ArchiveReader lives.
   static std::unique_ptr<ArchiveReader> open_memory(const std::uint8_t* data, std::size_t size, const ReadOptions& options,
@@ -183,8 +188,10 @@ class ArchiveReader {
   void check_extents_on_slots(const std::vector<format::Entry>& entries) const;
   // One page of the index, hashed and decoded on first use (thread-safe): a reference page's
   // references and a slot for each page they name, or an entry page's entries.
+  // `parent` is the reference page that names it (null for the head's), whose copy may hold it.
   struct Page;
-  const Page& page(Page& slot, const format::PageRef& ref, unsigned level, const format::PageBounds& bounds) const;
+  const Page& page(Page& slot, const format::PageRef& ref, unsigned level, const format::PageBounds& bounds,
+                   const Page* parent) const;
   // The entry page holding entry `position` (or, by path, the one that would hold `path`: null
   // if none could); the page knows its first entry's position.
   struct EntryPage {
@@ -202,7 +209,7 @@ class ArchiveReader {
   static constexpr std::uint8_t kStoredChecked = 1;   // its stored bytes match the index
   static constexpr std::uint8_t kPaddingChecked = 2;  // the padding after it is zero
   std::atomic<std::uint8_t>& checked_flags(std::size_t i) const;
-  void collect_entries(const format::RefTable& refs, unsigned level, const format::PageBounds& outer,
+  void collect_entries(const format::RefTable& refs, const Page* parent, unsigned level, const format::PageBounds& outer,
                        std::vector<format::Entry>& out) const;
   // The page reference i of `refs` names, kept in the reference's cell (made empty on first use,
   // filled by page()); and every page kept in a table's cells, freed.

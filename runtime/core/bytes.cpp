@@ -29,6 +29,11 @@ void store_le64(std::uint8_t* p, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
+std::string ByteReader::what() const {
+  if (literal_what_ == nullptr) return what_;
+  return numbered_ ? literal_what_ + std::to_string(number_) : std::string(literal_what_);
+}
+
 void ByteReader::ran_out(std::size_t n) const {
   fail_here("needs " + std::to_string(n) + " more bytes but only " + std::to_string(remaining()) + " remain");
 }

@@ -40,6 +40,10 @@ class ByteReader {
   // and copying the name for each was a visible part of a lookup's time.
   ByteReader(ByteView bytes, const char* what) : bytes_(bytes), literal_what_(what) {}
   ByteReader(ByteView bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
+  // Named by a literal and a number ("index page at " and its position), joined only when a
+  // message needs the name: an open decodes a few pages, and each name made was an allocation.
+  ByteReader(ByteView bytes, const char* what, std::uint64_t number)
+      : bytes_(bytes), literal_what_(what), number_(number), numbered_(true) {}
 
   // Inline (little-endian loads by bytes, which compilers fuse): every field of every index
   // entry and reference read passes here; only the failure is out of line.
@@ -62,7 +66,7 @@ class ByteReader {
 
   std::size_t offset() const { return pos_; }
   std::size_t remaining() const { return bytes_.size - pos_; }
-  std::string what() const { return literal_what_ != nullptr ? std::string(literal_what_) : what_; }
+  std::string what() const;
   [[noreturn]] void fail_here(const std::string& message) const;
 
  private:
@@ -82,6 +86,8 @@ class ByteReader {
   ByteView bytes_;
   const char* literal_what_ = nullptr;  // the name when given as a literal; what_ otherwise
   std::string what_;
+  std::uint64_t number_ = 0;  // appended to literal_what_ where numbered_
+  bool numbered_ = false;
   std::size_t pos_ = 0;
 };
 

@@ -1,13 +1,17 @@
 // Lazy, thread-safe, run-once initialisation whose failure is remembered.
 //
-// Why not std::call_once directly: an exception thrown by the callable must unwind through
-// glibc's pthread_once, and with libstdc++ linked statically (KILN_STATIC_DEPS, the build
-// that travels to GPU machines) that unwinding aborts the process instead. Here the callable's
-// kiln::Failure (or any std::exception) is caught inside, kept, and thrown again after
-// std::call_once has returned, to this caller and every later one: the bytes a lazy step
-// reads were copied before they were checked, so trying again would not give another answer.
+// Why not std::call_once: an exception thrown by the callable must unwind through glibc's
+// pthread_once, and with libstdc++ linked statically (KILN_STATIC_DEPS, the build that travels
+// to GPU machines) that unwinding aborts the process instead; and glibc's pthread_once wakes
+// possible waiters with a futex system call every time it completes, waiters or not, which an
+// open of a large archive paid once per index page it read. Here a flag read with acquire is
+// the fast path; the first caller runs the callable under a mutex (uncontended: no system
+// call), catches its kiln::Failure (or any std::exception) and keeps it, and the failure is
+// thrown again to this caller and every later one: the bytes a lazy step reads were copied
+// before they were checked, so trying again would not give another answer.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -22,21 +26,27 @@ class Once {
  public:
   template <class Fn>
   void run(Fn&& fn) {
-    std::call_once(flag_, [&]() noexcept {
-      try {
-        std::forward<Fn>(fn)();
-      } catch (const Failure& e) {
-        remember(e.code(), e.what());
-      } catch (const std::exception& e) {
-        remember(Errc::internal, e.what());
-      }
-    });
+    if (!done_.load(std::memory_order_acquire)) run_first(fn);
     if (failed_) throw Failure(code_, message_ ? *message_ : std::string("out of memory recording a failure"));
   }
 
  private:
-  // The message is kept out of line: a reader has a Once per index page it read, and 24 bytes
-  // each instead of the 48 an inline std::string takes.
+  template <class Fn>
+  void run_first(Fn& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_.load(std::memory_order_relaxed)) return;  // another thread ran it meanwhile
+    try {
+      fn();
+    } catch (const Failure& e) {
+      remember(e.code(), e.what());
+    } catch (const std::exception& e) {
+      remember(Errc::internal, e.what());
+    } catch (...) {
+      remember(Errc::internal, "an unknown exception");
+    }
+    done_.store(true, std::memory_order_release);  // publishes what fn made and the failure
+  }
+  // The message is kept out of line: a reader has a Once per index page it read.
   void remember(Errc code, const char* message) noexcept {
     failed_ = true, code_ = code;
     try {
@@ -44,8 +54,9 @@ class Once {
     } catch (...) {  // no memory for the words: the failure itself is still remembered
     }
   }
-  std::once_flag flag_;
-  bool failed_ = false;  // written once inside call_once, read after it (which synchronises)
+  std::mutex mutex_;
+  std::atomic<bool> done_{false};
+  bool failed_ = false;  // written before done_ is stored (release), read after it is loaded (acquire)
   Errc code_ = Errc::internal;
   std::unique_ptr<std::string> message_;
 };

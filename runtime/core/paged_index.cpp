@@ -258,7 +258,6 @@ struct RefList {
   std::uint64_t index_size = 0;
   const PageRef* parent = nullptr;
   PageBounds bounds;
-  std::string label;  // "index head" or "index reference page at ..."
 };
 
 // One reference's encoded fields (FORMAT.md §3), in order, unchecked.
@@ -423,8 +422,7 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
 
 std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, unsigned level, const PageBounds& bounds,
                                            std::uint64_t index_size) {
-  const std::string label = "index reference page at " + std::to_string(ref.index_position);
-  ByteReader r(page, label);
+  ByteReader r(page, "index reference page at ", ref.index_position);
   expect_magic(r, kReferencePageMagic, "a kiln index reference page");
   std::uint32_t count = decode_ref_count(r, true, kMaxReferencesPerPage);
   RefList list;
@@ -438,11 +436,11 @@ std::vector<PageRef> decode_reference_page(ByteView page, const PageRef& ref, un
   std::vector<PageRef> refs = decode_refs(r, count, list);
   if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last reference");
   if (ref.size + sum_spans(refs) != ref.span) {
-    fail(Errc::malformed, label + ": its size and its pages' spans add up to " + std::to_string(ref.size + sum_spans(refs)) +
+    fail(Errc::malformed, r.what() + ": its size and its pages' spans add up to " + std::to_string(ref.size + sum_spans(refs)) +
                               " bytes, not the " + std::to_string(ref.span) + " its reference gives");
   }
   if (sum_entries(refs) != ref.entry_count) {
-    fail(Errc::malformed, label + ": its pages hold " + std::to_string(sum_entries(refs)) + " entries, not the " +
+    fail(Errc::malformed, r.what() + ": its pages hold " + std::to_string(sum_entries(refs)) + " entries, not the " +
                               std::to_string(ref.entry_count) + " its reference gives");
   }
   return refs;
@@ -454,8 +452,7 @@ namespace {
 // `on_entry(fields, at)`, `at` where its encoding starts in `page`.
 template <typename OnEntry>
 void walk_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds, OnEntry on_entry) {
-  const std::string label = "index page at " + std::to_string(ref.index_position);
-  ByteReader r(page, label);
+  ByteReader r(page, "index page at ", ref.index_position);
   expect_magic(r, kIndexPageMagic, "a kiln index page");
   std::string_view previous;
   std::uint64_t next_offset = ref.first_offset;
@@ -484,7 +481,7 @@ void walk_entry_page(ByteView page, const PageRef& ref, const PageBounds& bounds
   }
   if (r.remaining() != 0) r.fail_here(std::to_string(r.remaining()) + " trailing bytes after the last entry");
   if (next_offset != bounds.end_offset) {
-    fail(Errc::malformed, label + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
+    fail(Errc::malformed, r.what() + ": its members end at " + std::to_string(next_offset) + " but the next ones begin at " +
                               std::to_string(bounds.end_offset));
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "core/archive_reader.hpp"
 #include "core/archive_writer.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
@@ -159,6 +160,36 @@ TEST_F(TamperTree, ARewrittenSubtreeIsRefusedByTheDigestAboveIt) {
     EXPECT_NE(std::string(e.what()).find("index page at " + std::to_string(top.index_position) + ": its bytes do not match"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// The reference page on every open's way to the kernel table names only the small page that
+// holds kiln.toml and kiln/kernels.bin, and the reader takes that page from its parent's read
+// (ArchiveReader::kSmallSpan): a changed byte there is still refused by the page's own digest,
+// in the reference page above it, before the page is parsed.
+TEST_F(TamperTree, APageReadWithItsParentIsStillCheckedByItsOwnDigest) {
+  std::size_t k = 0;
+  while (k < head.refs.size() && head.refs[k].first_path != "kiln.toml") ++k;
+  ASSERT_LT(k, head.refs.size()) << "the writer gives kiln.toml's page a reference page of its own";
+  const format::PageRef& parent = head.refs[k];
+  ASSERT_LE(parent.span, ArchiveReader::kSmallSpan);
+  const std::vector<format::PageRef> children = format::decode_reference_page(
+      ByteView(bytes.data() + h.index_offset + parent.index_position, parent.size), parent, 1,
+      format::child_bounds(head.refs, k, {h.index_offset, false, {}}), h.index_size);
+  ASSERT_EQ(children.size(), 1u);
+  const format::PageRef& leaf = children[0];
+  for (std::uint64_t at : {std::uint64_t{0}, std::uint64_t{leaf.size / 2}, std::uint64_t{leaf.size - 1}}) {
+    std::vector<std::uint8_t> copy = bytes;
+    copy[h.index_offset + leaf.index_position + at] ^= 0x01;
+    try {
+      test::open_and_verify(copy, trust);
+      ADD_FAILURE() << "a changed byte " << at << " of the page read with its parent was accepted";
+    } catch (const Failure& e) {
+      EXPECT_EQ(e.code(), Errc::integrity) << e.what();
+      EXPECT_NE(std::string(e.what()).find("index page at " + std::to_string(leaf.index_position) + ": its bytes do not match"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
