@@ -32,7 +32,6 @@ struct ArchiveReader::Page {
   // children copy theirs from here (each still hashed against its own reference when used).
   std::vector<std::uint8_t> bytes;
   std::uint64_t position = 0;  // where `bytes` begin in the index
-  std::uint32_t size = 0;      // the page's own bytes: the start of `bytes`
   // A reference page's references; the cell of each holds the page it names, made on first use
   // (a lookup pays for the pages on its way, not for a page per sibling).
   format::RefTable refs;
@@ -304,7 +303,6 @@ const ArchiveReader::Page& ArchiveReader::page(Page& slot, const format::PageRef
     try {
       slot.bytes = std::move(bytes);
       slot.position = ref.index_position;
-      slot.size = ref.size;
       const ByteView page_bytes(slot.bytes.data(), ref.size);
       if (level == 0) {
         slot.entry_at = format::check_entry_page(page_bytes, ref, bounds);
