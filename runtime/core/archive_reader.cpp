@@ -437,7 +437,7 @@ KernelSpec ArchiveReader::kernel(const std::string& name) const {
     fail(Errc::malformed, name_ + ": member '" + path + "' must have role meta");
   }
   std::vector<std::uint8_t> record = read_member(static_cast<std::size_t>(i));
-  return decode_kernel_record(ByteView(record), name, name_ + ": " + path);
+  return decode_kernel_record(ByteView(record), name, name_ + ": " + path, kernel_table_.code_entries());
 }
 
 const std::vector<std::string>& ArchiveReader::kernel_names() const {
@@ -492,13 +492,37 @@ const Manifest& ArchiveReader::manifest() const {
     // Every table member must be present and byte-identical, and no other kernel record
     // may exist (kernel_names() counts them against kernels.bin, which must match too).
     auto disagree = [&](const std::string& path) {
-      fail(Errc::integrity, name_ + ": kiln.toml and " + path +
-                                " describe different kernels (the kernel table was not derived from this manifest)");
+      fail(Errc::integrity, name_ + ": kiln.toml and " + path + " describe different kernels (the kernel table was not " +
+                                (kernel_table_.code_entries() ? "derived from this manifest and index" : "derived from this manifest") + ")");
     };
-    for_each_kernel_table_member(m, [&](const std::string& path, const std::vector<std::uint8_t>& content) {
+    // A KILNKTB3 table's records also copy their code members' entries: made again from this
+    // index, a copy that differs from its entry in any field fails the comparison, as a record
+    // that differs from kiln.toml does. A record whose code is not all in the index as code
+    // cannot be made again; full verification's semantic rules refuse it and name what is missing.
+    const bool code_entries = kernel_table_.code_entries();
+    auto code_member = [&](const std::string& path) -> long {
+      long i = find(path);
+      return i >= 0 && entry(static_cast<std::size_t>(i)).role == format::Role::code ? i : -1;
+    };
+    const CodeEntryLookup entries = [&](const std::string& path) -> const format::Entry& {
+      long i = code_member(path);
+      if (i < 0) fail(Errc::internal, "no code member '" + path + "' to copy");
+      return entry(static_cast<std::size_t>(i));
+    };
+    auto same = [&](const std::string& path, const std::vector<std::uint8_t>& content) {
       long i = find(path);
       if (i < 0 || read_member(static_cast<std::size_t>(i)) != content) disagree(path);
-    });
+    };
+    same(kKernelTablePath, encode_kernel_table_head(m, code_entries));
+    for (const KernelSpec& k : m.kernels) {
+      bool indexed = true;
+      for (const CodeObjectRef& c : k.code) indexed = indexed && code_member(c.file.path) >= 0;
+      for (const VariantSpec& v : k.variants) {
+        for (const CodeObjectRef& c : v.code) indexed = indexed && code_member(c.file.path) >= 0;
+      }
+      if (code_entries && !indexed) continue;
+      same(kernel_record_path(k.name), encode_kernel_record(k, code_entries ? &entries : nullptr));
+    }
     if (kernel_names().size() != m.kernels.size()) disagree(kKernelRecordPrefix);
     views.manifest = std::move(m);
   });
@@ -580,20 +604,64 @@ std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
   const format::EntryView e = entry_view(i);
   require_within_limit(i);
   require_present(i);
-  std::vector<std::uint8_t> stored = copy_stored_checked(i);
+  return content_of(copy_stored_checked(i), e, member_label(i));
+}
+
+template <typename Text>
+std::vector<std::uint8_t> ArchiveReader::content_of(std::vector<std::uint8_t> stored, const format::BasicEntry<Text>& e,
+                                                    const std::string& label) const {
   std::vector<std::uint8_t> content;
   if (e.compression == format::Compression::none) {
     content = std::move(stored);
   } else {
-    content = zstd_decompress_exact(ByteView(stored), e.content_size, member_label(i));
+    content = zstd_decompress_exact(ByteView(stored), e.content_size, label);
     Sha256 content_hash = sha256(content.data(), content.size());
     if (content_hash != e.content_sha256) {
-      fail(Errc::integrity, member_label(i) + ": decompressed content does not match the index (expected sha256:" +
+      fail(Errc::integrity, label + ": decompressed content does not match the index (expected sha256:" +
                                 sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content_hash) + ")");
     }
   }
   if (auto p = format::nested_archive_problem(e.path, ByteView(content)); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
   return content;
+}
+
+bool ArchiveReader::member_present(const format::Entry& e) const {
+  if (!header_.sparse) return true;
+  format::Located at = format::locate(extents_, e.offset, e.stored_size);
+  if (at.coverage == format::Coverage::partial) {
+    fail(Errc::malformed, name_ + ": member '" + e.path + "': an extent of this sparse archive holds part of it (FORMAT.md §9: "
+                                                          "members are whole or absent)");
+  }
+  return at.coverage == format::Coverage::present;
+}
+
+std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e) const {
+  const std::string label = name_ + ": member '" + e.path + "'";
+  // A copy is checked where it is used: its bytes must lie among the members (after the header,
+  // 64-aligned, ending where the index begins at the latest), whatever its digest says.
+  const std::uint64_t members_end = header_.index_offset;
+  if (e.offset < format::kHeaderSize || e.offset % format::kMemberAlignment != 0 || e.stored_size > members_end ||
+      e.offset > members_end - e.stored_size) {
+    fail(Errc::malformed, label + ": its kernel record places it at bytes " + std::to_string(e.offset) + " to " +
+                              std::to_string(e.offset + e.stored_size) + ", not among the members (64 to " +
+                              std::to_string(members_end) + ")");
+  }
+  if (e.content_size > max_member_size_) {
+    fail(Errc::limit, label + ": declares " + std::to_string(e.content_size) + " bytes of content, over the reader's limit of " +
+                          std::to_string(max_member_size_));
+  }
+  if (!member_present(e)) {
+    fail(Errc::not_found, label + " is absent from this sparse archive (it holds " + std::to_string(extents_.present_bytes) +
+                              " of the complete archive's " + std::to_string(complete_size()) +
+                              " bytes); pull the archive whole, or for this GPU's target");
+  }
+  std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
+  const Sha256 got = sha256(stored.data(), stored.size());
+  if (got != e.stored_sha256) {
+    fail(Errc::integrity, label + ": stored bytes do not match the index (expected sha256:" + sha256_hex(e.stored_sha256) +
+                              ", found sha256:" + sha256_hex(got) + "; the expected digest is its kernel record's copy of its entry)");
+  }
+  return content_of(std::move(stored), e, label);
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_member(const std::string& path) const {

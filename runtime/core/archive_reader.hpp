@@ -137,6 +137,13 @@ class ArchiveReader {
   // comes first so that a file changed underneath cannot swap bytes after the check.
   std::vector<std::uint8_t> read_member(std::size_t i) const;
   std::vector<std::uint8_t> read_member(const std::string& path) const;
+  // The same for the member an entry describes that the caller holds: a kernel record's copy of
+  // its code member's entry (FORMAT.md §4.1), read without looking the member up in the index.
+  // The bytes must lie among the members (Errc::malformed otherwise) and be present; they are
+  // checked against the copy's digests, which full verification checks against the index.
+  std::vector<std::uint8_t> read_member(const format::Entry& e) const;
+  // Whether the bytes that entry describes are in the file (always, in a complete archive).
+  bool member_present(const format::Entry& e) const;
   // The same for a member stored raw, into `buffer` (grown when too small, never shrunk), and the
   // bytes as a view into it: a caller reading many members reuses one buffer instead of
   // allocating, zeroing and freeing one per member. A compressed member is read_member's.
@@ -239,6 +246,11 @@ class ArchiveReader {
   static std::size_t padding_after(std::uint64_t end);
   // Throws Errc::limit when the member declares more content than the reader's limit.
   void require_within_limit(std::size_t i) const;
+  // A member's content from its stored bytes, checked: decompressed within the entry's size and
+  // its content digest checked where compressed; never an archive itself. `label` names it.
+  template <typename Text>
+  std::vector<std::uint8_t> content_of(std::vector<std::uint8_t> stored, const format::BasicEntry<Text>& e,
+                                       const std::string& label) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;

@@ -117,7 +117,7 @@ format::Index plan_index(const PackageIdentity& id, std::vector<MemberInput>& me
     if (auto p = format::member_path_problem(m.path); !p.empty()) bad("member: " + p);
     if (i > 0 && members[i - 1].path == m.path) bad("member '" + m.path + "' is given twice");
     if (auto p = format::arch_tags_problem(m.arch); !p.empty()) bad("member '" + m.path + "': " + p);
-    if (int(m.file.has_value()) + int(m.mapped != nullptr) + int(!m.content.empty()) > 1) {
+    if (int(m.file.has_value()) + int(m.mapped != nullptr) + int(!m.content.empty()) + int(bool(m.derive)) > 1) {
       bad("member '" + m.path + "' is given more than one content");
     }
     bool is_code = m.role == format::Role::code;
@@ -288,7 +288,7 @@ class MemberPipeline {
       fail(Errc::io, m.file->path + ": changed while kiln pack read it: its bytes are not the ones checked when it was "
                                     "first read; pack again once nothing writes it");
     }
-    const bool try_zstd = !kept_raw_unconditionally(e);
+    const bool try_zstd = !kept_raw_unconditionally(e) && !m.derive;  // a derived member is rewritten in place
     std::size_t packed = 0;
     if (try_zstd) {
       if (!scratch.compressor) scratch.compressor = std::make_unique<ZstdCompressor>();
@@ -413,11 +413,42 @@ class MemberPipeline {
   std::vector<std::shared_ptr<const MappedFile>> retired_;
 };
 
-// Writes [header][members][index][signatures] to `sink` and returns the digest.
+// The code member's entry at `path` in `index` (sorted by path): what a derived member copies.
+CodeEntryLookup code_entries_of(const format::Index& index) {
+  return [&index](const std::string& path) -> const format::Entry& {
+    auto it = std::lower_bound(index.entries.begin(), index.entries.end(), path,
+                               [](const format::Entry& e, const std::string& p) { return e.path < p; });
+    if (it == index.entries.end() || it->path != path || it->role != format::Role::code) {
+      fail(Errc::invalid_argument, "a kernel names '" + path + "', which is not a code member of the archive");
+    }
+    return *it;
+  };
+}
+
+// Writes [header][members][index][signatures] to `sink` and returns the digest. A derived
+// member is planned at its size, written as planned with the others, then made again from the
+// entries as written and written over itself; its digests are the second one's.
 Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& members, const std::vector<Signer>& signers,
                      const WriteOptions& options, Sink& sink) {
   format::Index index = plan_index(id, members);
+  const CodeEntryLookup entries = code_entries_of(index);
+  std::vector<std::pair<std::size_t, decltype(MemberInput::derive)>> derived;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (!members[i].derive) continue;
+    members[i].content = members[i].derive(entries);
+    derived.emplace_back(i, members[i].derive);  // kept in the member too: the pipeline stores it raw
+  }
   std::uint64_t index_offset = MemberPipeline(members, index, options).run(sink);
+  for (const auto& [i, derive] : derived) {
+    format::Entry& e = index.entries[i];
+    std::vector<std::uint8_t> bytes = derive(entries);
+    if (bytes.size() != e.content_size || e.compression != format::Compression::none) {
+      fail(Errc::internal, "member '" + e.path + "' was planned at " + std::to_string(e.content_size) + " raw bytes but made " +
+                               std::to_string(bytes.size()) + (e.compression != format::Compression::none ? " (and compressed)" : ""));
+    }
+    e.content_sha256 = e.stored_sha256 = sha256(bytes.data(), bytes.size());
+    sink.write_at(e.offset, bytes.data(), bytes.size());
+  }
 
   format::EncodedIndex encoded = format::encode_index(index);
   const std::vector<std::uint8_t>& index_bytes = encoded.bytes;
@@ -440,12 +471,20 @@ Sha256 write_archive(const PackageIdentity& id, std::vector<MemberInput>& member
 
 std::vector<MemberInput> kernel_table_inputs(const Manifest& manifest) {
   std::vector<MemberInput> out;
-  for (KernelTableMember& t : encode_kernel_table(manifest)) {
-    MemberInput m;
-    m.path = std::move(t.path);
-    m.role = format::Role::meta;
-    m.content = std::move(t.content);
-    out.push_back(std::move(m));
+  out.reserve(manifest.kernels.size() + 1);
+  MemberInput table;
+  table.path = kKernelTablePath;
+  table.role = format::Role::meta;
+  table.content = encode_kernel_table_head(manifest, true);
+  out.push_back(std::move(table));
+  for (const KernelSpec& k : manifest.kernels) {
+    MemberInput record;
+    record.path = kernel_record_path(k.name);
+    record.role = format::Role::meta;
+    record.derive = [kernel = std::make_shared<const KernelSpec>(k)](const CodeEntryLookup& entries) {
+      return encode_kernel_record(*kernel, &entries);
+    };
+    out.push_back(std::move(record));
   }
   return out;
 }

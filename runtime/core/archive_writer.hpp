@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,12 @@ struct MemberInput {
   std::vector<std::uint8_t> content;
   std::shared_ptr<const MappedFile> mapped;
   std::optional<InputFile> file;
+  // Or made from other members' index entries (a kernel record copies its code members'):
+  // called once with the entries as planned, before anything is written (offsets, sizes and
+  // digests still zero), which fixes its size, and once more after every other member is
+  // written, for the bytes written in its place. It is stored raw, and both calls must give the
+  // same number of bytes (Errc::internal otherwise).
+  std::function<std::vector<std::uint8_t>(const CodeEntryLookup& entries)> derive;
 
   std::uint64_t size() const { return file ? file->size : bytes().size; }
   // The held or mapped bytes; Errc::internal for a member given as `file` (read it instead).
@@ -75,7 +82,8 @@ struct WriteOptions {
 };
 
 // The kernel table members derived from `manifest` (kiln/kernels.bin and one record per
-// kernel, FORMAT.md §4.1), ready to add to an archive's members.
+// kernel, FORMAT.md §4.1), ready to add to an archive's members: a KILNKTB3 table, each record
+// derived from its code members' entries as written.
 std::vector<MemberInput> kernel_table_inputs(const Manifest& manifest);
 
 // Builds the archive in memory. Members are sorted by path; a duplicate, an invalid path

@@ -216,6 +216,12 @@ std::vector<std::uint32_t> check_entry_page(ByteView page, const PageRef& ref, c
 // strings as views into `page` (no allocation: what a reader's own member reads use).
 Entry reread_entry(ByteView page, std::uint32_t at);
 EntryView reread_entry_view(ByteView page, std::uint32_t at);
+// One entry as §3 encodes it, and read back with every rule of a single entry checked (not the
+// rules between entries of a page: order, offsets, bounds), `label` and `position` naming it in
+// errors ("code entry 2"): what a kernel record's copies of its code members' entries use
+// (FORMAT.md §4.1).
+void encode_entry(ByteWriter& w, const Entry& e);
+Entry decode_entry(ByteReader& r, std::uint64_t position, const char* label);
 // That entry's path, a view into `page`.
 std::string_view reread_entry_path(ByteView page, std::uint32_t at);
 // The whole index (head, every page hashed and decoded, exactly one manifest): for tools and

@@ -13,7 +13,10 @@
 namespace kiln {
 namespace {
 
+// KILNKTB3 marks a table whose records carry their code members' index entries; KILNKTB2 one
+// whose records name their code by path alone (kiln before that; still read).
 constexpr std::array<std::uint8_t, 8> kMagic = {'K', 'I', 'L', 'N', 'K', 'T', 'B', '2'};
+constexpr std::array<std::uint8_t, 8> kMagicWithEntries = {'K', 'I', 'L', 'N', 'K', 'T', 'B', '3'};
 constexpr std::uint32_t kMaxCount = 1u << 20;
 
 std::uint64_t double_bits(double d) {
@@ -50,6 +53,38 @@ ExprCode get_expr(ByteReader& r, const std::vector<KernelParam>& params, ExprKin
 void put_list(ByteWriter& w, const std::vector<FileRef>& files) {
   w.u32(static_cast<std::uint32_t>(files.size()));
   for (const FileRef& f : files) w.string16(f.path);
+}
+
+// A code reference: its arch, then its path, or (a KILNKTB3 table) the code member's index entry,
+// which holds the path.
+void put_code_ref(ByteWriter& w, const CodeObjectRef& c, const CodeEntryLookup* entries) {
+  w.string16(c.arch);
+  if (entries == nullptr) {
+    w.string16(c.file.path);
+    return;
+  }
+  const format::Entry& e = (*entries)(c.file.path);
+  if (e.path != c.file.path) fail(Errc::internal, "the entry given for '" + c.file.path + "' is '" + e.path + "'");
+  format::encode_entry(w, e);
+}
+
+void get_code_ref(ByteReader& r, CodeObjectRef& c, bool with_entry, std::size_t position) {
+  c.arch = r.string16();
+  if (!with_entry) {
+    c.file.path = r.string16();
+    return;
+  }
+  format::Entry e = format::decode_entry(r, position, "code entry");
+  // What a reader of the copy relies on beyond one entry's own rules: it is a code member's, at a
+  // member's offset (after the header, 64-aligned). Whether it equals the index's entry for that
+  // path is full verification's (the table is derived again from kiln.toml and the index).
+  if (e.role != format::Role::code) r.fail_here("code entry " + std::to_string(position) + " ('" + e.path + "'): not a code member's entry");
+  if (e.offset < format::kHeaderSize || e.offset % format::kMemberAlignment != 0) {
+    r.fail_here("code entry " + std::to_string(position) + " ('" + e.path + "'): offset " + std::to_string(e.offset) +
+                " is not a member's (64-aligned, after the header)");
+  }
+  c.file.path = e.path;
+  c.member = std::move(e);
 }
 
 // kernel_args entries: the count, then each entry (FORMAT.md §4.1, the launch extension).
@@ -92,7 +127,7 @@ void put_kernel_args(ByteWriter& w, const std::vector<KernelArg>& args) {
 // then the variants. Written only when the kernel has any of them, so every other record keeps
 // its 0.2 bytes; a reader without it refuses the record ("trailing bytes") rather than launching
 // it without them.
-void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
+void put_launch_extension(ByteWriter& w, const KernelSpec& k, const CodeEntryLookup* entries) {
   std::uint32_t clusters = 0;
   for (const ShapeSpec& s : k.shapes) clusters += s.has_cluster ? 1 : 0;
   if (k.kernel_args.empty() && clusters == 0 && k.variants.empty()) return;
@@ -111,10 +146,7 @@ void put_launch_extension(ByteWriter& w, const KernelSpec& k) {
     w.u32(static_cast<std::uint32_t>(v.when.size()));
     for (const ExprCode& c : v.when) put_expr(w, c);
     w.u32(static_cast<std::uint32_t>(v.code.size()));
-    for (const CodeObjectRef& c : v.code) {
-      w.string16(c.arch);
-      w.string16(c.file.path);
-    }
+    for (const CodeObjectRef& c : v.code) put_code_ref(w, c, entries);
     w.u8(v.has_kernel_args ? 1 : 0);
     if (v.has_kernel_args) put_kernel_args(w, v.kernel_args);
   }
@@ -194,7 +226,7 @@ std::uint32_t get_kernel_args(ByteReader& r, const KernelSpec& k, std::vector<Ke
   return args;
 }
 
-void get_variants(ByteReader& r, KernelSpec& k) {
+void get_variants(ByteReader& r, KernelSpec& k, bool with_entries) {
   std::uint32_t variants = r.u32();
   if (variants == 0 || variants > kMaxVariants) r.fail_here("bad variant count " + std::to_string(variants));
   std::set<std::string> names;
@@ -210,8 +242,7 @@ void get_variants(ByteReader& r, KernelSpec& k) {
     if (code != k.code.size()) r.fail_here(what + ": " + std::to_string(code) + " code entries for the kernel's " + std::to_string(k.code.size()));
     v.code.resize(code);
     for (std::size_t c = 0; c < v.code.size(); ++c) {
-      v.code[c].arch = r.string16();
-      v.code[c].file.path = r.string16();
+      get_code_ref(r, v.code[c], with_entries, c);
       if (v.code[c].arch != k.code[c].arch) r.fail_here(what + ": code entry " + std::to_string(c) + " is for '" + v.code[c].arch + "', the kernel's for '" + k.code[c].arch + "'");
     }
     std::uint8_t own = r.u8();
@@ -222,7 +253,7 @@ void get_variants(ByteReader& r, KernelSpec& k) {
   }
 }
 
-void get_launch_extension(ByteReader& r, KernelSpec& k) {
+void get_launch_extension(ByteReader& r, KernelSpec& k, bool with_entries) {
   std::uint32_t args = get_kernel_args(r, k, &k.kernel_args);
   std::uint32_t clusters = r.u32();
   if (clusters > k.shapes.size()) r.fail_here("bad cluster count");
@@ -241,10 +272,10 @@ void get_launch_extension(ByteReader& r, KernelSpec& k) {
     }
     s.has_cluster = true;
   }
-  if (r.remaining() != 0) get_variants(r, k);
+  if (r.remaining() != 0) get_variants(r, k, with_entries);
 }
 
-std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
+std::vector<std::uint8_t> encode_kernel(const KernelSpec& k, const CodeEntryLookup* entries) {
   ByteWriter w;
   w.string16(k.entry);
   w.string16(k.backend);
@@ -259,10 +290,7 @@ std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
     w.u8(static_cast<std::uint8_t>(p.access));
   }
   w.u32(static_cast<std::uint32_t>(k.code.size()));
-  for (const CodeObjectRef& c : k.code) {
-    w.string16(c.arch);
-    w.string16(c.file.path);
-  }
+  for (const CodeObjectRef& c : k.code) put_code_ref(w, c, entries);
   w.u32(static_cast<std::uint32_t>(k.shapes.size()));
   for (const ShapeSpec& s : k.shapes) {
     w.string16(s.name);
@@ -291,7 +319,7 @@ std::vector<std::uint8_t> encode_kernel(const KernelSpec& k) {
   }
   w.u64(double_bits(k.tolerance.rtol));
   w.u64(double_bits(k.tolerance.atol));
-  put_launch_extension(w, k);
+  put_launch_extension(w, k, entries);
   return std::move(w.buffer());
 }
 
@@ -312,14 +340,10 @@ std::vector<FileRef> get_list(ByteReader& r, const char* what) {
 
 }  // namespace
 
-void for_each_kernel_table_member(const Manifest& m, const KernelTableVisitor& visit) {
-  std::vector<const KernelSpec*> kernels;
-  kernels.reserve(m.kernels.size());
-  for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
-  std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
-
+std::vector<std::uint8_t> encode_kernel_table_head(const Manifest& m, bool code_entries) {
   ByteWriter w;
-  w.bytes(kMagic.data(), kMagic.size());
+  const auto& magic = code_entries ? kMagicWithEntries : kMagic;
+  w.bytes(magic.data(), magic.size());
   w.string16(m.package);
   w.string16(m.kernel_revision);
   w.u64(m.sequence);
@@ -328,17 +352,28 @@ void for_each_kernel_table_member(const Manifest& m, const KernelTableVisitor& v
     w.string16(key);
     w.string16(value);
   }
-  w.u32(static_cast<std::uint32_t>(kernels.size()));
-  visit(kKernelTablePath, w.buffer());
-  for (const KernelSpec* k : kernels) visit(kernel_record_path(k->name), encode_kernel(*k));
+  w.u32(static_cast<std::uint32_t>(m.kernels.size()));
+  return std::move(w.buffer());
 }
 
-std::vector<KernelTableMember> encode_kernel_table(const Manifest& m) {
+std::vector<std::uint8_t> encode_kernel_record(const KernelSpec& k, const CodeEntryLookup* entries) {
+  return encode_kernel(k, entries);
+}
+
+void for_each_kernel_table_member(const Manifest& m, const KernelTableVisitor& visit, const CodeEntryLookup* entries) {
+  std::vector<const KernelSpec*> kernels;
+  kernels.reserve(m.kernels.size());
+  for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
+  std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
+  visit(kKernelTablePath, encode_kernel_table_head(m, entries != nullptr));
+  for (const KernelSpec* k : kernels) visit(kernel_record_path(k->name), encode_kernel(*k, entries));
+}
+
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& m, const CodeEntryLookup* entries) {
   std::vector<KernelTableMember> out;
   out.reserve(m.kernels.size() + 1);
-  for_each_kernel_table_member(m, [&](const std::string& path, const std::vector<std::uint8_t>& content) {
-    out.push_back({path, content});
-  });
+  for_each_kernel_table_member(
+      m, [&](const std::string& path, const std::vector<std::uint8_t>& content) { out.push_back({path, content}); }, entries);
   return out;
 }
 
@@ -346,7 +381,10 @@ KernelTable KernelTable::decode(ByteView bytes, const std::string& what) {
   KernelTable t;
   ByteReader r(bytes, what);
   ByteView magic = r.take(8);
-  if (std::memcmp(magic.data, kMagic.data(), 8) != 0) r.fail_here("bad magic: not a kiln kernel table (format 2)");
+  t.code_entries_ = std::memcmp(magic.data, kMagicWithEntries.data(), 8) == 0;
+  if (!t.code_entries_ && std::memcmp(magic.data, kMagic.data(), 8) != 0) {
+    r.fail_here("bad magic: not a kiln kernel table (KILNKTB2 or KILNKTB3)");
+  }
   t.package_ = r.string16();
   t.revision_ = r.string16();
   t.sequence_ = r.u64();
@@ -368,7 +406,7 @@ const std::string* KernelTable::toolchain_value(const std::string& key) const {
   return nullptr;
 }
 
-KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what) {
+KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what, bool code_entries) {
   ByteReader r(bytes, what);
   bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
   for (char c : name) identifier = identifier && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
@@ -392,10 +430,7 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
     p.access = static_cast<ParamAccess>(access);
   }
   k.code.resize(count(r, "code"));
-  for (CodeObjectRef& c : k.code) {
-    c.arch = r.string16();
-    c.file.path = r.string16();
-  }
+  for (std::size_t c = 0; c < k.code.size(); ++c) get_code_ref(r, k.code[c], code_entries, c);
   k.shapes.resize(count(r, "shape"));
   for (ShapeSpec& s : k.shapes) {
     s.name = r.string16();
@@ -432,7 +467,7 @@ KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const s
   }
   k.tolerance.rtol = bits_double(r.u64());
   k.tolerance.atol = bits_double(r.u64());
-  if (r.remaining() != 0) get_launch_extension(r, k);
+  if (r.remaining() != 0) get_launch_extension(r, k, code_entries);
   if (r.remaining() != 0) r.fail_here("trailing bytes in the kernel record");
   return k;
 }

@@ -28,13 +28,26 @@ struct KernelTableMember {
   std::vector<std::uint8_t> content;
 };
 
+// The index entry of the code member at a path (the archive's, or the writer's as planned);
+// throws when there is none.
+using CodeEntryLookup = std::function<const format::Entry&(const std::string& path)>;
+
 // kiln/kernels.bin first, then one record member per kernel, sorted by name (the order the
-// index keeps). Positions in the manifest (line, column) are not kept.
-std::vector<KernelTableMember> encode_kernel_table(const Manifest& manifest);
+// index keeps). Positions in the manifest (line, column) are not kept. With `entries`, a
+// KILNKTB3 table: each record carries its code members' index entries as `entries` gives them
+// (a record's size depends on their paths and arch tags alone, not on their offsets, sizes or
+// digests). Without, a KILNKTB2 table, whose records name their code by path.
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& manifest, const CodeEntryLookup* entries = nullptr);
 // The same members in the same order, each made, handed to `visit` and dropped: a full
 // verification compares thousands of records without holding them all at once.
 using KernelTableVisitor = std::function<void(const std::string& path, const std::vector<std::uint8_t>& content)>;
-void for_each_kernel_table_member(const Manifest& manifest, const KernelTableVisitor& visit);
+void for_each_kernel_table_member(const Manifest& manifest, const KernelTableVisitor& visit,
+                                  const CodeEntryLookup* entries = nullptr);
+
+// The two kinds of member one at a time: kiln/kernels.bin (KILNKTB3 when `code_entries`), and
+// one kernel's record (with its code members' entries when `entries` is given).
+std::vector<std::uint8_t> encode_kernel_table_head(const Manifest& manifest, bool code_entries);
+std::vector<std::uint8_t> encode_kernel_record(const KernelSpec& kernel, const CodeEntryLookup* entries);
 
 // kiln/kernels.bin: identity, toolchain and the kernel count.
 class KernelTable {
@@ -49,15 +62,20 @@ class KernelTable {
   const std::vector<std::pair<std::string, std::string>>& toolchain() const { return toolchain_; }
   const std::string* toolchain_value(const std::string& key) const;
   std::size_t size() const { return kernel_count_; }
+  // A KILNKTB3 table: its records carry their code members' index entries.
+  bool code_entries() const { return code_entries_; }
 
  private:
   std::string package_, revision_;
   std::uint64_t sequence_ = 0;
   std::vector<std::pair<std::string, std::string>> toolchain_;
   std::uint32_t kernel_count_ = 0;
+  bool code_entries_ = false;
 };
 
-// One kernel's record (the member kernel_record_path(name)). Throws Errc::malformed naming `what`.
-KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what);
+// One kernel's record (the member kernel_record_path(name)), of a KILNKTB3 table when
+// `code_entries` (each code reference's `member` set). Throws Errc::malformed naming `what`.
+KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what,
+                                bool code_entries = false);
 
 }  // namespace kiln

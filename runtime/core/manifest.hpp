@@ -4,10 +4,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/format.hpp"
 
 namespace kiln {
 
@@ -46,6 +49,10 @@ struct CodeObjectRef {
   std::string arch;  // what the author claims: sm_90a, compute_90, gfx90a:xnack+, ...
   FileRef file;
   SourcePos pos;
+  // The code member's index entry as the kernel's record copies it (FORMAT.md §4.1, tables
+  // marked KILNKTB3), so that the runtime reads the member without looking it up in the index;
+  // unset for a reference read from kiln.toml or from an older table.
+  std::optional<format::Entry> member;
 };
 
 // A compiled launch expression (runtime/core/shape_expr.hpp; FORMAT.md §4.1 "Expressions").

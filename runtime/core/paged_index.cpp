@@ -16,8 +16,6 @@ using detail::quoted;
 
 // ---- index ----------------------------------------------------------------------------
 
-namespace {
-
 void encode_entry(ByteWriter& w, const Entry& e) {
   w.string16(e.path);
   w.u8(static_cast<std::uint8_t>(e.role));
@@ -32,22 +30,24 @@ void encode_entry(ByteWriter& w, const Entry& e) {
   w.bytes(e.content_sha256.data(), 32);
 }
 
+namespace {
+
 // An entry takes at least 2+4+2+24+64 bytes, so a count the remaining bytes cannot hold is
 // refused before anything is reserved for it.
 constexpr std::size_t kMinEntrySize = 96;
 
 // One entry's fields in order (FORMAT.md §3), each checked as it is read when kChecked (the path
-// first, before the bytes after it are read); `position` (its place in the index) names it in
-// errors, built only when one needs it: every entry of every page read passes here. Unchecked,
-// it reads again an entry of a page already checked (reread_entry_view).
+// first, before the bytes after it are read); `label` and `position` ("index entry" and its place
+// in the index) name it in errors, built only when one needs it: every entry of every page read
+// passes here. Unchecked, it reads again an entry of a page already checked (reread_entry_view).
 template <bool kChecked>
-EntryView read_entry(ByteReader& r, std::uint64_t position) {
+EntryView read_entry(ByteReader& r, std::uint64_t position, const char* label = "index entry") {
   EntryView e;
   e.path = r.string16_view();
   if constexpr (kChecked) {
-    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here("index entry " + std::to_string(position) + ": " + p);
+    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(label + (" " + std::to_string(position)) + ": " + p);
   }
-  auto where = [&] { return "index entry " + std::to_string(position) + " ('" + std::string(e.path) + "')"; };
+  auto where = [&] { return label + (" " + std::to_string(position)) + " ('" + std::string(e.path) + "')"; };
   std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
   if constexpr (kChecked) {
     if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
@@ -508,6 +508,10 @@ EntryView reread_entry_view(ByteView page, std::uint32_t at) {
 }
 
 Entry reread_entry(ByteView page, std::uint32_t at) { return to_entry(reread_entry_view(page, at)); }
+
+Entry decode_entry(ByteReader& r, std::uint64_t position, const char* label) {
+  return to_entry(read_entry<true>(r, position, label));
+}
 
 std::string_view reread_entry_path(ByteView page, std::uint32_t at) {
   ByteReader r(page.sub(at, page.size - at), "index entry");

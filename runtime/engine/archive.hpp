@@ -21,6 +21,13 @@ namespace kiln::engine {
 class Runtime;
 struct Candidate;  // resolve.cpp's
 
+// A code member a kernel names: its entry (the record's copy, or the index's) and, where it was
+// looked up in the index, its position there (-1 otherwise).
+struct CodeMember {
+  long position = -1;
+  const kiln::format::Entry* entry = nullptr;
+};
+
 // The engine's archive; the C API's kiln_archive wraps it (runtime/api/handles.hpp).
 class Archive {
  public:
@@ -71,8 +78,12 @@ class Archive {
   void resolve(Kernel& k);
   void resolve(Kernel& k, const kiln::backend::BackendList& backends);
   // The member each of k's code references names, in the manifest's order, once checked.
-  std::vector<std::size_t> check_code_references(const Kernel& k) const;
-  void resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members);
+  std::vector<CodeMember> check_code_references(const Kernel& k) const;
+  CodeMember code_member(const kiln::CodeObjectRef& ref, const std::string& who) const;
+  // Its position in the index (looked up where the record's copy gave its entry): what planning
+  // a sparse pull names.
+  std::size_t position(const CodeMember& m) const;
+  void resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<CodeMember>& code_members);
   bool load_first(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,
                   const std::vector<kiln::engine::Candidate>& rejected, std::string* failures);

@@ -20,7 +20,7 @@ using kiln::Failure;
 
 // One code object of the kernel with the tag of it that suits the device best.
 struct Candidate {
-  std::size_t member = 0;
+  CodeMember member;
   std::string path;
   kiln::format::CodeKind kind = kiln::format::CodeKind::none;
   std::string tag;
@@ -67,36 +67,48 @@ void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::stri
   }
 }
 
-// The archive_semantics rules of this one kernel, on the index alone and whatever the device:
-// verify checks every kernel's; the runtime checks the one it resolves (kiln.toml is never
+// The code member a reference names: the record's copy of its entry where the record carries
+// one (FORMAT.md §4.1), so that no index page is read for it; else its entry in the index.
+CodeMember Archive::code_member(const kiln::CodeObjectRef& ref, const std::string& who) const {
+  if (ref.member) return CodeMember{-1, &*ref.member};
+  long m = reader_->find(ref.file.path);
+  if (m < 0) {
+    throw Failure(Errc::integrity, "archive " + digest_ + ": " + who + " names '" + ref.file.path + "', which is not a member");
+  }
+  return CodeMember{m, &reader_->entry(static_cast<std::size_t>(m))};
+}
+
+std::size_t Archive::position(const CodeMember& m) const {
+  if (m.position >= 0) return static_cast<std::size_t>(m.position);
+  long found = reader_->find(m.entry->path);
+  if (found < 0) {  // full verification refuses such a record; planning names what is in the index
+    throw Failure(Errc::integrity, "archive " + digest_ + ": a kernel record copies the entry of '" + m.entry->path +
+                                     "', which is not a member");
+  }
+  return static_cast<std::size_t>(found);
+}
+
+// The archive_semantics rules of this one kernel, on its record and whatever the device: verify
+// checks every kernel's, on the index; the runtime checks the one it resolves (kiln.toml is never
 // parsed here, so opening stays flat in the archive's size). The members found are returned, so
-// that resolving does not look each one up in the index again.
-std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
-  std::vector<std::size_t> members;
+// that resolving does not look each one up again.
+std::vector<CodeMember> Archive::check_code_references(const Kernel& k) const {
+  std::vector<CodeMember> members;
   members.reserve(k.spec_.code.size());
   for (const kiln::CodeObjectRef& ref : k.spec_.code) {
-    long m = reader_->find(ref.file.path);
-    if (m < 0) {
-      throw Failure(Errc::integrity, "archive " + digest_ + ": kernel '" + k.spec_.name + "' names '" + ref.file.path +
-                                       "', which is not a member");
-    }
-    if (std::string p = kiln::code_reference_problem(k.spec_, ref, reader_->entry(static_cast<std::size_t>(m))); !p.empty()) {
+    CodeMember m = code_member(ref, "kernel '" + k.spec_.name + "'");
+    if (std::string p = kiln::code_reference_problem(k.spec_, ref, *m.entry); !p.empty()) {
       throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
     }
-    members.push_back(static_cast<std::size_t>(m));
+    members.push_back(m);
   }
   // A variant's code must be the kernel's own kind of code for the same targets (so the target
-  // chosen below holds for it), checked here on the index as verify checks every kernel's.
+  // chosen below holds for it), checked here as verify checks every kernel's.
   for (const kiln::VariantSpec& v : k.spec_.variants) {
     for (std::size_t c = 0; c < v.code.size(); ++c) {
-      long m = reader_->find(v.code[c].file.path);
-      if (m < 0) {
-        throw Failure(Errc::integrity, "archive " + digest_ + ": variant '" + v.name + "' of kernel '" + k.spec_.name +
-                                         "' names '" + v.code[c].file.path + "', which is not a member");
-      }
-      const kiln::format::Entry& e = reader_->entry(static_cast<std::size_t>(m));
-      std::string p = kiln::code_reference_problem(k.spec_, v.code[c], e);
-      if (p.empty()) p = kiln::variant_code_problem(k.spec_, v, c, reader_->entry(members[c]), e);
+      CodeMember m = code_member(v.code[c], "variant '" + v.name + "' of kernel '" + k.spec_.name + "'");
+      std::string p = kiln::code_reference_problem(k.spec_, v.code[c], *m.entry);
+      if (p.empty()) p = kiln::variant_code_problem(k.spec_, v, c, *members[c].entry, *m.entry);
       if (!p.empty()) throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
     }
   }
@@ -106,7 +118,7 @@ std::vector<std::size_t> Archive::check_code_references(const Kernel& k) const {
 void Archive::resolve(Kernel& k) { resolve(k, runtime_.backends()); }
 
 void Archive::resolve(Kernel& k, const kiln::backend::BackendList& backends) {
-  const std::vector<std::size_t> code_members = check_code_references(k);
+  const std::vector<CodeMember> code_members = check_code_references(k);
   kiln::format::Vendor vendor = kiln::format::Vendor::none;
   if (kiln::format::parse_backend(k.spec_.backend, &vendor) && vendor != kiln::format::Vendor::none) {
     if (kiln::backend::Backend* b = find_backend(backends, vendor)) return resolve_on(*b, k, code_members);
@@ -130,7 +142,7 @@ void Archive::resolve(Kernel& k, const kiln::backend::BackendList& backends) {
                       "kernel '" + k.spec_.name + "' has backend '" + k.spec_.backend + "', which this libkiln cannot run");
 }
 
-void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<std::size_t>& code_members) {
+void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<CodeMember>& code_members) {
   kiln_reason unavailable = KILN_REASON_NO_DEVICE;
   std::string why;
   const kiln::backend::DeviceInfo* device = backend.device(k.device_, &unavailable, &why);
@@ -152,14 +164,14 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
 
   // Judge every code object listed for the kernel; keep each one's best tag.
   std::vector<Candidate> fitting, rejected, pending;
-  for (const std::size_t m : code_members) {
-    const kiln::format::Entry& entry = reader_->entry(m);
+  for (const CodeMember& m : code_members) {
+    const kiln::format::Entry& entry = *m.entry;
     // Code of the other vendor (a kernel with backend "any") is the other backend's to judge;
     // code of this vendor that it cannot read is an error, never a silent skip.
     if (entry.backend != backend.format_vendor()) continue;
     // A sparse archive's absent code is judged like any other when planning what to fetch, and
     // otherwise rejected with its reason: nothing absent is read.
-    const bool absent = !reader_->member_present(m);
+    const bool absent = !reader_->member_present(entry);
     if (absent && !k.planning_) {
       kiln::backend::TagFit fit;
       fit.recognised = true;
@@ -188,10 +200,10 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
   auto judge_pending = [&](std::vector<Candidate>* out) {
     for (Candidate& c : pending) {
       if (k.planning_) {  // the route would read it to judge it: it must be fetched, not read here
-        k.planned_.push_back(c.member);
+        k.planned_.push_back(position(c.member));
         continue;
       }
-      c.content = reader_->read_member(c.member);
+      c.content = reader_->read_member(*c.member.entry);
       c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), "'" + c.path + "'");
       (c.fit.fits ? *out : rejected).push_back(std::move(c));
     }
@@ -239,6 +251,7 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
   std::string loaded, failed;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
     const kiln::CodeObjectRef& ref = spec.variants[v].code[at];
+    const CodeMember member = code_member(ref, "variant '" + spec.variants[v].name + "'");  // checked by check_code_references
     if (spec.variants[v].has_kernel_args) {  // its own parameters may need what the kernel's do not
       kiln::KernelSpec own = spec;
       own.kernel_args = spec.variants[v].kernel_args;
@@ -247,10 +260,9 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
         continue;
       }
     }
-    std::size_t member = static_cast<std::size_t>(reader_->find(ref.file.path));  // checked by check_code_references
-    std::vector<std::uint8_t> image = reader_->read_member(member);
+    std::vector<std::uint8_t> image = reader_->read_member(*member.entry);
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + ref.file.path + "'");
-    if (std::string p = kiln::code_entry_problem(reader_->entry(member), info); !p.empty()) {
+    if (std::string p = kiln::code_entry_problem(*member.entry, info); !p.empty()) {
       throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
     }
     kiln::backend::LoadOutcome r = backend.load(device, kiln::ByteView(image), chosen.kind, spec.entry, k.shapes_.max_shared_mem());
@@ -282,26 +294,26 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
   kiln::engine::Stats& s = runtime_.stats();
   for (Candidate& c : candidates) {
     if (k.planning_) {  // the first candidate is the one a device would load, with its variants
-      k.planned_.push_back(c.member);
+      k.planned_.push_back(position(c.member));
       const std::vector<kiln::CodeObjectRef>& code = k.spec_.code;
       std::size_t at = code.size();  // the code entry load_variants would take the variants' code for
       for (std::size_t e = 0; e < code.size(); ++e) {
         if (code[e].file.path == c.path && (at == code.size() || code[e].arch == c.tag)) at = e;
       }
       for (std::size_t v = 0; at < code.size() && v < k.spec_.variants.size(); ++v) {
-        long m = reader_->find(k.spec_.variants[v].code[at].file.path);  // checked by check_code_references
-        if (m >= 0) k.planned_.push_back(static_cast<std::size_t>(m));
+        const kiln::CodeObjectRef& ref = k.spec_.variants[v].code[at];
+        k.planned_.push_back(position(code_member(ref, "variant '" + k.spec_.variants[v].name + "'")));
       }
       k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
       k.reason_ = KILN_REASON_MATCH;
       k.target_ = c.tag;
       return true;
     }
-    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(c.member) : std::move(c.content);
+    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(*c.member.entry) : std::move(c.content);
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
-    if (std::string p = kiln::code_entry_problem(reader_->entry(c.member), info); !p.empty()) {
+    if (std::string p = kiln::code_entry_problem(*c.member.entry, info); !p.empty()) {
       throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
     }
     kiln::backend::LoadOutcome r =

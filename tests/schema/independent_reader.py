@@ -924,8 +924,10 @@ def eval_ops(ops, args):
 
 def decode_kernels_bin(data):
     r = Reader(data, "kiln/kernels.bin")
-    need(r.take(8) == b"KILNKTB2", "kiln/kernels.bin: bad magic")
-    t = {"package": r.str16(), "kernel_revision": r.str16(), "sequence": r.u64()}
+    magic = r.take(8)
+    need(magic in (b"KILNKTB2", b"KILNKTB3"), "kiln/kernels.bin: bad magic")
+    # KILNKTB3: each record's code references carry their members' index entries (§4.1).
+    t = {"code_entries": magic == b"KILNKTB3", "package": r.str16(), "kernel_revision": r.str16(), "sequence": r.u64()}
     t["toolchain"] = [(r.str16(), r.str16()) for _ in range(count(r, "toolchain"))]
     t["kernel_count"] = r.u32()
     need(t["kernel_count"] <= 1 << 20, "kiln/kernels.bin: bad kernel count")
@@ -935,7 +937,7 @@ def decode_kernels_bin(data):
 
 def encode_kernels_bin(t):
     w = Writer()
-    w.raw(b"KILNKTB2")
+    w.raw(b"KILNKTB3" if t["code_entries"] else b"KILNKTB2")
     w.str16(t["package"])
     w.str16(t["kernel_revision"])
     w.u64(t["sequence"])
@@ -947,7 +949,41 @@ def encode_kernels_bin(t):
     return bytes(w.out)
 
 
-def decode_record(data, name):
+def decode_code_refs(r, n, with_entries, what):
+    """n code references: (arch, path) each, and with_entries (a KILNKTB3 table) the code member's
+    index entry in place of the path (§4.1), returned beside them (None without)."""
+    code, entries = [], [] if with_entries else None
+    for i in range(n):
+        arch = r.str16()
+        if not with_entries:
+            code.append((arch, r.str16()))
+            continue
+        e = decode_entry(r, f"{what} code entry {i}")
+        need(e["role"] == 2, f"{what} code entry {i}: not a code member's entry")
+        need(e["offset"] >= 64 and e["offset"] % 64 == 0, f"{what} code entry {i}: offset {e['offset']} is not a member's")
+        code.append((arch, e["path"]))
+        entries.append(e)
+    return code, entries
+
+
+def encode_code_refs(w, code, entries):
+    for i, (arch, file) in enumerate(code):
+        w.str16(arch)
+        if entries is None:
+            w.str16(file)
+        else:
+            encode_entry(w, entries[i])
+
+
+def without_code_entries(rec):
+    """The record as kiln.toml derives it: its code references without the entries' copies."""
+    rec = dict(rec, code_entries=None)
+    if rec["launch"] is not None:
+        rec["launch"] = dict(rec["launch"], variants=[dict(v, code_entries=None) for v in rec["launch"]["variants"]])
+    return rec
+
+
+def decode_record(data, name, with_entries=False):
     r = Reader(data, f"kiln/kernels/{name.decode()}")
     need(is_identifier(name), f"kernel name {name!r} is not an identifier")
     k = {"entry": r.str16(), "backend": r.str16(), "fallback": r.u8()}
@@ -959,7 +995,7 @@ def decode_record(data, name):
         p = (r.str16(), r.u8(), r.u8(), r.u8())
         need(p[1] in (0, 1) and p[2] < len(SCALAR_TYPES) and p[3] < len(ACCESS), "bad parameter")
         k["params"].append(p)
-    k["code"] = [(r.str16(), r.str16()) for _ in range(count(r, "code"))]
+    k["code"], k["code_entries"] = decode_code_refs(r, count(r, "code"), with_entries, r.what)
     k["shapes"] = []
     for _ in range(count(r, "shape")):
         s = {"name": r.str16()}
@@ -1006,9 +1042,7 @@ def encode_record(k):
         w.u8(type_)
         w.u8(access)
     w.u32(len(k["code"]))
-    for arch, file in k["code"]:
-        w.str16(arch)
-        w.str16(file)
+    encode_code_refs(w, k["code"], k.get("code_entries"))
     w.u32(len(k["shapes"]))
     for s in k["shapes"]:
         w.str16(s["name"])
@@ -1080,7 +1114,7 @@ def decode_variants(r, k, what):
         v["when"] = [decode_expr(r, k["params"], True, w + " when") for _ in range(when_count)]
         code_count = r.u32()
         need(code_count == len(k["code"]), f"{w}: code_count {code_count}, the record has {len(k['code'])}")
-        v["code"] = [(r.str16(), r.str16()) for _ in range(code_count)]
+        v["code"], v["code_entries"] = decode_code_refs(r, code_count, k["code_entries"] is not None, w)
         need(all(v["code"][i][0] == k["code"][i][0] for i in range(code_count)), f"{w}: code archs not the record's, in order")
         own = r.u8()
         need(own in (0, 1), f"{w}: own_args {own}")
@@ -1148,9 +1182,7 @@ def encode_launch(w, launch):
             for ops in v["when"]:
                 encode_expr(w, ops)
             w.u32(len(v["code"]))
-            for arch, file in v["code"]:
-                w.str16(arch)
-                w.str16(file)
+            encode_code_refs(w, v["code"], v.get("code_entries"))
             w.u8(0 if v["args"] is None else 1)
             if v["args"] is not None:
                 encode_args(w, v["args"])
@@ -1193,6 +1225,7 @@ def launch_from_manifest(k, params):
         need(sorted(by_arch) == sorted(c["arch"] for c in k["code"]), f"variant {v['name']}: archs not the kernel's")
         variants.append({"name": v["name"].encode(), "when": [compile_expr(c, params, True) for c in v["when"]],
                          "code": [(c["arch"].encode(), by_arch[c["arch"]].encode()) for c in k["code"]],
+                         "code_entries": None,
                          "args": args_from_manifest(v["kernel_args"], params) if "kernel_args" in v else None})
     return {"args": args_from_manifest(k.get("kernel_args", []), params), "clusters": clusters, "variants": variants}
 
@@ -1279,7 +1312,7 @@ def table_from_manifest(m):
             "entry": enc(k["entry"]), "backend": enc(k["backend"]),
             "fallback": {"reference": 0, "refuse": 1}[k.get("fallback", "reference")],
             "sources": [enc(s) for s in k.get("sources", [])], "ir": [enc(s) for s in k.get("ir", [])],
-            "params": params, "code": [(enc(c["arch"]), enc(c["file"])) for c in k["code"]], "shapes": shapes,
+            "params": params, "code": [(enc(c["arch"]), enc(c["file"])) for c in k["code"]], "code_entries": None, "shapes": shapes,
             "rtol": double_bits(tol.get("rtol", 1e-5)), "atol": double_bits(tol.get("atol", 1e-6)),
             "launch": launch}
     return table, records
@@ -1558,17 +1591,28 @@ def read_archive(data, trusted_keys, canonical=True):
         if e["path"].startswith(b"kiln/kernels/"):
             name = e["path"][len(b"kiln/kernels/"):]
             need(b"/" not in name and e["role"] == 6, f"{e['path']!r} is not a kernel record")
-            records[name] = decode_record(contents[e["path"]], name)
+            records[name] = decode_record(contents[e["path"]], name, table["code_entries"])
             need(encode_record(records[name]) == contents[e["path"]], f"{e['path']!r}: does not re-encode to its bytes")
     need(len(records) == table["kernel_count"], "kernel_count differs from the number of kernel records")
 
     manifest = tomllib.loads(contents[b"kiln.toml"].decode("ascii"))
     derived_table, derived_records = table_from_manifest(manifest)
+    derived_table["code_entries"] = table["code_entries"]  # the form is the writer's choice; both derive alike
     need(derived_table == table, "kiln/kernels.bin differs from what kiln.toml derives: " +
          first_difference(table, derived_table, "table"))
-    need(derived_records == records, "the kernel records differ from what kiln.toml derives: " +
-         first_difference(records, derived_records, "kernel"))
+    plain = {name: without_code_entries(rec) for name, rec in records.items()}
+    need(derived_records == plain, "the kernel records differ from what kiln.toml derives: " +
+         first_difference(plain, derived_records, "kernel"))
+    # A KILNKTB3 record's copies are the index's entries of those paths, field for field (§4.1).
+    for name, rec in records.items():
+        copies = [(rec["code"], rec["code_entries"])]
+        copies += [(v["code"], v["code_entries"]) for v in (rec["launch"] or {}).get("variants", [])]
+        for code, copied in copies:
+            for (_, file), copy in zip(code, copied or []):
+                need(file in by_path and copy == by_path[file], f"kernel {name!r}: its copy of {file!r}'s entry is not the index's")
     for name, rec in derived_records.items():
+        if table["code_entries"]:
+            rec = dict(records[name])  # the derived record with the copies, which were just checked
         need(encode_record(rec) == contents[b"kiln/kernels/" + name], f"kernel {name!r}: derived record bytes differ")
 
     # The table names members of the right roles and backends (§3).
@@ -2005,13 +2049,13 @@ def expression_checks(a):
                 bad = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
                 bad["shapes"][i]["grid"] = [ops] + list(s["grid"][1:])
                 try:
-                    decode_record(encode_record(bad), name)
+                    decode_record(encode_record(bad), name, bad["code_entries"] is not None)
                 except Refused:
                     continue
                 raise Refused(f"self-check: the reader accepted kernel {name!r} shape {i} with {what}")
             ok = dict(rec, shapes=[dict(x) for x in rec["shapes"]])
             ok["shapes"][i]["grid"] = [[(0x02, scalar)]] + list(s["grid"][1:])
-            decode_record(encode_record(ok), name)  # the same change, valid: accepted
+            decode_record(encode_record(ok), name, ok["code_entries"] is not None)  # the same change, valid: accepted
             return True
     return False
 
@@ -2098,7 +2142,7 @@ def launch_checks(a):
         for what, (bad_args, bad_cl) in bad_clusters.items():
             data = encode_record(dict(rec, launch={"args": bad_args, "clusters": bad_cl}))
             try:
-                decode_record(data, name)
+                decode_record(data, name, rec["code_entries"] is not None)
             except Refused:
                 checked.append((name, what, data, True))
                 continue
@@ -2112,7 +2156,7 @@ def launch_checks(a):
             record = dict(rec, launch={"args": good_args, "clusters": good_cl})
             data = encode_record(record)
             try:
-                need(encode_record(decode_record(data, name)) == data, "does not re-encode to its bytes")
+                need(encode_record(decode_record(data, name, rec["code_entries"] is not None)) == data, "does not re-encode to its bytes")
             except Refused as e:
                 raise Refused(f"self-check: the reader refused kernel {name!r} with {what} in its launch extension: {e}")
             checked.append((name, what, data, False))

@@ -366,21 +366,17 @@ TEST_F(Cli, ExtractRefusesAKernelTableThatDisagreesWithKilnTomlBeforeWriting) {
   raw.signers = {kiln::Signer{&key, "hostile", 0}};
   kiln::Manifest m = kiln::parse_manifest(kiln::test::small_manifest(id), "kiln.toml");
   m.kernels[0].entry = "evil_entry";
-  const kiln::KernelTableMember record = kiln::encode_kernel_table(m).at(1);
-  for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
-    if (raw.index.entries[i].path != record.path) continue;
-    raw.stored[i] = record.content;
-    raw.index.entries[i].stored_size = raw.index.entries[i].content_size = record.content.size();
-    raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 =
-        kiln::sha256(record.content.data(), record.content.size());
-  }
+  const std::string record_path = kiln::kernel_record_path("add");
+  raw.derived[record_path] = [kernel = m.kernels[0]](const kiln::CodeEntryLookup& entries) {
+    return kiln::encode_kernel_record(kernel, &entries);
+  };
   std::vector<std::uint8_t> bytes = kiln::test::assemble(raw);
   write_file(dir + "/hostile.kiln", std::string(bytes.begin(), bytes.end()));
 
   std::vector<std::string> before = kiln::list_directory(dir);
   Result r = run("extract " + dir + "/hostile.kiln -C " + dir + "/out --trust " + dir + "/hostile.pub");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("kiln.toml and " + record.path + " describe different kernels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kiln.toml and " + record_path + " describe different kernels"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kiln extract wrote nothing (the archive was refused before any member was written)"),
             std::string::npos) << r.out;
   EXPECT_EQ(left_behind(dir, before), std::vector<std::string>{});

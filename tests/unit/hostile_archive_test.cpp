@@ -236,14 +236,36 @@ TEST_F(Hostile, KernelTableThatDisagreesWithKilnTomlIsRefusedByFullVerification)
   // A signer ships a kernel table naming another entry symbol than kiln.toml does.
   Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
   m.kernels[0].entry = "evil_entry";
-  std::vector<KernelTableMember> table = encode_kernel_table(m);
-  const KernelTableMember& record = table.at(1);
-  std::size_t i = position(raw, record.path);
-  const std::vector<std::uint8_t>& forged = record.content;
-  raw.index.entries[i].stored_size = raw.index.entries[i].content_size = forged.size();
-  raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 = sha256(forged.data(), forged.size());
-  raw.stored[i] = forged;
-  expect_refused(raw, Errc::integrity, "kiln.toml and " + record.path + " describe different kernels");
+  const std::string path = kernel_record_path("add");
+  raw.derived[path] = [kernel = m.kernels[0]](const CodeEntryLookup& entries) { return encode_kernel_record(kernel, &entries); };
+  expect_refused(raw, Errc::integrity, "kiln.toml and " + path + " describe different kernels");
+}
+
+TEST_F(Hostile, KernelRecordWhoseCodeEntryDiffersFromTheIndexIsRefusedByFullVerification) {
+  // A signer ships a record whose copy of its code member's entry is not the index's: each field
+  // changed in turn (the record's size kept), and full verification refuses every one.
+  Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
+  const std::function<void(format::Entry&)> forgeries[] = {
+      [](format::Entry& e) { e.offset += 64; },
+      [](format::Entry& e) { e.stored_size -= 1; },
+      [](format::Entry& e) { e.content_size += 1; },
+      [](format::Entry& e) { e.stored_sha256[5] ^= 1; },
+      [](format::Entry& e) { e.content_sha256[31] ^= 1; },
+      [](format::Entry& e) { e.compression = format::Compression::zstd; },
+      [](format::Entry& e) { e.kind = format::CodeKind::cubin; },
+      [](format::Entry& e) { e.arch = "compute_80"; },
+  };
+  for (std::size_t f = 0; f < std::size(forgeries); ++f) {
+    SCOPED_TRACE("forgery " + std::to_string(f));
+    test::RawArchive raw = base();
+    raw.derived[kernel_record_path("add")] = [kernel = m.kernels[0], forge = forgeries[f]](const CodeEntryLookup& entries) {
+      format::Entry copy = entries("k.ptx");
+      forge(copy);
+      const CodeEntryLookup forged = [&copy](const std::string&) -> const format::Entry& { return copy; };
+      return encode_kernel_record(kernel, &forged);
+    };
+    expect_refused(raw, Errc::integrity, "kiln.toml and kiln/kernels/add describe different kernels (the kernel table was not derived from this manifest and index)");
+  }
 }
 
 TEST_F(Hostile, KernelRecordNotInKilnTomlIsRefusedByFullVerification) {

@@ -98,6 +98,21 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
   a->verify_all(2, true, nullptr);
 }
 
+// A kernel's record carries its code member's entry (FORMAT.md §4.1): loading the kernel reads
+// the record's pages and no other, where looking the code member up reads its own.
+TEST_P(PagedIndex, AKernelsCodeIsReadThroughItsRecordWithoutAnIndexPage) {
+  std::vector<std::uint8_t> bytes = build(GetParam());
+  std::unique_ptr<ArchiveReader> a = open(bytes);
+  const KernelSpec k = a->kernel("add");
+  ASSERT_TRUE(k.code.at(0).member.has_value());
+  const std::size_t after_record = a->index_pages_read();
+  const std::vector<std::uint8_t> code = a->read_member(*k.code[0].member);
+  EXPECT_EQ(a->index_pages_read(), after_record);
+  EXPECT_EQ(code, a->read_member("k.ptx"));
+  // In the tree, k.ptx's entry is on a page the record's lookup did not read.
+  if (GetParam() == kTreeMembers) EXPECT_GT(a->index_pages_read(), after_record);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothHeadForms, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));
 
 // The reader holds references in place (ref_table.hpp): each one read back from the bytes must be

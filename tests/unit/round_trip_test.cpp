@@ -32,21 +32,101 @@ TEST_F(RoundTrip, EveryMemberComesBackIdentical) {
 
   std::vector<MemberInput> originals = test::small_members(id);
   ASSERT_EQ(a->index().entries.size(), originals.size());
+  const CodeEntryLookup written = [&](const std::string& path) -> const format::Entry& {
+    return a->index().entries.at(static_cast<std::size_t>(a->index().find(path)));
+  };
   bool saw_raw = false, saw_zstd = false;
   for (const MemberInput& m : originals) {
     long i = a->index().find(m.path);
     ASSERT_GE(i, 0) << m.path;
     const format::Entry& e = a->index().entries[static_cast<std::size_t>(i)];
+    // A kernel record is made from its code members' entries as written.
+    const std::vector<std::uint8_t> content = m.derive ? m.derive(written) : m.content;
     EXPECT_EQ(e.role, m.role);
     EXPECT_EQ(e.arch, m.arch);
-    EXPECT_EQ(e.content_size, m.content.size());
+    EXPECT_EQ(e.content_size, content.size());
     EXPECT_EQ(e.offset % format::kMemberAlignment, 0u);
-    EXPECT_EQ(a->read_member(m.path), m.content) << m.path;
+    EXPECT_EQ(a->read_member(m.path), content) << m.path;
     saw_raw = saw_raw || e.compression == format::Compression::none;
     saw_zstd = saw_zstd || e.compression == format::Compression::zstd;
   }
   EXPECT_TRUE(saw_raw) << "the random blob and the small text members should have been stored raw";
   EXPECT_FALSE(saw_zstd) << "every member here is too small for a frame to pay (FORMAT.md §4)";
+
+  // The kernel's record carries its code member's index entry, field for field, and the member
+  // read through that copy is the member.
+  EXPECT_TRUE(a->kernel_table().code_entries());
+  const KernelSpec k = a->kernel("add");
+  ASSERT_EQ(k.code.size(), 1u);
+  ASSERT_TRUE(k.code[0].member.has_value());
+  const format::Entry& copy = *k.code[0].member;
+  const format::Entry& indexed = written("k.ptx");
+  EXPECT_EQ(copy.path, indexed.path);
+  EXPECT_EQ(copy.role, indexed.role);
+  EXPECT_EQ(copy.backend, indexed.backend);
+  EXPECT_EQ(copy.kind, indexed.kind);
+  EXPECT_EQ(copy.compression, indexed.compression);
+  EXPECT_EQ(copy.arch, indexed.arch);
+  EXPECT_EQ(copy.offset, indexed.offset);
+  EXPECT_EQ(copy.stored_size, indexed.stored_size);
+  EXPECT_EQ(copy.content_size, indexed.content_size);
+  EXPECT_EQ(copy.stored_sha256, indexed.stored_sha256);
+  EXPECT_EQ(copy.content_sha256, indexed.content_sha256);
+  EXPECT_EQ(a->read_member(copy), a->read_member("k.ptx"));
+}
+
+// A kernel record is written as planned (zeros where its copies' offsets, sizes and digests go),
+// then again over itself once the code is written: it must be stored raw even where the planned
+// bytes would compress, and what is read back is the record made from the entries as written.
+TEST_F(RoundTrip, AKernelRecordThatWouldCompressIsStoredRawAndCopiesTheEntriesAsWritten) {
+  PackageIdentity id = test::default_identity();
+  std::string manifest = "[package]\nname = \"" + id.package + "\"\nkernel_revision = \"" + id.kernel_revision +
+                         "\"\nsequence = " + std::to_string(id.sequence) +
+                         "\n\n[[kernel]]\nname = \"add\"\nentry = \"add_f32\"\nbackend = \"cuda\"\n"
+                         "params = [{ name = \"x\", type = \"ptr\", dtype = \"f32\" }]\ncode = [";
+  std::vector<MemberInput> members;
+  int n = 0;
+  for (int sm : {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90}) {
+    // Paths after kiln/kernels/add as well as before: their entries are known only after it is written.
+    {
+      MemberInput m;
+      m.path = std::string(n++ % 2 ? "z" : "a") + "/k" + std::to_string(sm) + ".ptx";
+      m.role = format::Role::code;
+      m.backend = format::Vendor::cuda;
+      m.kind = format::CodeKind::ptx;
+      m.arch = "compute_" + std::to_string(sm);
+      m.content = test::bytes_of(test::small_ptx("sm_" + std::to_string(sm)));
+      manifest += "{ arch = \"" + m.arch + "\", file = \"" + m.path + "\" }, ";
+      members.push_back(std::move(m));
+    }
+  }
+  manifest += "]\n";
+  MemberInput toml;
+  toml.path = "kiln.toml";
+  toml.role = format::Role::manifest;
+  toml.content = test::bytes_of(manifest);
+  members.push_back(std::move(toml));
+  for (MemberInput& t : kernel_table_inputs(parse_manifest(manifest, "kiln.toml"))) members.push_back(std::move(t));
+  for (unsigned threads : {1u, 4u}) {
+    WriteOptions options;
+    options.threads = threads;
+    options.level = 19;
+    std::vector<std::uint8_t> bytes = build_archive(id, members, {Signer{&key, "s", 0}}, options);
+    TrustSet trust = test::trust_of({&key});
+    std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
+    const format::Entry& record = a->entry(static_cast<std::size_t>(a->find("kiln/kernels/add")));
+    EXPECT_GT(record.content_size, 1536u);
+    EXPECT_EQ(record.compression, format::Compression::none);
+    const KernelSpec k = a->kernel("add");
+    ASSERT_EQ(k.code.size(), 14u);
+    for (const CodeObjectRef& c : k.code) {
+      const format::Entry& indexed = a->entry(static_cast<std::size_t>(a->find(c.file.path)));
+      ASSERT_TRUE(c.member.has_value());
+      EXPECT_EQ(c.member->offset, indexed.offset) << c.file.path;
+      EXPECT_EQ(c.member->stored_sha256, indexed.stored_sha256) << c.file.path;
+      EXPECT_EQ(a->read_member(*c.member), a->read_member(c.file.path)) << c.file.path;
+    }
+  }
 }
 
 // The writer's compression rule (FORMAT.md §4): a zstd frame is stored exactly when it saves more
@@ -453,7 +533,7 @@ TEST_F(RoundTrip, WriterRefusesBadMembers) {
   members.erase(members.begin());
   expect_refusal(members, "kiln.toml");
   members = test::small_members(id);
-  members[2].content = build_archive(id, test::small_members(id), signers, {});
+  members[1].content = build_archive(id, test::small_members(id), signers, {});
   expect_refusal(members, "is itself a kiln archive");
 }
 

@@ -153,6 +153,48 @@ TEST_F(Semantic, AnArchTagTheBytesContradictIsRefusedWhenTheRuntimeLoadsIt) {
                          "member 'k.ptx' is indexed as cuda ptx for compute_80 but its bytes are cuda ptx for compute_90");
 }
 
+// The runtime reads a kernel's code through its record's copy of the code member's entry, never
+// the index (FORMAT.md §4.1): a signed record whose copy gives another digest, or bytes outside
+// the members, is refused when the code is read, whatever the index says. (Full verification
+// refuses both before: KernelRecordWhoseCodeEntryDiffersFromTheIndexIsRefusedByFullVerification.)
+TEST_F(Semantic, TheRuntimeReadsCodeOnlyAsItsRecordsCopyOfTheEntryGivesIt) {
+  const Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
+  auto forged = [&](std::function<void(format::Entry&)> forge) {
+    test::RawArchive raw = base();
+    raw.derived[kernel_record_path("add")] = [kernel = m.kernels[0], forge](const CodeEntryLookup& entries) {
+      format::Entry copy = entries("k.ptx");
+      forge(copy);
+      const CodeEntryLookup one = [&copy](const std::string&) -> const format::Entry& { return copy; };
+      return encode_kernel_record(kernel, &one);
+    };
+    return test::assemble(raw);
+  };
+  auto other_digest = [](format::Entry& e) {  // a raw member's two digests are one
+    e.stored_sha256[0] ^= 1;
+    e.content_sha256 = e.stored_sha256;
+  };
+  expect_runtime_refuses(forged(other_digest), Errc::integrity, "member 'k.ptx': stored bytes do not match the index");
+  expect_runtime_refuses(forged(other_digest), Errc::integrity, "the expected digest is its kernel record's copy of its entry");
+  // The index's own entry is changed instead, consistently with the bytes: the record's copy,
+  // which still names the old digest, is what the runtime goes by.
+  test::RawArchive raw = base();
+  const std::size_t code = position(raw, "k.ptx");
+  std::string changed = test::small_ptx();
+  changed[changed.find("Generated")] = 'g';  // the same size: only the digest tells
+  raw.stored[code] = test::bytes_of(changed);
+  raw.derived[kernel_record_path("add")] = [kernel = m.kernels[0], old = raw.index.entries[code]](const CodeEntryLookup& entries) {
+    format::Entry copy = entries("k.ptx");
+    copy.stored_size = copy.content_size = old.stored_size;
+    copy.stored_sha256 = copy.content_sha256 = old.stored_sha256;
+    const CodeEntryLookup one = [&copy](const std::string&) -> const format::Entry& { return copy; };
+    return encode_kernel_record(kernel, &one);
+  };
+  expect_runtime_refuses(test::assemble(raw), Errc::integrity, "member 'k.ptx': stored bytes do not match the index");
+  // Bytes past the members (the index's own) are refused whatever the digest.
+  expect_runtime_refuses(forged([](format::Entry& e) { e.offset += 1u << 20; }), Errc::malformed,
+                         "member 'k.ptx': its kernel record places it at bytes");
+}
+
 // A variant is loaded for the target the runtime chose from the kernel's own code, so its file
 // must be code for that same target: a signed archive whose variant is PTX for sm_80 beside the
 // kernel's sm_90 PTX is refused by verification and, from the index alone, by the runtime

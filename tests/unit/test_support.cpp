@@ -162,6 +162,51 @@ std::unique_ptr<ArchiveReader> open_and_verify(const std::vector<std::uint8_t>& 
   return a;
 }
 
+namespace {
+
+// Makes the derived members again from the entries, stored raw, until their sizes (and so the
+// offsets after them) no longer change.
+void derive_members(RawArchive& raw) {
+  // A path the index lacks (a hostile kiln.toml naming a missing file) gets a made-up code entry,
+  // as a signer writing such a record by hand would have to give one.
+  std::map<std::string, format::Entry> made_up;
+  const CodeEntryLookup lookup = [&raw, &made_up](const std::string& path) -> const format::Entry& {
+    for (const format::Entry& e : raw.index.entries) {
+      if (e.path == path) return e;
+    }
+    format::Entry& e = made_up[path];
+    e.path = path;
+    e.role = format::Role::code;
+    e.backend = format::Vendor::cuda;
+    e.kind = format::CodeKind::ptx;
+    e.arch = "compute_90";
+    e.offset = format::kHeaderSize;
+    return e;
+  };
+  for (int pass = 0; pass < 3; ++pass) {
+    std::uint64_t offset = format::kHeaderSize;
+    for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+      raw.index.entries[i].offset = offset;
+      offset = format::align_up(offset + raw.stored[i].size());
+    }
+    bool resized = false;
+    for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {
+      format::Entry& e = raw.index.entries[i];
+      auto d = raw.derived.find(e.path);
+      if (d == raw.derived.end()) continue;
+      std::vector<std::uint8_t> bytes = d->second(lookup);
+      resized = resized || bytes.size() != raw.stored[i].size();
+      e.compression = format::Compression::none;
+      e.stored_size = e.content_size = bytes.size();
+      e.stored_sha256 = e.content_sha256 = sha256(bytes.data(), bytes.size());
+      raw.stored[i] = std::move(bytes);
+    }
+    if (!resized) return;
+  }
+}
+
+}  // namespace
+
 RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> members) {
   std::sort(members.begin(), members.end(), [](const MemberInput& a, const MemberInput& b) { return a.path < b.path; });
   RawArchive raw;
@@ -180,11 +225,14 @@ RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> 
     e.stored_sha256 = e.content_sha256 = sha256(m.content.data(), m.content.size());
     raw.index.entries.push_back(e);
     raw.stored.push_back(m.content);
+    if (m.derive) raw.derived[m.path] = m.derive;
   }
+  derive_members(raw);
   return raw;
 }
 
 std::vector<std::uint8_t> assemble(RawArchive raw) {
+  derive_members(raw);
   std::vector<std::uint8_t> body;
   std::uint64_t offset = format::kHeaderSize;
   for (std::size_t i = 0; i < raw.index.entries.size(); ++i) {

@@ -5,6 +5,7 @@
 #include "temp_dirs.hpp"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct RawArchive {
   std::vector<std::vector<std::uint8_t>> stored;  // per entry; offsets are recomputed
   std::vector<Signer> signers;
   std::vector<format::SignatureRecord> extra_records;  // appended after the signers' records
+  // Members made from the entries (kernel records, MemberInput::derive), by path: assemble makes
+  // each again from the entries as assembled, stored raw. A test that forges one erases it here.
+  std::map<std::string, decltype(MemberInput::derive)> derived;
 };
 std::vector<std::uint8_t> assemble(RawArchive raw);
 
