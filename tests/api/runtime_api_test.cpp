@@ -62,7 +62,7 @@ TEST(Options, DefaultsAndVersion) {
   EXPECT_EQ(o.max_member_size, 4ull << 30);
   EXPECT_EQ(o.log_fn, nullptr);
   EXPECT_EQ(kiln_version(), static_cast<unsigned>(KILN_VERSION_NUMBER));
-  EXPECT_STREQ(kiln_version_string(), "0.7.1");
+  EXPECT_STREQ(kiln_version_string(), "0.7.2");
   EXPECT_EQ(kiln_runtime_options_init(nullptr, sizeof o), KILN_ERR_INVALID_ARGUMENT);
 }
 
