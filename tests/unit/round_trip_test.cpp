@@ -656,5 +656,61 @@ code = [{ arch = "gfx90a", file = "a.co" }]
   }
 }
 
+// A KILNKTB3 table (FORMAT.md §4.1): each code reference carries its member's entry, decoded under
+// an entry's rules and refused unless it is a code member's at a member's offset.
+TEST(KernelTable, RecordsCopyTheirCodeMembersEntriesAndRefuseCopiesNoCodeMemberCouldHave) {
+  Manifest m = parse_manifest(R"([package]
+name = "p"
+kernel_revision = "r"
+sequence = 2
+[[kernel]]
+name = "k"
+entry = "k"
+backend = "cuda"
+code = [{ arch = "compute_90", file = "k.ptx" }]
+)", "kiln.toml");
+  format::Entry e;
+  e.path = "k.ptx";
+  e.role = format::Role::code;
+  e.backend = format::Vendor::cuda;
+  e.kind = format::CodeKind::ptx;
+  e.arch = "compute_90";
+  e.offset = 4096;
+  e.stored_size = e.content_size = 100;
+  e.stored_sha256[0] = e.content_sha256[0] = 7;
+  const CodeEntryLookup lookup = [&e](const std::string&) -> const format::Entry& { return e; };
+  std::vector<KernelTableMember> table = encode_kernel_table(m, &lookup);
+  EXPECT_TRUE(KernelTable::decode(ByteView(table[0].content), "table").code_entries());
+  EXPECT_FALSE(KernelTable::decode(ByteView(encode_kernel_table(m)[0].content), "table").code_entries());
+  KernelSpec k = decode_kernel_record(ByteView(table[1].content), "k", "record", true);
+  ASSERT_TRUE(k.code.at(0).member.has_value());
+  EXPECT_EQ(k.code[0].file.path, "k.ptx");
+  EXPECT_EQ(k.code[0].member->offset, 4096u);
+  EXPECT_EQ(k.code[0].member->stored_sha256, e.stored_sha256);
+  // Read as the other form, the same bytes are refused rather than misread.
+  EXPECT_THROW(decode_kernel_record(ByteView(table[1].content), "k", "record", false), Failure);
+  EXPECT_THROW(decode_kernel_record(ByteView(encode_kernel_table(m)[1].content), "k", "record", true), Failure);
+  const std::pair<std::function<void(format::Entry&)>, std::string> bad[] = {
+      {[](format::Entry& x) { x.role = format::Role::meta, x.backend = format::Vendor::none, x.kind = format::CodeKind::none, x.arch.clear(); },
+       "code entry 0 ('k.ptx'): not a code member's entry"},
+      {[](format::Entry& x) { x.offset = 4100; }, "offset 4100 is not a member's (64-aligned, after the header)"},
+      {[](format::Entry& x) { x.offset = 0; }, "offset 0 is not a member's"},
+      {[](format::Entry& x) { x.content_size = 99; }, "an uncompressed member's stored and content size and digest must be equal"},
+  };
+  for (const auto& [forge, reason] : bad) {
+    format::Entry copy = e;
+    forge(copy);
+    const CodeEntryLookup forged = [&copy](const std::string&) -> const format::Entry& { return copy; };
+    std::vector<std::uint8_t> bytes = encode_kernel_record(m.kernels[0], &forged);
+    try {
+      decode_kernel_record(ByteView(bytes), "k", "record", true);
+      ADD_FAILURE() << "accepted: " << reason;
+    } catch (const Failure& f) {
+      EXPECT_EQ(f.code(), Errc::malformed) << f.what();
+      EXPECT_NE(std::string(f.what()).find(reason), std::string::npos) << f.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
