@@ -76,9 +76,18 @@ std::optional<std::vector<std::uint8_t>> open_and_verify(const std::uint8_t* dat
     // make_signature refuses what the writer would never sign; the reader let it through
   }
   try {
-    // What the runtime decodes: every kernel's record (through the paged index), then what a
-    // full verification checks.
-    for (const std::string& name : archive->kernel_names()) (void)archive->kernel(name);
+    // What the runtime decodes: every kernel's record (through the paged index), and its code as
+    // the record's copies of the entries give it (FORMAT.md §4.1), then what a full verification
+    // checks.
+    for (const std::string& name : archive->kernel_names()) {
+      const kiln::KernelSpec k = archive->kernel(name);
+      for (const kiln::CodeObjectRef& c : k.code) {
+        try {
+          if (c.member) (void)archive->read_member(*c.member);
+        } catch (const kiln::Failure&) {
+        }
+      }
+    }
   } catch (const kiln::Failure&) {
   }
   try {
