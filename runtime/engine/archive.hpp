@@ -83,6 +83,10 @@ class Archive {
   // Its position in the index (looked up where the record's copy gave its entry): what planning
   // a sparse pull names.
   std::size_t position(const CodeMember& m) const;
+  // Its bytes as read_member checks them, against the entry it was found by; whether they are in
+  // the file (a sparse archive's may not be).
+  std::vector<std::uint8_t> read_code(const CodeMember& m) const;
+  bool code_present(const CodeMember& m) const;
   void resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::vector<CodeMember>& code_members);
   bool load_first(kiln::backend::Backend& backend, Kernel& k, const kiln::backend::DeviceInfo& device,
                   std::vector<kiln::engine::Candidate>& candidates,

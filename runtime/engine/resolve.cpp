@@ -78,6 +78,16 @@ CodeMember Archive::code_member(const kiln::CodeObjectRef& ref, const std::strin
   return CodeMember{m, &reader_->entry(static_cast<std::size_t>(m))};
 }
 
+// Its bytes, checked against the entry the member was found by (the index's, by position, or the
+// record's copy).
+std::vector<std::uint8_t> Archive::read_code(const CodeMember& m) const {
+  return m.position >= 0 ? reader_->read_member(static_cast<std::size_t>(m.position)) : reader_->read_member(*m.entry);
+}
+
+bool Archive::code_present(const CodeMember& m) const {
+  return m.position >= 0 ? reader_->member_present(static_cast<std::size_t>(m.position)) : reader_->member_present(*m.entry);
+}
+
 std::size_t Archive::position(const CodeMember& m) const {
   if (m.position >= 0) return static_cast<std::size_t>(m.position);
   long found = reader_->find(m.entry->path);
@@ -171,7 +181,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
     if (entry.backend != backend.format_vendor()) continue;
     // A sparse archive's absent code is judged like any other when planning what to fetch, and
     // otherwise rejected with its reason: nothing absent is read.
-    const bool absent = !reader_->member_present(entry);
+    const bool absent = !code_present(m);
     if (absent && !k.planning_) {
       kiln::backend::TagFit fit;
       fit.recognised = true;
@@ -203,7 +213,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
         k.planned_.push_back(position(c.member));
         continue;
       }
-      c.content = reader_->read_member(*c.member.entry);
+      c.content = read_code(c.member);
       c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), "'" + c.path + "'");
       (c.fit.fits ? *out : rejected).push_back(std::move(c));
     }
@@ -260,7 +270,7 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
         continue;
       }
     }
-    std::vector<std::uint8_t> image = reader_->read_member(*member.entry);
+    std::vector<std::uint8_t> image = read_code(member);
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + ref.file.path + "'");
     if (std::string p = kiln::code_entry_problem(*member.entry, info); !p.empty()) {
       throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
@@ -309,7 +319,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       k.target_ = c.tag;
       return true;
     }
-    std::vector<std::uint8_t> image = c.content.empty() ? reader_->read_member(*c.member.entry) : std::move(c.content);
+    std::vector<std::uint8_t> image = c.content.empty() ? read_code(c.member) : std::move(c.content);
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.
     kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");

@@ -195,6 +195,55 @@ TEST_F(Semantic, TheRuntimeReadsCodeOnlyAsItsRecordsCopyOfTheEntryGivesIt) {
                          "member 'k.ptx': its kernel record places it at bytes");
 }
 
+// An archive of the older table form (KILNKTB2: records name their code by path) is read as
+// before: verified, and its code found and checked through the index.
+TEST_F(Semantic, AnArchiveOfTheOlderTableFormIsReadItsCodeFoundThroughTheIndex) {
+  const Manifest m = parse_manifest(test::small_manifest(id), "kiln.toml");
+  auto older = [&](test::RawArchive raw) {
+    for (const KernelTableMember& t : encode_kernel_table(m)) {  // no entries given: KILNKTB2
+      raw.derived.erase(t.path);
+      const std::size_t i = position(raw, t.path);
+      raw.stored[i] = t.content;
+      raw.index.entries[i].stored_size = raw.index.entries[i].content_size = t.content.size();
+      raw.index.entries[i].stored_sha256 = raw.index.entries[i].content_sha256 = sha256(t.content.data(), t.content.size());
+    }
+    return raw;
+  };
+  const std::vector<std::uint8_t> bytes = test::assemble(older(base()));
+  TrustSet trust = test::trust_of({&key});
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
+  EXPECT_FALSE(a->kernel_table().code_entries());
+  EXPECT_FALSE(a->kernel("add").code.at(0).member.has_value());
+  std::string pub = test::make_temp_dir("kiln-semantic-older") + "/k.pub";
+  std::string pem = key.public_key().to_pem();
+  test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
+  kiln_runtime_options options{};
+  options.size = sizeof options;
+  options.signature_threshold = 1;
+  options.log_level = KILN_LOG_WARN;
+  options.max_member_size = 4ull << 30;
+  options.trust_path = pub.c_str();
+  engine::Runtime runtime(options);
+  engine::Archive archive(runtime, bytes);
+  const std::string report = archive.preflight_target_json("sm_90", "13.0");
+  EXPECT_NE(report.find("'k.ptx'"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"route\":\"ptx-jit\""), std::string::npos) << report;
+  // Its code changed (the index's digest kept): refused against the index, as ever.
+  test::RawArchive changed = older(base());
+  std::string ptx = test::small_ptx();
+  ptx[ptx.find("Generated")] = 'g';
+  changed.stored[position(changed, "k.ptx")] = test::bytes_of(ptx);
+  const std::vector<std::uint8_t> tampered = test::assemble(changed);
+  engine::Archive hostile(runtime, tampered);
+  try {
+    hostile.preflight_target_json("sm_90", "13.0");
+    ADD_FAILURE() << "judged loadable";
+  } catch (const Failure& e) {
+    EXPECT_NE(std::string(e.what()).find("member 'k.ptx': stored bytes do not match the index"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("kernel record's copy"), std::string::npos) << e.what();
+  }
+}
+
 // A variant is loaded for the target the runtime chose from the kernel's own code, so its file
 // must be code for that same target: a signed archive whose variant is PTX for sm_80 beside the
 // kernel's sm_90 PTX is refused by verification and, from the index alone, by the runtime
