@@ -131,20 +131,31 @@ std::uint64_t ArchiveReader::file_offset(std::uint64_t offset, std::uint64_t siz
 
 bool ArchiveReader::member_present(std::size_t i) const {
   const format::EntryView e = entry_view(i);
+  return bytes_present(e.offset, e.stored_size, [&] { return member_label(i); });
+}
+
+bool ArchiveReader::member_present(const format::Entry& e) const {
+  return bytes_present(e.offset, e.stored_size, [&] { return name_ + ": member '" + e.path + "'"; });
+}
+
+bool ArchiveReader::bytes_present(std::uint64_t offset, std::uint64_t size, const std::function<std::string()>& label) const {
   if (!header_.sparse) return true;
-  format::Located at = format::locate(extents_, e.offset, e.stored_size);
+  format::Located at = format::locate(extents_, offset, size);
   if (at.coverage == format::Coverage::partial) {
-    fail(Errc::malformed, member_label(i) + ": an extent of this sparse archive holds part of it (FORMAT.md §9: "
-                                            "members are whole or absent)");
+    fail(Errc::malformed, label() + ": an extent of this sparse archive holds part of it (FORMAT.md §9: "
+                                    "members are whole or absent)");
   }
   return at.coverage == format::Coverage::present;
 }
 
 void ArchiveReader::require_present(std::size_t i) const {
-  if (member_present(i)) return;
-  fail(Errc::not_found, member_label(i) + " is absent from this sparse archive (it holds " +
-                            std::to_string(extents_.present_bytes) + " of the complete archive's " +
-                            std::to_string(complete_size()) + " bytes); pull the archive whole, or for this GPU's target");
+  if (!member_present(i)) refuse_absent(member_label(i));
+}
+
+void ArchiveReader::refuse_absent(const std::string& label) const {
+  fail(Errc::not_found, label + " is absent from this sparse archive (it holds " + std::to_string(extents_.present_bytes) +
+                            " of the complete archive's " + std::to_string(complete_size()) +
+                            " bytes); pull the archive whole, or for this GPU's target");
 }
 
 std::vector<std::uint8_t> ArchiveReader::copy_physical(std::uint64_t offset, std::uint64_t size) const {
@@ -625,16 +636,6 @@ std::vector<std::uint8_t> ArchiveReader::content_of(std::vector<std::uint8_t> st
   return content;
 }
 
-bool ArchiveReader::member_present(const format::Entry& e) const {
-  if (!header_.sparse) return true;
-  format::Located at = format::locate(extents_, e.offset, e.stored_size);
-  if (at.coverage == format::Coverage::partial) {
-    fail(Errc::malformed, name_ + ": member '" + e.path + "': an extent of this sparse archive holds part of it (FORMAT.md §9: "
-                                                          "members are whole or absent)");
-  }
-  return at.coverage == format::Coverage::present;
-}
-
 std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e) const {
   const std::string label = name_ + ": member '" + e.path + "'";
   // A copy is checked where it is used: its bytes must lie among the members (after the header,
@@ -644,17 +645,10 @@ std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e) con
       e.offset > members_end - e.stored_size) {
     fail(Errc::malformed, label + ": its kernel record places it at bytes " + std::to_string(e.offset) + " to " +
                               std::to_string(e.offset + e.stored_size) + ", not among the members (64 to " +
-                              std::to_string(members_end) + ")");
+                              std::to_string(members_end) + "; the archive is malformed, and full verification refuses it)");
   }
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, label + ": declares " + std::to_string(e.content_size) + " bytes of content, over the reader's limit of " +
-                          std::to_string(max_member_size_));
-  }
-  if (!member_present(e)) {
-    fail(Errc::not_found, label + " is absent from this sparse archive (it holds " + std::to_string(extents_.present_bytes) +
-                              " of the complete archive's " + std::to_string(complete_size()) +
-                              " bytes); pull the archive whole, or for this GPU's target");
-  }
+  if (e.content_size > max_member_size_) refuse_over_limit(label, e.content_size);
+  if (!member_present(e)) refuse_absent(label);
   std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
   const Sha256 got = sha256(stored.data(), stored.size());
   if (got != e.stored_sha256) {
@@ -736,10 +730,12 @@ void ArchiveReader::check_stored_digest(std::size_t i, const Sha256& got) const 
 
 void ArchiveReader::require_within_limit(std::size_t i) const {
   const format::EntryView e = entry_view(i);
-  if (e.content_size > max_member_size_) {
-    fail(Errc::limit, member_label(i) + ": declares " + std::to_string(e.content_size) +
-                          " bytes of content, over the reader's limit of " + std::to_string(max_member_size_));
-  }
+  if (e.content_size > max_member_size_) refuse_over_limit(member_label(i), e.content_size);
+}
+
+void ArchiveReader::refuse_over_limit(const std::string& label, std::uint64_t content_size) const {
+  fail(Errc::limit, label + ": declares " + std::to_string(content_size) + " bytes of content, over the reader's limit of " +
+                        std::to_string(max_member_size_));
 }
 
 ByteView ArchiveReader::read_member_into(std::size_t i, std::vector<std::uint8_t>& buffer) const {

@@ -246,6 +246,13 @@ class ArchiveReader {
   static std::size_t padding_after(std::uint64_t end);
   // Throws Errc::limit when the member declares more content than the reader's limit.
   void require_within_limit(std::size_t i) const;
+  // The refusals a member read makes, for a member `label` names: over the reader's limit; absent
+  // from a sparse archive.
+  [[noreturn]] void refuse_over_limit(const std::string& label, std::uint64_t content_size) const;
+  [[noreturn]] void refuse_absent(const std::string& label) const;
+  // Whether bytes [offset, offset + size) of the complete archive are in the file; a member an
+  // extent cuts is refused (Errc::malformed), named by `label()`, made only then.
+  bool bytes_present(std::uint64_t offset, std::uint64_t size, const std::function<std::string()>& label) const;
   // A member's content from its stored bytes, checked: decompressed within the entry's size and
   // its content digest checked where compressed; never an archive itself. `label` names it.
   template <typename Text>

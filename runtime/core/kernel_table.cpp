@@ -275,7 +275,7 @@ void get_launch_extension(ByteReader& r, KernelSpec& k, bool with_entries) {
   if (r.remaining() != 0) get_variants(r, k, with_entries);
 }
 
-std::vector<std::uint8_t> encode_kernel(const KernelSpec& k, const CodeEntryLookup* entries) {
+std::vector<std::uint8_t> encode_record(const KernelSpec& k, const CodeEntryLookup* entries) {
   ByteWriter w;
   w.string16(k.entry);
   w.string16(k.backend);
@@ -357,23 +357,18 @@ std::vector<std::uint8_t> encode_kernel_table_head(const Manifest& m, bool code_
 }
 
 std::vector<std::uint8_t> encode_kernel_record(const KernelSpec& k, const CodeEntryLookup* entries) {
-  return encode_kernel(k, entries);
+  return encode_record(k, entries);
 }
 
-void for_each_kernel_table_member(const Manifest& m, const KernelTableVisitor& visit, const CodeEntryLookup* entries) {
+std::vector<KernelTableMember> encode_kernel_table(const Manifest& m, const CodeEntryLookup* entries) {
   std::vector<const KernelSpec*> kernels;
   kernels.reserve(m.kernels.size());
   for (const KernelSpec& k : m.kernels) kernels.push_back(&k);
   std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
-  visit(kKernelTablePath, encode_kernel_table_head(m, entries != nullptr));
-  for (const KernelSpec* k : kernels) visit(kernel_record_path(k->name), encode_kernel(*k, entries));
-}
-
-std::vector<KernelTableMember> encode_kernel_table(const Manifest& m, const CodeEntryLookup* entries) {
   std::vector<KernelTableMember> out;
-  out.reserve(m.kernels.size() + 1);
-  for_each_kernel_table_member(
-      m, [&](const std::string& path, const std::vector<std::uint8_t>& content) { out.push_back({path, content}); }, entries);
+  out.reserve(kernels.size() + 1);
+  out.push_back({kKernelTablePath, encode_kernel_table_head(m, entries != nullptr)});
+  for (const KernelSpec* k : kernels) out.push_back({kernel_record_path(k->name), encode_record(*k, entries)});
   return out;
 }
 

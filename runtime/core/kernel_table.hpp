@@ -38,14 +38,10 @@ using CodeEntryLookup = std::function<const format::Entry&(const std::string& pa
 // (a record's size depends on their paths and arch tags alone, not on their offsets, sizes or
 // digests). Without, a KILNKTB2 table, whose records name their code by path.
 std::vector<KernelTableMember> encode_kernel_table(const Manifest& manifest, const CodeEntryLookup* entries = nullptr);
-// The same members in the same order, each made, handed to `visit` and dropped: a full
-// verification compares thousands of records without holding them all at once.
-using KernelTableVisitor = std::function<void(const std::string& path, const std::vector<std::uint8_t>& content)>;
-void for_each_kernel_table_member(const Manifest& manifest, const KernelTableVisitor& visit,
-                                  const CodeEntryLookup* entries = nullptr);
 
 // The two kinds of member one at a time: kiln/kernels.bin (KILNKTB3 when `code_entries`), and
-// one kernel's record (with its code members' entries when `entries` is given).
+// one kernel's record (with its code members' entries when `entries` is given). A full
+// verification compares thousands of records one at a time, without holding them all.
 std::vector<std::uint8_t> encode_kernel_table_head(const Manifest& manifest, bool code_entries);
 std::vector<std::uint8_t> encode_kernel_record(const KernelSpec& kernel, const CodeEntryLookup* entries);
 

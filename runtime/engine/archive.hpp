@@ -79,7 +79,8 @@ class Archive {
   void resolve(Kernel& k, const kiln::backend::BackendList& backends);
   // The member each of k's code references names, in the manifest's order, once checked.
   std::vector<CodeMember> check_code_references(const Kernel& k) const;
-  CodeMember code_member(const kiln::CodeObjectRef& ref, const std::string& who) const;
+  // The member `ref` (of k, or of its variant v) names; Errc::integrity where the index has none.
+  CodeMember code_member(const kiln::CodeObjectRef& ref, const Kernel& k, const kiln::VariantSpec* v) const;
   // Its position in the index (looked up where the record's copy gave its entry): what planning
   // a sparse pull names.
   std::size_t position(const CodeMember& m) const;

@@ -69,10 +69,11 @@ void Archive::settle_without_code(Kernel& k, kiln_reason reason, const std::stri
 
 // The code member a reference names: the record's copy of its entry where the record carries
 // one (FORMAT.md §4.1), so that no index page is read for it; else its entry in the index.
-CodeMember Archive::code_member(const kiln::CodeObjectRef& ref, const std::string& who) const {
+CodeMember Archive::code_member(const kiln::CodeObjectRef& ref, const Kernel& k, const kiln::VariantSpec* v) const {
   if (ref.member) return CodeMember{-1, &*ref.member};
   long m = reader_->find(ref.file.path);
   if (m < 0) {
+    const std::string who = (v != nullptr ? "variant '" + v->name + "' of " : std::string()) + "kernel '" + k.spec_.name + "'";
     throw Failure(Errc::integrity, "archive " + digest_ + ": " + who + " names '" + ref.file.path + "', which is not a member");
   }
   return CodeMember{m, &reader_->entry(static_cast<std::size_t>(m))};
@@ -106,7 +107,7 @@ std::vector<CodeMember> Archive::check_code_references(const Kernel& k) const {
   std::vector<CodeMember> members;
   members.reserve(k.spec_.code.size());
   for (const kiln::CodeObjectRef& ref : k.spec_.code) {
-    CodeMember m = code_member(ref, "kernel '" + k.spec_.name + "'");
+    CodeMember m = code_member(ref, k, nullptr);
     if (std::string p = kiln::code_reference_problem(k.spec_, ref, *m.entry); !p.empty()) {
       throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
     }
@@ -116,7 +117,7 @@ std::vector<CodeMember> Archive::check_code_references(const Kernel& k) const {
   // chosen below holds for it), checked here as verify checks every kernel's.
   for (const kiln::VariantSpec& v : k.spec_.variants) {
     for (std::size_t c = 0; c < v.code.size(); ++c) {
-      CodeMember m = code_member(v.code[c], "variant '" + v.name + "' of kernel '" + k.spec_.name + "'");
+      CodeMember m = code_member(v.code[c], k, &v);
       std::string p = kiln::code_reference_problem(k.spec_, v.code[c], *m.entry);
       if (p.empty()) p = kiln::variant_code_problem(k.spec_, v, c, *members[c].entry, *m.entry);
       if (!p.empty()) throw Failure(Errc::integrity, "archive " + digest_ + ": " + p);
@@ -261,7 +262,7 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
   std::string loaded, failed;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
     const kiln::CodeObjectRef& ref = spec.variants[v].code[at];
-    const CodeMember member = code_member(ref, "variant '" + spec.variants[v].name + "'");  // checked by check_code_references
+    const CodeMember member = code_member(ref, k, &spec.variants[v]);  // checked by check_code_references
     if (spec.variants[v].has_kernel_args) {  // its own parameters may need what the kernel's do not
       kiln::KernelSpec own = spec;
       own.kernel_args = spec.variants[v].kernel_args;
@@ -312,7 +313,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       }
       for (std::size_t v = 0; at < code.size() && v < k.spec_.variants.size(); ++v) {
         const kiln::CodeObjectRef& ref = k.spec_.variants[v].code[at];
-        k.planned_.push_back(position(code_member(ref, "variant '" + k.spec_.variants[v].name + "'")));
+        k.planned_.push_back(position(code_member(ref, k, &k.spec_.variants[v])));
       }
       k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
       k.reason_ = KILN_REASON_MATCH;

@@ -110,7 +110,9 @@ TEST_P(PagedIndex, AKernelsCodeIsReadThroughItsRecordWithoutAnIndexPage) {
   EXPECT_EQ(a->index_pages_read(), after_record);
   EXPECT_EQ(code, a->read_member("k.ptx"));
   // In the tree, k.ptx's entry is on a page the record's lookup did not read.
-  if (GetParam() == kTreeMembers) EXPECT_GT(a->index_pages_read(), after_record);
+  if (GetParam() == kTreeMembers) {
+    EXPECT_GT(a->index_pages_read(), after_record);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothHeadForms, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));

@@ -96,7 +96,8 @@ class Semantic : public ::testing::Test {
   }
   // Refused by the runtime judging `bytes` for a described sm_90 (resolution runs every check a
   // real load does before it, the load itself simulated), with `code` and `reason`.
-  void expect_runtime_refuses(const std::vector<std::uint8_t>& bytes, Errc code, const std::string& reason) {
+  // A runtime trusting the test key (its public key written to a fresh folder).
+  std::unique_ptr<engine::Runtime> runtime_trusting_key() {
     std::string pub = test::make_temp_dir("kiln-semantic-runtime") + "/hostile.pub";
     std::string pem = key.public_key().to_pem();
     test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
@@ -106,8 +107,11 @@ class Semantic : public ::testing::Test {
     options.log_level = KILN_LOG_WARN;
     options.max_member_size = 4ull << 30;
     options.trust_path = pub.c_str();
-    engine::Runtime runtime(options);
-    engine::Archive archive(runtime, bytes);
+    return std::make_unique<engine::Runtime>(options);  // the keys are loaded now: the path may go
+  }
+  void expect_runtime_refuses(const std::vector<std::uint8_t>& bytes, Errc code, const std::string& reason) {
+    std::unique_ptr<engine::Runtime> runtime = runtime_trusting_key();
+    engine::Archive archive(*runtime, bytes);
     try {
       archive.preflight_target_json("sm_90", "13.0");
       ADD_FAILURE() << "judged loadable; expected: " << reason;
@@ -210,21 +214,11 @@ TEST_F(Semantic, AnArchiveOfTheOlderTableFormIsReadItsCodeFoundThroughTheIndex) 
     return raw;
   };
   const std::vector<std::uint8_t> bytes = test::assemble(older(base()));
-  TrustSet trust = test::trust_of({&key});
   std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
   EXPECT_FALSE(a->kernel_table().code_entries());
   EXPECT_FALSE(a->kernel("add").code.at(0).member.has_value());
-  std::string pub = test::make_temp_dir("kiln-semantic-older") + "/k.pub";
-  std::string pem = key.public_key().to_pem();
-  test::write_file(pub, std::vector<std::uint8_t>(pem.begin(), pem.end()));
-  kiln_runtime_options options{};
-  options.size = sizeof options;
-  options.signature_threshold = 1;
-  options.log_level = KILN_LOG_WARN;
-  options.max_member_size = 4ull << 30;
-  options.trust_path = pub.c_str();
-  engine::Runtime runtime(options);
-  engine::Archive archive(runtime, bytes);
+  std::unique_ptr<engine::Runtime> runtime = runtime_trusting_key();
+  engine::Archive archive(*runtime, bytes);
   const std::string report = archive.preflight_target_json("sm_90", "13.0");
   EXPECT_NE(report.find("'k.ptx'"), std::string::npos) << report;
   EXPECT_NE(report.find("\"route\":\"ptx-jit\""), std::string::npos) << report;
@@ -234,7 +228,7 @@ TEST_F(Semantic, AnArchiveOfTheOlderTableFormIsReadItsCodeFoundThroughTheIndex) 
   ptx[ptx.find("Generated")] = 'g';
   changed.stored[position(changed, "k.ptx")] = test::bytes_of(ptx);
   const std::vector<std::uint8_t> tampered = test::assemble(changed);
-  engine::Archive hostile(runtime, tampered);
+  engine::Archive hostile(*runtime, tampered);
   try {
     hostile.preflight_target_json("sm_90", "13.0");
     ADD_FAILURE() << "judged loadable";
