@@ -93,12 +93,15 @@ void shape_json(json::Writer& w, const ShapeSpec& s, const KernelSpec& k) {
   w.end_object();
 }
 
-// How the index is laid out (FORMAT.md §3): a one-level head (KILNIDX2) or a tree (KILNIDX3).
+// How the index is laid out (FORMAT.md §3): a one-level head (KILNIDX2) or a tree (KILNIDX3, or
+// KILNIDX4 where the head carries the kernel table's entry).
 std::string index_form_text(const ArchiveReader& a) {
   const std::size_t count = a.index_head_references();
   std::string refs = std::to_string(count) + (count == 1 ? " reference" : " references");
   if (!a.index_is_tree()) return "one level (KILNIDX2): a head of " + refs + " to entry pages";
-  return "tree (KILNIDX3): a head of " + refs + ", " + std::to_string(a.index_height()) + " levels of pages below it";
+  const unsigned levels = a.index_height();
+  return std::string(a.index_head_has_table_entry() ? "tree (KILNIDX4, with the kernel table's entry)" : "tree (KILNIDX3)") +
+         ": a head of " + refs + ", " + std::to_string(levels) + (levels == 1 ? " level" : " levels") + " of pages below it";
 }
 
 // The attestations a store keeps for the archive (`--store`), or none asked (null).
@@ -122,6 +125,7 @@ void print_json(const ArchiveReader& a, bool checked, const Kept* kept) {
       .field("form", a.index_is_tree() ? "tree" : "one-level")
       .field("levels", static_cast<std::uint64_t>(a.index_height()))
       .field("head_references", static_cast<std::uint64_t>(a.index_head_references()))
+      .field("kernel_table_entry", a.index_head_has_table_entry())
       .field("members", static_cast<std::uint64_t>(a.member_count()))
       .end_object();
   w.key("signatures").begin_array();

@@ -46,7 +46,7 @@ extern "C" {
 
 #define KILN_VERSION_MAJOR 0
 #define KILN_VERSION_MINOR 7
-#define KILN_VERSION_PATCH 2
+#define KILN_VERSION_PATCH 3
 #define KILN_VERSION_NUMBER (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
 
 /* The version of the library actually loaded, as KILN_VERSION_NUMBER computes it. */

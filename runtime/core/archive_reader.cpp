@@ -277,11 +277,19 @@ void ArchiveReader::parse(const ReadOptions& options) {
   }
 
   // The kernel table header is what the runtime reads: checked, decoded, and bound to the index.
-  long table = find(kKernelTablePath);
-  if (table < 0 || entry_view(static_cast<std::size_t>(table)).role != format::Role::meta) {
-    refuse(std::string("index: no '") + kKernelTablePath + "' member with role meta");
+  // Read through the head's copy of its entry where the head carries one (no lookup: no index
+  // page read at open), else found in the index.
+  std::vector<std::uint8_t> table_bytes;
+  if (head_.kernel_table) {
+    table_bytes = read_member(*head_.kernel_table, "the index head");
+  } else {
+    long table = find(kKernelTablePath);
+    if (table < 0 || entry_view(static_cast<std::size_t>(table)).role != format::Role::meta) {
+      refuse(std::string("index: no '") + kKernelTablePath + "' member with role meta");
+    }
+    table_bytes = read_member(static_cast<std::size_t>(table));
   }
-  kernel_table_ = KernelTable::decode(ByteView(read_member(static_cast<std::size_t>(table))), name_ + ": " + kKernelTablePath);
+  kernel_table_ = KernelTable::decode(ByteView(table_bytes), name_ + ": " + kKernelTablePath);
   if (kernel_table_.package() != head_.package || kernel_table_.kernel_revision() != head_.kernel_revision ||
       kernel_table_.sequence() != head_.sequence) {
     fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" + head_.kernel_revision +
@@ -427,14 +435,12 @@ const format::Index& ArchiveReader::index() const {
     index.sequence = head_.sequence;
     index.entries.reserve(head_.entry_count);
     collect_entries(top_refs_, nullptr, head_.height - 1, format::PageBounds{header_.index_offset, false, {}}, index.entries);
-    long manifest = index.find(format::kManifestPath);
-    if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != format::Role::manifest) {
-      fail(Errc::malformed, name_ + ": index: no 'kiln.toml' member with role manifest");
-    }
-    // The rules between paths (case, file beside folder) need every entry, so they are checked
-    // here, where every page has been decoded, and not per page: a lookup by exact bytes never
-    // confuses such names, while every caller that lists or writes the members comes here.
-    if (auto p = format::member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, name_ + ": index: " + p);
+    // The rules between paths (case, file beside folder) and the head's copy of the kernel
+    // table's entry need every entry, so they are checked here, where every page has been
+    // decoded, and not per page: a lookup by exact bytes never confuses such names, and an open
+    // reads the table through the copy, digests checked; every caller that lists, verifies or
+    // writes the members comes here.
+    if (auto p = format::whole_index_problem(index, head_.kernel_table); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
     views.index = std::move(index);
   });
   return views.index;
@@ -636,14 +642,14 @@ std::vector<std::uint8_t> ArchiveReader::content_of(std::vector<std::uint8_t> st
   return content;
 }
 
-std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e) const {
+std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e, const char* holder) const {
   const std::string label = name_ + ": member '" + e.path + "'";
   // A copy is checked where it is used: its bytes must lie among the members (after the header,
   // 64-aligned, ending where the index begins at the latest), whatever its digest says.
   const std::uint64_t members_end = header_.index_offset;
   if (e.offset < format::kHeaderSize || e.offset % format::kMemberAlignment != 0 || e.stored_size > members_end ||
       e.offset > members_end - e.stored_size) {
-    fail(Errc::malformed, label + ": its kernel record places it at bytes " + std::to_string(e.offset) + " to " +
+    fail(Errc::malformed, label + ": " + holder + " places it at bytes " + std::to_string(e.offset) + " to " +
                               std::to_string(e.offset + e.stored_size) + ", not among the members (64 to " +
                               std::to_string(members_end) + "; the archive is malformed, and full verification refuses it)");
   }
@@ -653,7 +659,7 @@ std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e) con
   const Sha256 got = sha256(stored.data(), stored.size());
   if (got != e.stored_sha256) {
     fail(Errc::integrity, label + ": stored bytes do not match the index (expected sha256:" + sha256_hex(e.stored_sha256) +
-                              ", found sha256:" + sha256_hex(got) + "; the expected digest is its kernel record's copy of its entry)");
+                              ", found sha256:" + sha256_hex(got) + "; the expected digest is " + holder + "'s copy of its entry)");
   }
   return content_of(std::move(stored), e, label);
 }

@@ -86,6 +86,8 @@ class ArchiveReader {
   // (levels of pages below it, 1 for one-level) and how many references it holds.
   bool index_is_tree() const { return head_.tree; }
   unsigned index_height() const { return head_.height; }
+  // Whether the head carries kiln/kernels.bin's entry (KILNIDX4, FORMAT.md §3).
+  bool index_head_has_table_entry() const { return head_.kernel_table.has_value(); }
   std::size_t index_head_references() const { return top_refs_.size(); }
   // Position of the member at `path`, or -1; hashes and checks (once) only the page that would
   // hold it, and compares paths where they lie in it.
@@ -138,10 +140,12 @@ class ArchiveReader {
   std::vector<std::uint8_t> read_member(std::size_t i) const;
   std::vector<std::uint8_t> read_member(const std::string& path) const;
   // The same for the member an entry describes that the caller holds: a kernel record's copy of
-  // its code member's entry (FORMAT.md §4.1), read without looking the member up in the index.
-  // The bytes must lie among the members (Errc::malformed otherwise) and be present; they are
-  // checked against the copy's digests, which full verification checks against the index.
-  std::vector<std::uint8_t> read_member(const format::Entry& e) const;
+  // its code member's entry (FORMAT.md §4.1), or the index head's of the kernel table's (§3),
+  // read without looking the member up in the index. The bytes must lie among the members
+  // (Errc::malformed otherwise) and be present; they are checked against the copy's digests,
+  // which full verification checks against the index. `holder` names what carries the copy in
+  // errors ("its kernel record").
+  std::vector<std::uint8_t> read_member(const format::Entry& e, const char* holder = "its kernel record") const;
   // Whether the bytes that entry describes are in the file (always, in a complete archive).
   bool member_present(const format::Entry& e) const;
   // The same for a member stored raw, into `buffer` (grown when too small, never shrunk), and the

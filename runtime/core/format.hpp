@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ namespace kiln::format {
 constexpr std::array<std::uint8_t, 8> kFileMagic = {'K', 'I', 'L', 'N', 0x0d, 0x0a, 0x1a, 0x0a};
 constexpr std::array<std::uint8_t, 8> kIndexMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '2'};
 constexpr std::array<std::uint8_t, 8> kIndexTreeMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '3'};
+// A tree head that also carries kiln/kernels.bin's entry (FORMAT.md §3).
+constexpr std::array<std::uint8_t, 8> kIndexTableMagic = {'K', 'I', 'L', 'N', 'I', 'D', 'X', '4'};
 constexpr std::array<std::uint8_t, 8> kIndexPageMagic = {'K', 'I', 'L', 'N', 'P', 'G', 'E', '2'};
 constexpr std::array<std::uint8_t, 8> kReferencePageMagic = {'K', 'I', 'L', 'N', 'R', 'E', 'F', '3'};
 constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S', 'I', 'G', '1'};
@@ -148,7 +151,10 @@ struct IndexHead {
   std::uint64_t sequence = 0;
   std::uint32_t entry_count = 0;
   unsigned height = 1;            // levels of pages below the head; 1: refs name entry pages
-  bool tree = false;              // KILNIDX3 (refs carry spans) rather than KILNIDX2
+  bool tree = false;              // KILNIDX3 or 4 (refs carry spans) rather than KILNIDX2
+  // KILNIDX4: a copy of kiln/kernels.bin's index entry, through which a reader reads the kernel
+  // table at open without looking it up; a full decode refuses a copy the index does not hold.
+  std::optional<Entry> kernel_table;
   std::vector<PageRef> refs;      // pages at level height - 1
 };
 
@@ -160,6 +166,7 @@ std::size_t ref_for_position(const std::vector<PageRef>& refs, std::size_t posit
 PageBounds child_bounds(const std::vector<PageRef>& refs, std::size_t i, const PageBounds& outer);
 
 constexpr const char* kManifestPath = "kiln.toml";
+constexpr const char* kKernelTablePath = "kiln/kernels.bin";
 
 struct SignedAttributes {
   Sha256 archive_digest{};
@@ -227,6 +234,10 @@ std::string_view reread_entry_path(ByteView page, std::uint32_t at);
 // The whole index (head, every page hashed and decoded, exactly one manifest): for tools and
 // tests that want every entry.
 Index decode_index(ByteView index, std::uint64_t head_size, std::uint64_t index_offset);
+// What a full decode checks once every entry is in hand, or "" when all hold: exactly one
+// kiln.toml with role manifest; a KILNIDX4 head's copy of kiln/kernels.bin's entry (where given)
+// equal, field by field, to the index's entry of that path; the rules between paths (§3.1).
+std::string whole_index_problem(const Index& index, const std::optional<Entry>& head_table_entry);
 
 std::string encode_attributes(const SignedAttributes& a);
 SignedAttributes decode_attributes(const std::string& text);

@@ -18,7 +18,7 @@
 
 namespace kiln {
 
-constexpr const char* kKernelTablePath = "kiln/kernels.bin";
+using format::kKernelTablePath;
 constexpr const char* kKernelRecordPrefix = "kiln/kernels/";
 
 inline std::string kernel_record_path(const std::string& kernel) { return kKernelRecordPrefix + kernel; }

@@ -62,7 +62,7 @@ bool is_identifier(std::string_view s) {
 // kernel table that a reader (or a person) might take for kiln's own.
 bool is_kiln_owned_path(std::string_view path) {
   constexpr std::string_view records = "kiln/kernels/";
-  if (path == "kiln/kernels.bin" || path == "kiln/observed-toolchain.toml") return true;
+  if (path == kKernelTablePath || path == "kiln/observed-toolchain.toml") return true;
   return path.substr(0, records.size()) == records && is_identifier(path.substr(records.size()));
 }
 

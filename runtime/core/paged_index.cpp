@@ -36,6 +36,13 @@ namespace {
 // refused before anything is reserved for it.
 constexpr std::size_t kMinEntrySize = 96;
 
+// An entry's name in errors: its label and, unless kUnnumbered (an entry on its own, such as
+// the head's copy of the kernel table's), its position.
+constexpr std::uint64_t kUnnumbered = UINT64_MAX;
+std::string entry_name(const char* label, std::uint64_t position) {
+  return position == kUnnumbered ? std::string(label) : label + (" " + std::to_string(position));
+}
+
 // One entry's fields in order (FORMAT.md §3), each checked as it is read when kChecked (the path
 // first, before the bytes after it are read); `label` and `position` ("index entry" and its place
 // in the index) name it in errors, built only when one needs it: every entry of every page read
@@ -45,9 +52,9 @@ EntryView read_entry(ByteReader& r, std::uint64_t position, const char* label = 
   EntryView e;
   e.path = r.string16_view();
   if constexpr (kChecked) {
-    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(label + (" " + std::to_string(position)) + ": " + p);
+    if (auto p = member_path_problem(e.path); !p.empty()) r.fail_here(entry_name(label, position) + ": " + p);
   }
-  auto where = [&] { return label + (" " + std::to_string(position)) + " ('" + std::string(e.path) + "')"; };
+  auto where = [&] { return entry_name(label, position) + " ('" + std::string(e.path) + "')"; };
   std::uint8_t role = r.u8(), backend = r.u8(), kind = r.u8(), compression = r.u8();
   if constexpr (kChecked) {
     if (role < 1 || role > 6) r.fail_here(where() + ": unknown role " + std::to_string(role));
@@ -210,10 +217,16 @@ EncodedIndex encode_index(const Index& index) {
     page.bytes = std::move(w.buffer());
     level.push_back(std::move(page));
   }
-  // A head of at most kHeadReferences references: one-level where the entry pages fit (an
-  // archive kiln 0.2.1 and earlier can still read), otherwise reference pages, level by level.
+  // A head of at most kHeadReferences references, over reference pages level by level where the
+  // entry pages do not fit. An index with a kernel table (every archive's) gets a KILNIDX4 head,
+  // which carries its entry; one without (synthetic indexes) keeps the earlier forms, one-level
+  // where the entry pages fit.
   unsigned height = 1;
-  const bool tree = level.size() > kHeadReferences;
+  const long table = index.find(kKernelTablePath);
+  const Entry* table_entry = table >= 0 && index.entries[static_cast<std::size_t>(table)].role == Role::meta
+                                 ? &index.entries[static_cast<std::size_t>(table)]
+                                 : nullptr;
+  const bool tree = table_entry != nullptr || level.size() > kHeadReferences;
   while (level.size() > kHeadReferences) {
     std::vector<Subtree> up;
     for (std::size_t first = 0, last = 0; first < level.size(); first = last) {
@@ -224,13 +237,14 @@ EncodedIndex encode_index(const Index& index) {
     ++height;
   }
   ByteWriter head;
-  const auto& magic = tree ? kIndexTreeMagic : kIndexMagic;
+  const auto& magic = table_entry != nullptr ? kIndexTableMagic : tree ? kIndexTreeMagic : kIndexMagic;
   head.bytes(magic.data(), magic.size());
   head.u32(static_cast<std::uint32_t>(index.entries.size()));
   head.u64(index.sequence);
   head.string16(index.package);
   head.string16(index.kernel_revision);
   if (tree) head.u8(static_cast<std::uint8_t>(height));
+  if (table_entry != nullptr) encode_entry(head, *table_entry);
   head.u32(static_cast<std::uint32_t>(level.size()));
   for (const Subtree& t : level) encode_ref(head, t.ref, tree);
   EncodedIndex out;
@@ -365,6 +379,28 @@ std::uint32_t reread_span(ByteView bytes, std::uint32_t at, bool tree) {
   return load_le32(fields.data + (tree ? 8 : 4));
 }
 
+namespace {
+
+// A KILNIDX4 head's copy of kiln/kernels.bin's entry: every rule of one entry, and those that
+// make it the kernel table's (its path and role) and place its bytes among the members. That it
+// equals the index's entry is for a full decode (decode_index), which has every page.
+Entry decode_table_entry(ByteReader& r, std::uint64_t index_offset) {
+  Entry e = to_entry(read_entry<true>(r, kUnnumbered, "kernel table entry"));
+  if (e.path != kKernelTablePath || e.role != Role::meta) {
+    r.fail_here(std::string("kernel table entry: must be '") + kKernelTablePath + "' with role meta, not '" + e.path +
+                "' with role " + std::to_string(static_cast<int>(e.role)));
+  }
+  if (e.offset < kHeaderSize || e.offset % kMemberAlignment != 0 || e.offset > index_offset ||
+      e.stored_size > index_offset - e.offset) {
+    r.fail_here("kernel table entry: places the member at bytes " + std::to_string(e.offset) + ".." +
+                std::to_string(e.offset + e.stored_size) + ", not at a 64-byte boundary among the members (64.." +
+                std::to_string(index_offset) + ")");
+  }
+  return e;
+}
+
+}  // namespace
+
 IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::uint64_t index_offset) {
   const std::uint64_t head_size = head_bytes.size;
   if (head_size == 0 || head_size > index_size) {
@@ -373,11 +409,13 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
   }
   ByteReader r(head_bytes, "index head");
   IndexHead head;
+  bool with_table = false;
   {
     ByteView magic = r.take(kIndexMagic.size());
-    head.tree = std::memcmp(magic.data, kIndexTreeMagic.data(), kIndexTreeMagic.size()) == 0;
+    with_table = std::memcmp(magic.data, kIndexTableMagic.data(), kIndexTableMagic.size()) == 0;
+    head.tree = with_table || std::memcmp(magic.data, kIndexTreeMagic.data(), kIndexTreeMagic.size()) == 0;
     if (!head.tree && std::memcmp(magic.data, kIndexMagic.data(), kIndexMagic.size()) != 0) {
-      fail(Errc::malformed, "index head: bad magic (not a kiln index, format 2: KILNIDX2 or KILNIDX3)");
+      fail(Errc::malformed, "index head: bad magic (not a kiln index, format 2: KILNIDX2, KILNIDX3 or KILNIDX4)");
     }
   }
   head.entry_count = r.u32();
@@ -400,6 +438,7 @@ IndexHead decode_index_head(ByteView head_bytes, std::uint64_t index_size, std::
       r.fail_here("height " + std::to_string(head.height) + " is outside 1.." + std::to_string(kMaxTreeHeight));
     }
   }
+  if (with_table) head.kernel_table = decode_table_entry(r, index_offset);
   std::uint32_t count = decode_ref_count(r, head.tree, kMaxEntries);
   RefList list;
   list.tree = head.tree;
@@ -520,6 +559,14 @@ std::string_view reread_entry_path(ByteView page, std::uint32_t at) {
 
 namespace {
 
+// Two entries are the same when they encode to the same bytes (every field, as §3 gives them).
+bool same_encoding(const Entry& a, const Entry& b) {
+  ByteWriter x, y;
+  encode_entry(x, a);
+  encode_entry(y, b);
+  return x.buffer() == y.buffer();
+}
+
 // Every page under `refs` (at `level`), hashed and decoded, entries appended in index order.
 void decode_subtrees(ByteView index_bytes, const std::vector<PageRef>& refs, unsigned level, const PageBounds& outer,
                      std::vector<Entry>& out) {
@@ -553,12 +600,24 @@ Index decode_index(ByteView index_bytes, std::uint64_t head_size, std::uint64_t 
   index.sequence = head.sequence;
   index.entries.reserve(head.entry_count);
   decode_subtrees(index_bytes, head.refs, head.height - 1, PageBounds{index_offset, false, {}}, index.entries);
+  if (auto p = whole_index_problem(index, head.kernel_table); !p.empty()) fail(Errc::malformed, p);
+  return index;
+}
+
+std::string whole_index_problem(const Index& index, const std::optional<Entry>& head_table_entry) {
   long manifest = index.find(kManifestPath);
   if (manifest < 0 || index.entries[static_cast<std::size_t>(manifest)].role != Role::manifest) {
-    fail(Errc::malformed, "index: no 'kiln.toml' member with role manifest");
+    return "index: no 'kiln.toml' member with role manifest";
   }
-  if (auto p = member_set_problem(index.entries); !p.empty()) fail(Errc::malformed, "index: " + p);
-  return index;
+  if (head_table_entry) {
+    long table = index.find(kKernelTablePath);
+    if (table < 0 || !same_encoding(index.entries[static_cast<std::size_t>(table)], *head_table_entry)) {
+      return std::string("index head: the kernel table entry it carries is not the index's entry of '") + kKernelTablePath +
+             "'" + (table < 0 ? " (the index has none)" : "");
+    }
+  }
+  if (auto p = member_set_problem(index.entries); !p.empty()) return "index: " + p;
+  return {};
 }
 
 // ---- signed attributes ---------------------------------------------------------------

@@ -62,7 +62,7 @@ TEST(Options, DefaultsAndVersion) {
   EXPECT_EQ(o.max_member_size, 4ull << 30);
   EXPECT_EQ(o.log_fn, nullptr);
   EXPECT_EQ(kiln_version(), static_cast<unsigned>(KILN_VERSION_NUMBER));
-  EXPECT_STREQ(kiln_version_string(), "0.7.2");
+  EXPECT_STREQ(kiln_version_string(), "0.7.3");
   EXPECT_EQ(kiln_runtime_options_init(nullptr, sizeof o), KILN_ERR_INVALID_ARGUMENT);
 }
 
@@ -193,18 +193,24 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   EXPECT_EQ(kiln_archive_open_memory(rt, head_changed.data(), head_changed.size(), &a), KILN_ERR_SIGNATURE);
   EXPECT_EQ(a, nullptr);
   EXPECT_NE(last_error(rt).find("signature check failed"), std::string::npos) << last_error(rt);
-  // A byte of the index page that holds kiln/kernels.bin (read at open) no longer matches the
-  // page's digest in the head: its entry's path, the last "kiln/kernels.bin" in the file (the
-  // head names that page by its first path, kiln.toml; FORMAT.md §3).
+  // A byte of the index page that holds the kernel's record no longer matches the page's digest
+  // in the head. Opening reads no index page (the head carries kiln/kernels.bin's entry, FORMAT.md
+  // §3); the kernel's lookup reads that page and refuses it. Its entry's path is the last
+  // "kiln/kernels/scale" in the file (the head names pages by their first paths only).
   std::vector<char> page_changed = good;
-  const std::string table_path = "kiln/kernels.bin";
-  std::size_t at = std::string(good.begin(), good.end()).rfind(table_path);
+  const std::string record_path = "kiln/kernels/scale";
+  std::size_t at = std::string(good.begin(), good.end()).rfind(record_path);
   ASSERT_NE(at, std::string::npos);
   ASSERT_GT(at, index_offset);
   page_changed[at + 5] ^= 1;
-  EXPECT_EQ(kiln_archive_open_memory(rt, page_changed.data(), page_changed.size(), &a), KILN_ERR_INTEGRITY);
+  ASSERT_EQ(kiln_archive_open_memory(rt, page_changed.data(), page_changed.size(), &a), KILN_OK) << last_error(rt);
+  kiln_kernel* k = nullptr;
+  EXPECT_EQ(kiln_archive_get_kernel(a, "scale", 0, &k), KILN_ERR_INTEGRITY);
+  EXPECT_EQ(k, nullptr);
   EXPECT_NE(last_error(rt).find("its bytes do not match the SHA-256 its reference gives"), std::string::npos)
       << last_error(rt);
+  kiln_archive_destroy(a);
+  a = nullptr;
   // A truncated file is malformed.
   EXPECT_EQ(kiln_archive_open_memory(rt, good.data(), good.size() - 1, &a), KILN_ERR_MALFORMED);
   EXPECT_NE(last_error(rt).find("truncated"), std::string::npos) << last_error(rt);
@@ -215,7 +221,7 @@ TEST_F(RuntimeApi, TamperedArchivesAreRefusedWithTheirStatusAndMessage) {
   kiln_stats s{};
   s.size = sizeof s;
   ASSERT_EQ(kiln_runtime_stats(rt, &s), KILN_OK);
-  EXPECT_EQ(s.archive_open_failures, 5u);  // head, page, truncated, not an archive, missing
+  EXPECT_EQ(s.archive_open_failures, 4u);  // head, truncated, not an archive, missing
 }
 
 // kiln_archive_read_member (0.3): the verified content of a member, a size query that reads

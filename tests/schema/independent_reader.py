@@ -283,7 +283,8 @@ ENTRY_FIELDS = ("path", "role", "backend", "kind", "compression", "arch", "offse
 
 
 # The index's magics (§3), the smallest structures the reference rules allow, and the writer's split.
-HEAD_ONE_LEVEL, HEAD_TREE = b"KILNIDX2", b"KILNIDX3"
+HEAD_ONE_LEVEL, HEAD_TREE, HEAD_TABLE = b"KILNIDX2", b"KILNIDX3", b"KILNIDX4"  # the last: a tree head with
+TABLE_PATH = b"kiln/kernels.bin"                                              # the kernel table's entry
 REF_PAGE_MAGIC, ENTRY_PAGE_MAGIC = b"KILNREF3", b"KILNPGE2"
 MIN_ENTRY = 96                 # a lower bound (FORMAT.md §3): an entry really takes 2+1, 4, 2, 24, 64 = 97
 MIN_REF_PAGE = 67              # 8 + 4 + one reference of at least 4+4+4+8+32+2+1
@@ -345,13 +346,14 @@ def decode_refs(r, count, has_span, here, naming, index_size, what):
 
 
 def decode_head(head, index_size, index_offset):
-    """The head, either form (§3 "Head rules", in order). A one-level head is a tree head of
-    height 1 whose references have span = size."""
+    """The head, any form (§3 "Head rules", in order). A one-level head is a tree head of
+    height 1 whose references have span = size; a KILNIDX4 head is a tree head that also carries
+    kiln/kernels.bin's entry ("kernel_table" in what this returns, None in the other forms)."""
     r = Reader(head, "index head")
     magic = r.take(8)
-    need(magic in (HEAD_ONE_LEVEL, HEAD_TREE), f"index head: bad magic {magic!r}")
-    tree = magic == HEAD_TREE
-    out = {"form": "tree" if tree else "one-level", "entry_count": r.u32()}
+    need(magic in (HEAD_ONE_LEVEL, HEAD_TREE, HEAD_TABLE), f"index head: bad magic {magic!r}")
+    tree = magic in (HEAD_TREE, HEAD_TABLE)
+    out = {"form": "tree" if tree else "one-level", "entry_count": r.u32(), "kernel_table": None}
     need(1 <= out["entry_count"] <= 1 << 20, f"index head: entry_count {out['entry_count']} out of 1..1048576")
     out["sequence"] = r.u64()
     need(1 <= out["sequence"] < 1 << 63, f"index head: sequence {out['sequence']} out of 1..2^63-1")
@@ -361,6 +363,13 @@ def decode_head(head, index_size, index_offset):
     check_revision(out["kernel_revision"], "index head")
     out["height"] = r.u8() if tree else 1
     need(1 <= out["height"] <= 8, f"index head: height {out['height']} out of 1..8")
+    if magic == HEAD_TABLE:
+        t = out["kernel_table"] = decode_entry(r, "in the index head (the kernel table's)")
+        need(t["path"] == TABLE_PATH and t["role"] == 6,
+             f"index head: its kernel table entry is {t['path']!r} with role {t['role']}, not kiln/kernels.bin (meta)")
+        need(64 <= t["offset"] and t["offset"] % 64 == 0 and t["offset"] + t["stored_size"] <= index_offset,
+             f"index head: its kernel table entry places the member at {t['offset']}..{t['offset'] + t['stored_size']}, "
+             f"not at a 64-byte boundary among the members (64..{index_offset})")
     ref_count = r.u32()
     need(ref_count >= 1 and ref_count * (TREE_REF if tree else ONE_LEVEL_REF) <= r.remaining(),
          f"index head: ref_count {ref_count} is 0 or cannot fit in {r.remaining()} bytes")
@@ -463,6 +472,10 @@ def decode_index(index, head):
         need(ref["position"] == at, f"index: a page at {ref['position']}, expected one at {at} (the rules are inconsistent)")
         at += ref["size"]
     need(at == len(index), "index: the pages do not fill the index (the rules are inconsistent)")
+    # A KILNIDX4 head's copy of kiln/kernels.bin's entry is the index's, field by field (§3).
+    if head["kernel_table"] is not None:
+        need([e for e in entries if e["path"] == TABLE_PATH] == [head["kernel_table"]],
+             "index head: its kernel table entry is not the index's entry of kiln/kernels.bin")
     return entries, pages
 
 
@@ -531,17 +544,18 @@ def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
 
 
 def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, head=None):
-    """The writer's split (§3): a one-level head over the entry pages when there are at most 64
-    of them; otherwise reference pages of 32 references (the last takes the rest), level by level,
-    until at most 64 pages remain, under a tree head. Returns (tree form?, height, the head's
-    pages), each page a node {"level", "name", "entries" or "children"}. Other values of
-    `per_page`, `fanout` and `head` give other splits, which a reader accepts too (`head`
-    defaults to 64 with the writer's page sizes, to the fanout otherwise)."""
+    """The writer's split (§3): reference pages of 32 references (the last takes the rest) over
+    the entry pages, level by level, until at most 64 pages remain, under a tree head; where there
+    are at most 64 entry pages, none, under a tree head of height 1 when the index has
+    kiln/kernels.bin (a KILNIDX4 head) and a one-level head otherwise. Returns (tree form?,
+    height, the head's pages), each page a node {"level", "name", "entries" or "children"}. Other
+    values of `per_page`, `fanout` and `head` give other splits, which a reader accepts too
+    (`head` defaults to 64 with the writer's page sizes, to the fanout otherwise)."""
     if head is None:
         head = WRITER_HEAD if (per_page, fanout) == (WRITER_PAGE_ENTRIES, WRITER_FANOUT) else fanout
     nodes = [{"level": 0, "name": f"L0#{i}", "entries": p} for i, p in enumerate(writer_pages(entries, per_page))]
     if len(nodes) <= head:
-        return False, 1, nodes
+        return table_entry(entries) is not None, 1, nodes
     isolate = (per_page, fanout) == (WRITER_PAGE_ENTRIES, WRITER_FANOUT)  # the writer's own split
     height = 1
     while len(nodes) > head:
@@ -558,6 +572,13 @@ def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, hea
         nodes = [{"level": height, "name": f"L{height}#{i}", "children": g} for i, g in enumerate(groups)]
         height += 1
     return True, height, nodes
+
+
+def table_entry(entries):
+    """kiln/kernels.bin's entry where the index has one with role meta: the writer then writes a
+    KILNIDX4 head carrying it (§3)."""
+    found = [e for e in entries if e["path"] == TABLE_PATH and e["role"] == 6]
+    return found[0] if found else None
 
 
 def node_first_path(node):
@@ -617,12 +638,14 @@ def preorder(nodes):
         yield from preorder(n.get("children") or [])
 
 
-def encode_tree(head, tree, height, roots, tweak=None, fields=None):
+def encode_tree(head, tree, height, roots, tweak=None, fields=None, table=None):
     """The head over `roots` and the pages in depth-first pre-order: (head bytes, pages bytes).
-    `fields` overrides head fields (magic, entry_count, sequence, height, ref_count)."""
+    `table`, kiln/kernels.bin's entry, makes a tree head a KILNIDX4 head carrying it. `fields`
+    overrides head fields (magic, entry_count, sequence, height, ref_count)."""
     for n in roots:
         seal(n, tweak)
-    f = {"magic": HEAD_TREE if tree else HEAD_ONE_LEVEL, "entry_count": sum(n["count"] for n in roots),
+    magic = (HEAD_TABLE if table is not None else HEAD_TREE) if tree else HEAD_ONE_LEVEL
+    f = {"magic": magic, "entry_count": sum(n["count"] for n in roots),
          "sequence": head["sequence"], "height": height, "ref_count": len(roots), **(fields or {})}
     w = Writer()
     w.raw(f["magic"])
@@ -632,6 +655,8 @@ def encode_tree(head, tree, height, roots, tweak=None, fields=None):
     w.str16(head["kernel_revision"])
     if tree:
         w.u8(f["height"])
+    if tree and table is not None:
+        encode_entry(w, table)
     w.u32(f["ref_count"])
     for n in roots:
         encode_ref(w, n["ref"], tree)
@@ -640,7 +665,7 @@ def encode_tree(head, tree, height, roots, tweak=None, fields=None):
 
 def encode_index(head, entries):
     """The index as the writer splits and lays it out (§3): (its bytes, index_head_size)."""
-    head_bytes, pages = encode_tree(head, *writer_tree(entries))
+    head_bytes, pages = encode_tree(head, *writer_tree(entries), table=table_entry(entries))
     return head_bytes + pages, len(head_bytes)
 
 
@@ -1755,15 +1780,18 @@ def breadth_first(nodes):
 
 
 def other_index(head, entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, form=None, tweak=None, fields=None,
-                head_extra=b"", extra=b"", layout=preorder):
+                head_extra=b"", extra=b"", layout=preorder, table="writer"):
     """An index over `entries`: the writer's split, or (per_page, fanout) another; `form`
     "tree-1" puts a tree head of height 1 over the entry pages, "one-level" a one-level head;
-    `tweak` (seal), `fields` (encode_tree), `head_extra`, `extra` (bytes after the head, after the
-    pages) and `layout` (the order of the pages) break it. Returns (index, index_head_size, roots)."""
+    a tree head carries kiln/kernels.bin's entry where the entries have it (KILNIDX4), or
+    `table` (an entry, or None for a KILNIDX3 head); `tweak` (seal), `fields` (encode_tree),
+    `head_extra`, `extra` (bytes after the head, after the pages) and `layout` (the order of the
+    pages) break it. Returns (index, index_head_size, roots)."""
     tree, height, roots = writer_tree(entries, per_page, fanout)
     if form is not None:
         tree, height, roots = form == "tree-1", 1, [n for n in preorder(roots) if n["level"] == 0]
-    head_bytes, _ = encode_tree(head, tree, height, roots, tweak, fields)
+    table = table_entry(entries) if table == "writer" else table
+    head_bytes, _ = encode_tree(head, tree, height, roots, tweak, fields, table=table if tree else None)
     return head_bytes + head_extra + b"".join(n["data"] for n in layout(roots)) + extra, len(head_bytes) + len(head_extra), roots
 
 
@@ -1815,13 +1843,14 @@ def synthetic_index_checks():
         checked += 1
         return roots
 
-    # The writer's split on each side of 64 entry pages (of at most 16 entries): one-level at 64,
-    # a tree at 65, its reference pages of at most 32 references, the kiln.toml page alone in one.
+    # The writer's split on each side of 64 entry pages (of at most 16 entries): one level of pages
+    # at 64 (under a KILNIDX4 head: the entries have kiln/kernels.bin), a tree at 65, its reference
+    # pages of at most 32 references, the kiln.toml page alone in one.
     def page_count(n):
         return -(-(n // 2 - 1) // WRITER_PAGE_ENTRIES) + 1 + -(-(n - n // 2 - 1) // WRITER_PAGE_ENTRIES)
     n65 = next(n for n in range(4, 4096) if page_count(n) == WRITER_HEAD + 1)
     entries, io = synthetic_entries(n65 - 1)
-    accept("64 entry pages", entries, io, "one-level", 1)
+    accept("64 entry pages", entries, io, "tree", 1)
     entries, io = synthetic_entries(n65)
     roots = accept("65 entry pages", entries, io, "tree", 2)
     sizes = [len(n["children"]) for n in roots]
@@ -1830,8 +1859,11 @@ def synthetic_index_checks():
          f"self-check: 65 entry pages not under reference pages of at most 32, the kiln.toml page alone: {sizes}")
 
     entries, io = synthetic_entries(200)
-    accept("the writer's split", entries, io, "one-level", 1)
+    accept("the writer's split", entries, io, "tree", 1)
     accept("a tree head of height 1", entries, io, "tree", 1, form="tree-1")
+    accept("a tree head without the kernel table's entry (KILNIDX3)", entries, io, "tree", 1, form="tree-1", table=None)
+    accept("the writer's split with no kiln/kernels.bin", [e for e in entries if e["path"] != TABLE_PATH], io,
+           "one-level", 1)
     accept("a one-level head over 101 pages of 2 entries", entries, io, "one-level", 1, per_page=2, form="one-level")
     accept("pages of 2 entries, 3 references", entries, io, "tree", 5, per_page=2, fanout=3)
     accept("pages of 1 entry, 2 references: height 8", entries, io, "tree", 8, per_page=1, fanout=2)
@@ -1846,7 +1878,7 @@ def synthetic_index_checks():
     assert end_leaf["entries"][-1]["stored_size"] > 0 and ref("L0#1")["first_offset"] > 64
 
     update, page = set_ref, set_page
-    one_level_kw = {"per_page": 32, "fanout": 32}
+    one_level_kw = {"per_page": 32, "fanout": 32, "form": "one-level"}
     one_level = {n["name"]: n for n in other_index(SYNTHETIC_HEAD, entries, **one_level_kw)[2]}
     hostile = [
         ("a head reference's span one less", {"tweak": at("L2#0", update(span=lambda r: r["span"] - 1))}, "spans add up"),
@@ -2212,7 +2244,16 @@ def index_variants(a):
              ("a one-level head over entry pages of 5", {"per_page": 5, "form": "one-level"}, False)]
     if head["form"] == "tree":
         cases.append(("a one-level head over the writer's entry pages", {"form": "one-level"}, False))
-    base = {} if head["form"] == "tree" else {"per_page": 3, "fanout": 4}
+    table = table_entry(entries)
+    if table is not None:
+        # The head's copy of kiln/kernels.bin's entry: absent (KILNIDX3, read through the index), or
+        # not the index's entry (refused: at open by its digest or path, by full verification).
+        forged = dict(table, stored_sha256=sha256(b"other"), content_sha256=sha256(b"other"))
+        cases += [("a tree head without the kernel table's entry (KILNIDX3)", {"table": None}, False),
+                  ("a kernel table entry in the head with another digest", {"table": forged}, True),
+                  ("kiln.toml's entry as the head's kernel table entry",
+                   {"table": next(e for e in entries if e["path"] == b"kiln.toml")}, True)]
+    base = {} if head["height"] >= 2 else {"per_page": 3, "fanout": 4}
     roots = other_index(head, entries, **base)[2]
     cases += [(what, dict(base, **kw), True) for what, kw in [
         ("an entry page's span 64 over its size", {"tweak": at("L0#1", set_ref(span=lambda r: r["span"] + 64))}),
@@ -2510,8 +2551,8 @@ def main():
             if path == tree:
                 h = decode_header(data)
                 magic = data[h["index_offset"]:h["index_offset"] + 8]
-                need(magic == HEAD_TREE, f"its head's magic is {magic!r}: kiln wrote no tree head (KILNIDX3) for an "
-                     "index of more than 64 entry pages (FORMAT.md §3, How the writer splits)")
+                need(magic == HEAD_TABLE, f"its head's magic is {magic!r}: kiln wrote no tree head with the kernel "
+                     "table's entry (KILNIDX4) for an index of more than 64 entry pages (FORMAT.md §3, How the writer splits)")
             a = read_archive(data, keys)
             if path == tree:
                 need(a["head"]["height"] >= 2, f"a tree head of height {a['head']['height']}, not 2 or more")

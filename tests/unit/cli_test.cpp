@@ -95,8 +95,11 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   Result inspect = run("inspect " + archive + " --json");
   EXPECT_EQ(inspect.code, 0);
   EXPECT_NE(inspect.out.find("\"arch\":\"compute_90\""), std::string::npos) << inspect.out;
-  // A small archive keeps the one-level head that kiln 0.2.1 and earlier read (FORMAT.md §3).
-  EXPECT_NE(inspect.out.find("\"index\":{\"form\":\"one-level\",\"levels\":1,"), std::string::npos) << inspect.out;
+  // Every archive's head carries the kernel table's entry, a tree head of one level where the
+  // entry pages fit (FORMAT.md §3).
+  EXPECT_NE(inspect.out.find("\"index\":{\"form\":\"tree\",\"levels\":1,\"head_references\":3,\"kernel_table_entry\":true,"),
+            std::string::npos)
+      << inspect.out;
   Result human = run("inspect " + archive);
   EXPECT_NE(human.out.find("not checked: pass --trust"), std::string::npos) << human.out;
   // Each size says what it measures: inspect the file, verify the stored bytes, pack the content.
@@ -104,7 +107,9 @@ TEST_F(Cli, VerifyDigestAndInspect) {
   EXPECT_NE(verify.out.find(" stored"), std::string::npos) << verify.out;
   Result repacked = run("pack " + dir + "/kiln.toml --key " + dir + "/ci.key -o " + dir + "/again.kiln");
   EXPECT_NE(repacked.out.find(" of content\n"), std::string::npos) << repacked.out;
-  EXPECT_NE(human.out.find("; one level (KILNIDX2): a head of "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("; tree (KILNIDX4, with the kernel table's entry): a head of 3 references, 1 level of pages below it"),
+            std::string::npos)
+      << human.out;
 }
 
 // A range shape packs, verifies (the kernel table re-derived from kiln.toml) and reads back in
@@ -464,7 +469,9 @@ TEST(CliInspect, ShowsTheIndexForm) {
   if (!std::ifstream(archive)) GTEST_SKIP() << "tree-index.kiln needs Python 3 at build time";
   Result human = run("inspect " + archive);
   ASSERT_EQ(human.code, 0) << human.out;
-  EXPECT_NE(human.out.find("  index      1059 members; tree (KILNIDX3): a head of "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("  index      1059 members; tree (KILNIDX4, with the kernel table's entry): a head of "),
+            std::string::npos)
+      << human.out;
   EXPECT_NE(human.out.find(", 2 levels of pages below it"), std::string::npos) << human.out;
   Result json = run("inspect " + archive + " --json");
   ASSERT_EQ(json.code, 0) << json.out;

@@ -268,6 +268,55 @@ TEST_F(Hostile, KernelRecordWhoseCodeEntryDiffersFromTheIndexIsRefusedByFullVeri
   }
 }
 
+// The index head carries kiln/kernels.bin's entry (FORMAT.md §3), and an open reads the kernel
+// table through it, its digests checked, without the index's entry. A signer ships a head whose
+// copy names other bytes: where they are the same bytes (another member's), the open reads them
+// and full verification refuses the copy; otherwise the open refuses, naming the rule.
+TEST_F(Hostile, HeadWhoseKernelTableEntryIsNotTheIndexsIsRefused) {
+  std::vector<MemberInput> members = test::small_members(id);
+  MemberInput twin;
+  twin.path = "data/table-twin.bin";
+  for (const MemberInput& m : members) {
+    if (m.path == kKernelTablePath) twin.content = m.content;
+  }
+  ASSERT_FALSE(twin.content.empty());
+  const auto entry_of = [](const format::Index& index, const std::string& path) {
+    return index.entries.at(static_cast<std::size_t>(index.find(path)));
+  };
+  const auto with_copy = [&](std::function<void(format::Entry&, const format::Index&)> forge) {
+    test::RawArchive raw = test::raw_from_members(id, test::small_members_with(id, {twin}));
+    raw.signers = {Signer{&key, "hostile", 0}};
+    raw.forge_head_table_entry = std::move(forge);
+    return raw;
+  };
+  ReadOptions options;
+  options.policy = TrustPolicy{&trust, 1};
+
+  // The twin's offset: the same bytes, read and accepted at open; full verification refuses.
+  test::RawArchive twin_copy = with_copy([&](format::Entry& e, const format::Index& index) {
+    e.offset = entry_of(index, "data/table-twin.bin").offset;
+  });
+  std::vector<std::uint8_t> bytes = test::assemble(twin_copy);
+  std::unique_ptr<ArchiveReader> a = ArchiveReader::open_memory(bytes.data(), bytes.size(), options);
+  EXPECT_EQ(a->kernel_table().size(), 1u);
+  EXPECT_EQ(a->kernel("add").entry, "add_f32");
+  expect_refused(twin_copy, Errc::malformed,
+                 "index head: the kernel table entry it carries is not the index's entry of 'kiln/kernels.bin'");
+
+  // Other bytes than its digest says (the source's): refused at open by the copy's digest.
+  expect_refused(with_copy([&](format::Entry& e, const format::Index& index) { e.offset = entry_of(index, "src/add.cu").offset; }),
+                 Errc::integrity, "member 'kiln/kernels.bin': stored bytes do not match the index");
+  expect_refused(with_copy([&](format::Entry& e, const format::Index& index) { e.offset = entry_of(index, "src/add.cu").offset; }),
+                 Errc::integrity, "the expected digest is the index head's copy of its entry");
+  // Bytes outside the members, and a copy of another member's entry: refused by the head's rules.
+  expect_refused(with_copy([](format::Entry& e, const format::Index&) { e.offset += 1ull << 20; }), Errc::malformed,
+                 "kernel table entry: places the member at bytes");
+  expect_refused(with_copy([](format::Entry& e, const format::Index&) { e.offset += 1; }), Errc::malformed,
+                 "not at a 64-byte boundary among the members");
+  expect_refused(with_copy([&](format::Entry& e, const format::Index& index) { e = entry_of(index, "kiln/kernels/add"); }),
+                 Errc::malformed, "kernel table entry: must be 'kiln/kernels.bin' with role meta, not 'kiln/kernels/add'");
+}
+
 TEST_F(Hostile, KernelRecordNotInKilnTomlIsRefusedByFullVerification) {
   test::RawArchive raw = base();
   // A signer adds a kernel record (and raises the count in kiln/kernels.bin) that kiln.toml lacks.

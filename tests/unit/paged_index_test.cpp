@@ -17,8 +17,8 @@
 namespace kiln {
 namespace {
 
-// With kiln.toml and the kernel table: 300 data members make 20 entry pages (a one-level head),
-// 1,500 make 95 (more than the head's 64: a tree of height 2).
+// With kiln.toml and the kernel table: 300 data members make 20 entry pages (a head of height
+// 1), 1,500 make 95 (more than the head's 64: a tree of height 2).
 constexpr int kOneLevelMembers = 300;
 constexpr int kTreeMembers = 1500;
 
@@ -63,16 +63,19 @@ TEST_P(PagedIndex, EveryMemberIsFoundByPathAndPosition) {
   const int members = GetParam();
   std::vector<std::uint8_t> bytes = build(members);
   format::IndexHead head = head_of(bytes);
-  // The writer's choice (FORMAT.md §3): one level while the entry pages fit in the head.
-  EXPECT_EQ(head.tree, members == kTreeMembers);
+  // The writer's choice (FORMAT.md §3): a KILNIDX4 head carrying the kernel table's entry, one
+  // level of pages while the entry pages fit in the head.
+  EXPECT_TRUE(head.tree);
+  ASSERT_TRUE(head.kernel_table.has_value());
+  EXPECT_EQ(head.kernel_table->path, "kiln/kernels.bin");
   EXPECT_EQ(head.height, members == kTreeMembers ? 2u : 1u);
   EXPECT_LE(head.refs.size(), format::kReferencesPerPage);
   std::unique_ptr<ArchiveReader> a = open(bytes);
-  // Opening reads the kernel table through one page per level; kiln.toml and kiln/kernels.bin
-  // sit alone in an entry page of two.
-  EXPECT_EQ(a->index_pages_read(), head.height);
-  // ... and in the tree the writer gives that page a reference page of its own at every level:
-  // the head's reference on the way to the kernel table covers those two entries only.
+  // Opening reads the kernel table through the head's copy of its entry: no index page.
+  EXPECT_EQ(a->index_pages_read(), 0u);
+  // kiln.toml and kiln/kernels.bin still sit alone in an entry page of two, which the tree gives
+  // a reference page of its own at every level (what a reader of a head without the copy reads
+  // on its way to the kernel table): the head's reference to it covers those two entries only.
   const long table = format::ref_for_path(head.refs, "kiln/kernels.bin");
   ASSERT_GE(table, 0);
   EXPECT_EQ(head.refs[static_cast<std::size_t>(table)].first_path, "kiln.toml");
@@ -115,7 +118,35 @@ TEST_P(PagedIndex, AKernelsCodeIsReadThroughItsRecordWithoutAnIndexPage) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothHeadForms, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));
+// A head without the kernel table's entry (KILNIDX3, as writers before 0.7.3 wrote it): the open
+// finds kiln/kernels.bin in the index, one page per level, and everything reads as before.
+TEST_P(PagedIndex, AHeadWithoutTheKernelTablesEntryIsReadThroughTheIndex) {
+  PackageIdentity same = id;
+  std::vector<MemberInput> data;
+  for (int i = 0; i < GetParam(); ++i) {
+    MemberInput m;
+    m.path = data_path(i);
+    m.content = test::bytes_of(data_content(i));
+    data.push_back(std::move(m));
+  }
+  test::RawArchive raw = test::raw_from_members(same, test::small_members_with(same, std::move(data)));
+  raw.signers = {Signer{&key, "paged", 0}};
+  raw.head_without_table_entry = true;
+  const std::vector<std::uint8_t> bytes = test::assemble(raw);
+  const format::IndexHead head = head_of(bytes);
+  EXPECT_TRUE(head.tree);
+  EXPECT_FALSE(head.kernel_table.has_value());
+  std::unique_ptr<ArchiveReader> a = open(bytes);
+  EXPECT_EQ(a->index_pages_read(), head.height);
+  EXPECT_EQ(a->kernel_table().size(), 1u);
+  EXPECT_EQ(a->kernel("add").entry, "add_f32");
+  const long position = a->find(data_path(GetParam() - 1));
+  ASSERT_GE(position, 0);
+  EXPECT_EQ(a->read_member(static_cast<std::size_t>(position)), test::bytes_of(data_content(GetParam() - 1)));
+  a->verify_all(2, true, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothHeights, PagedIndex, ::testing::Values(kOneLevelMembers, kTreeMembers));
 
 // The reader holds references in place (ref_table.hpp): each one read back from the bytes must be
 // the reference decoded from them, and the three lookups must choose as the decoded list's do,
@@ -159,7 +190,7 @@ TEST_P(PagedIndex, ReferencesReadInPlaceAreTheDecodedOnes) {
   const format::PageBounds outer{h.index_offset, false, {}};
   const ByteView head_bytes(bytes.data() + h.index_offset, h.index_head_size);
   expect_same_as_decoded(format::RefTable(head.refs, head_bytes, head.tree), head.refs, outer);
-  if (!head.tree) return;
+  if (head.height == 1) return;  // no reference page
   const format::PageRef& first = head.refs[1];  // a full reference page (the first may be kiln.toml's)
   ByteView page(bytes.data() + h.index_offset + first.index_position, first.size);
   const format::PageBounds bounds = format::child_bounds(head.refs, 1, outer);

@@ -231,6 +231,41 @@ RawArchive raw_from_members(const PackageIdentity& id, std::vector<MemberInput> 
   return raw;
 }
 
+namespace {
+
+// The encoded index with its KILNIDX4 head's copy of the kernel table's entry changed by `forge`,
+// or dropped (magic KILNIDX3) when `forge` is empty. Pages do not move: their positions follow
+// from the head's size and the spans (FORMAT.md §3), and the head's size goes into the header.
+format::EncodedIndex rewrite_head_table_entry(const format::EncodedIndex& encoded, std::uint64_t index_offset,
+                                              const format::Index& index,
+                                              const std::function<void(format::Entry&, const format::Index&)>& forge) {
+  const ByteView head(encoded.bytes.data(), encoded.head_size);
+  const format::IndexHead decoded = format::decode_index_head(head, encoded.bytes.size(), index_offset);
+  if (!decoded.kernel_table) throw std::runtime_error("the head carries no kernel table entry to rewrite");
+  // Where the copy starts and ends: after magic, counts, identity and height; before ref_count.
+  const std::size_t at = 8 + 4 + 8 + 2 + decoded.package.size() + 2 + decoded.kernel_revision.size() + 1;
+  ByteWriter original;
+  format::encode_entry(original, *decoded.kernel_table);
+  const std::size_t end = at + original.buffer().size();
+  std::vector<std::uint8_t> copy;
+  if (forge) {
+    format::Entry forged = *decoded.kernel_table;
+    forge(forged, index);
+    ByteWriter w;
+    format::encode_entry(w, forged);
+    copy = w.buffer();
+  }
+  format::EncodedIndex out;
+  out.bytes.assign(encoded.bytes.begin(), encoded.bytes.begin() + static_cast<long>(at));
+  if (!forge) std::copy(format::kIndexTreeMagic.begin(), format::kIndexTreeMagic.end(), out.bytes.begin());
+  out.bytes.insert(out.bytes.end(), copy.begin(), copy.end());
+  out.bytes.insert(out.bytes.end(), encoded.bytes.begin() + static_cast<long>(end), encoded.bytes.end());
+  out.head_size = encoded.head_size - (end - at) + copy.size();
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::uint8_t> assemble(RawArchive raw) {
   derive_members(raw);
   std::vector<std::uint8_t> body;
@@ -243,6 +278,10 @@ std::vector<std::uint8_t> assemble(RawArchive raw) {
     offset = format::align_up(end);
   }
   format::EncodedIndex encoded = format::encode_index(raw.index);
+  if (raw.forge_head_table_entry || raw.head_without_table_entry) {
+    encoded = rewrite_head_table_entry(encoded, offset, raw.index,
+                                       raw.head_without_table_entry ? nullptr : raw.forge_head_table_entry);
+  }
   const std::vector<std::uint8_t>& index = encoded.bytes;
   Sha256 digest = sha256(index.data(), static_cast<std::size_t>(encoded.head_size));
   std::vector<format::SignatureRecord> records;

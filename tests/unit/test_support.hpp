@@ -5,6 +5,7 @@
 #include "temp_dirs.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct RawArchive {
   // Members made from the entries (kernel records, MemberInput::derive), by path: assemble makes
   // each again from the entries as assembled, stored raw. A test that forges one erases it here.
   std::map<std::string, decltype(MemberInput::derive)> derived;
+  // The index head's copy of kiln/kernels.bin's entry (FORMAT.md §3), as assemble writes it:
+  // changed by `forge_head_table_entry` (given the index as assembled) where set, or left out (a
+  // KILNIDX3 head, what writers before 0.7.3 wrote) where `head_without_table_entry`.
+  std::function<void(format::Entry&, const format::Index&)> forge_head_table_entry;
+  bool head_without_table_entry = false;
 };
 std::vector<std::uint8_t> assemble(RawArchive raw);
 
