@@ -27,14 +27,17 @@ constexpr std::array<std::uint8_t, 8> kSignatureMagic = {'K', 'I', 'L', 'N', 'S'
 constexpr std::uint32_t kFormatVersion = 2;
 // Header flags: bit 0 marks a sparse archive (§9); every other bit is refused.
 constexpr std::uint32_t kFlagSparse = 1;
-// What the writer puts in a page (FORMAT.md §3): an entry page holds at most 16 entries (~2 KiB),
-// a reference page at most 32 references (~3 KiB), the head at most 64 (~5 KiB). A lookup hashes
-// and decodes one page per level: at 20,000 members, a reference page and an entry page, instead
-// of one 16 KiB page under a head that grows with the archive. (Entries cost more to check than
+// What the writer puts in a page (FORMAT.md §3): an entry page holds at most 8 entries (~1 KiB),
+// a reference page at most 16 references (~1.3 KiB), the head at most 16 (~1.4 KiB). A lookup
+// hashes and decodes one page per level, and every open hashes and decodes the head: at 20,000
+// members, two reference pages and an entry page under a head of ~13 references. Small pages
+// cost a read more per level but hash and check fewer bytes: open + load of one kernel from
+// 5,000 (20,000 members) took 23.9 us with pages of 16 and 32 under a head of 64, and 20.6 us
+// with these, signature memo kept (tests/bench/RESULTS.md). (Entries cost more to check than
 // references, so entry pages are the smaller.)
-constexpr std::uint32_t kEntriesPerPage = 16;
-constexpr std::uint32_t kReferencesPerPage = 32;
-constexpr std::uint32_t kHeadReferences = 64;
+constexpr std::uint32_t kEntriesPerPage = 8;
+constexpr std::uint32_t kReferencesPerPage = 16;
+constexpr std::uint32_t kHeadReferences = 16;
 // What a reader accepts.
 constexpr std::uint32_t kMaxEntriesPerPage = 4096;
 constexpr std::uint32_t kMaxReferencesPerPage = 4096;

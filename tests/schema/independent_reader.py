@@ -289,9 +289,9 @@ REF_PAGE_MAGIC, ENTRY_PAGE_MAGIC = b"KILNREF3", b"KILNPGE2"
 MIN_ENTRY = 96                 # a lower bound (FORMAT.md §3): an entry really takes 2+1, 4, 2, 24, 64 = 97
 MIN_REF_PAGE = 67              # 8 + 4 + one reference of at least 4+4+4+8+32+2+1
 ONE_LEVEL_REF, TREE_REF = 51, 55  # the smallest reference in each form
-WRITER_PAGE_ENTRIES = 16       # §3 "How the writer splits": entries in a full entry page
-WRITER_FANOUT = 32             # references in a full reference page
-WRITER_HEAD = 64               # at most this many references under a head
+WRITER_PAGE_ENTRIES = 8        # §3 "How the writer splits": entries in a full entry page
+WRITER_FANOUT = 16             # references in a full reference page
+WRITER_HEAD = 16               # at most this many references under a head
 
 
 def decode_refs(r, count, has_span, here, naming, index_size, what):
@@ -530,7 +530,7 @@ def encode_entry(w, e):
 
 
 def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
-    """The writer's entry pages (§3): at most 16 entries a page, and a new page at kiln.toml and
+    """The writer's entry pages (§3): at most 8 entries a page, and a new page at kiln.toml and
     right after kiln/kernels.bin."""
     pages, current = [], []
     for e in entries:
@@ -544,13 +544,13 @@ def writer_pages(entries, per_page=WRITER_PAGE_ENTRIES):
 
 
 def writer_tree(entries, per_page=WRITER_PAGE_ENTRIES, fanout=WRITER_FANOUT, head=None):
-    """The writer's split (§3): reference pages of 32 references (the last takes the rest) over
-    the entry pages, level by level, until at most 64 pages remain, under a tree head; where there
-    are at most 64 entry pages, none, under a tree head of height 1 when the index has
+    """The writer's split (§3): reference pages of 16 references (the last takes the rest) over
+    the entry pages, level by level, until at most 16 pages remain, under a tree head; where there
+    are at most 16 entry pages, none, under a tree head of height 1 when the index has
     kiln/kernels.bin (a KILNIDX4 head) and a one-level head otherwise. Returns (tree form?,
     height, the head's pages), each page a node {"level", "name", "entries" or "children"}. Other
     values of `per_page`, `fanout` and `head` give other splits, which a reader accepts too
-    (`head` defaults to 64 with the writer's page sizes, to the fanout otherwise)."""
+    (`head` defaults to 16 with the writer's page sizes, to the fanout otherwise)."""
     if head is None:
         head = WRITER_HEAD if (per_page, fanout) == (WRITER_PAGE_ENTRIES, WRITER_FANOUT) else fanout
     nodes = [{"level": 0, "name": f"L0#{i}", "entries": p} for i, p in enumerate(writer_pages(entries, per_page))]
@@ -1843,27 +1843,31 @@ def synthetic_index_checks():
         checked += 1
         return roots
 
-    # The writer's split on each side of 64 entry pages (of at most 16 entries): one level of pages
-    # at 64 (under a KILNIDX4 head: the entries have kiln/kernels.bin), a tree at 65, its reference
-    # pages of at most 32 references, the kiln.toml page alone in one.
+    # The writer's split on each side of WRITER_HEAD entry pages (of at most WRITER_PAGE_ENTRIES
+    # entries): one level of pages at WRITER_HEAD (under a KILNIDX4 head: the entries have
+    # kiln/kernels.bin), a tree at one more, its reference pages of at most WRITER_FANOUT
+    # references, the kiln.toml page alone in one.
     def page_count(n):
         return -(-(n // 2 - 1) // WRITER_PAGE_ENTRIES) + 1 + -(-(n - n // 2 - 1) // WRITER_PAGE_ENTRIES)
     n65 = next(n for n in range(4, 4096) if page_count(n) == WRITER_HEAD + 1)
     entries, io = synthetic_entries(n65 - 1)
-    accept("64 entry pages", entries, io, "tree", 1)
+    accept(f"{WRITER_HEAD} entry pages", entries, io, "tree", 1)
+    accept(f"{WRITER_HEAD} entry pages, no kiln/kernels.bin", [e for e in entries if e["path"] != TABLE_PATH], io,
+           "one-level", 1)
     entries, io = synthetic_entries(n65)
-    roots = accept("65 entry pages", entries, io, "tree", 2)
+    roots = accept(f"{WRITER_HEAD + 1} entry pages", entries, io, "tree", 2)
     sizes = [len(n["children"]) for n in roots]
     alone = [len(n["children"]) for n in roots if node_first_path(n) == b"kiln.toml"]
-    need(sum(sizes) == 65 and max(sizes) <= 32 and alone == [1] and len(roots) <= 5,
-         f"self-check: 65 entry pages not under reference pages of at most 32, the kiln.toml page alone: {sizes}")
+    need(sum(sizes) == WRITER_HEAD + 1 and max(sizes) <= WRITER_FANOUT and alone == [1] and len(roots) <= 3,
+         f"self-check: {WRITER_HEAD + 1} entry pages not under reference pages of at most {WRITER_FANOUT}, the "
+         f"kiln.toml page alone: {sizes}")
 
     entries, io = synthetic_entries(200)
-    accept("the writer's split", entries, io, "tree", 1)
+    accept("the writer's split", entries, io, "tree", 2)
     accept("a tree head of height 1", entries, io, "tree", 1, form="tree-1")
     accept("a tree head without the kernel table's entry (KILNIDX3)", entries, io, "tree", 1, form="tree-1", table=None)
     accept("the writer's split with no kiln/kernels.bin", [e for e in entries if e["path"] != TABLE_PATH], io,
-           "one-level", 1)
+           "tree", 2)
     accept("a one-level head over 101 pages of 2 entries", entries, io, "one-level", 1, per_page=2, form="one-level")
     accept("pages of 2 entries, 3 references", entries, io, "tree", 5, per_page=2, fanout=3)
     accept("pages of 1 entry, 2 references: height 8", entries, io, "tree", 8, per_page=1, fanout=2)

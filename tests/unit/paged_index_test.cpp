@@ -17,9 +17,9 @@
 namespace kiln {
 namespace {
 
-// With kiln.toml and the kernel table: 300 data members make 20 entry pages (a head of height
-// 1), 1,500 make 95 (more than the head's 64: a tree of height 2).
-constexpr int kOneLevelMembers = 300;
+// With kiln.toml and the kernel table: 80 data members make 12 entry pages of at most 8 (a head
+// of height 1), 1,500 make 190 (more than the head's 16: a tree of height 2).
+constexpr int kOneLevelMembers = 80;
 constexpr int kTreeMembers = 1500;
 
 std::string data_path(int i) {
@@ -386,22 +386,29 @@ TEST_F(PagedHead, OneLevelHeadsThatDisagreeWithTheirPagesAreRefused) {
   // Each case breaks one rule of FORMAT.md §3 and must be refused by that rule.
   std::vector<std::uint8_t> counts = encoded.bytes;  // page 0 claims one entry more
   counts[head_ref(0)] += 1;
-  EXPECT_EQ(refusal(counts, encoded.head_size), "index head: its pages hold 301 entries, not the 300 it declares");
+  EXPECT_EQ(refusal(counts, encoded.head_size), "index head: its pages hold " + std::to_string(kOneLevelMembers + 1) +
+                                                    " entries, not the " + std::to_string(kOneLevelMembers) + " it declares");
 
   std::vector<std::uint8_t> digest = encoded.bytes;  // page 1's digest changed
   digest[head_ref(1) + 16] ^= 1;
   EXPECT_TRUE(says(refusal(digest, encoded.head_size), "its bytes do not match the SHA-256 its reference gives"));
 
   const format::IndexHead h = head();
-  const std::size_t first_path_last = head_ref(1) + 4 + 4 + 8 + 32 + 2 + h.refs[1].first_path.size() - 5;
-  ASSERT_EQ(h.refs[1].first_path, "data/0017.bin");  // data/0000.bin is kiln.toml here
-  ASSERT_EQ(encoded.bytes[first_path_last], '7');
-  std::vector<std::uint8_t> first = encoded.bytes;  // page 1's first path after its first entry's
-  first[first_path_last] = '8';                     // "data/0018.bin"
-  EXPECT_TRUE(says(refusal(first, encoded.head_size), "('data/0017.bin'): is not the first path its page's reference gives"));
-  std::vector<std::uint8_t> before = encoded.bytes;  // page 1's first path is page 0's last entry
-  before[first_path_last] = '6';                     // "data/0016.bin"
-  EXPECT_TRUE(says(refusal(before, encoded.head_size), "('data/0016.bin'): must sort before the next page's first path"));
+  // Page 0 holds data/0001 .. data/0008 (data/0000.bin is kiln.toml here), page 1 starts at data/0009.
+  const int per_page = static_cast<int>(format::kEntriesPerPage);
+  ASSERT_EQ(h.refs[1].first_path, data_path(per_page + 1));
+  // The reference's first path is "data/NNNN.bin": another number of the same length in its place.
+  const std::size_t digits = head_ref(1) + 4 + 4 + 8 + 32 + 2 + std::string("data/").size();
+  auto with_first_path = [&](int i) {
+    std::vector<std::uint8_t> bytes = encoded.bytes;
+    std::memcpy(bytes.data() + digits, data_path(i).data() + 5, 4);
+    return bytes;
+  };
+  // Page 1's first path after its first entry's, then the last entry of page 0.
+  EXPECT_TRUE(says(refusal(with_first_path(per_page + 2), encoded.head_size),
+                   "('" + data_path(per_page + 1) + "'): is not the first path its page's reference gives"));
+  EXPECT_TRUE(says(refusal(with_first_path(per_page), encoded.head_size),
+                   "('" + data_path(per_page) + "'): must sort before the next page's first path"));
 
   std::vector<std::uint8_t> offset = encoded.bytes;  // page 1 starts its members 64 bytes early
   offset[head_ref(1) + 8] ^= 64;
@@ -439,8 +446,10 @@ TEST_F(PagedHead, TreeHeadsAndReferencePagesThatDisagreeAreRefused) {
     EXPECT_EQ(refusal(height, encoded.head_size),
               "index head at offset " + std::to_string(height_at + 1) + ": height " + std::to_string(bad) + " is outside 1..8");
   }
-  height[height_at] = 1;  // the head's references would name entry pages of 512 entries
-  EXPECT_TRUE(says(refusal(height, encoded.head_size), "cannot hold 512 entries")) << refusal(height, encoded.head_size);
+  height[height_at] = 1;  // the head's references would name entry pages of 16 x 8 entries
+  const std::string under_first = std::to_string(format::kReferencesPerPage * format::kEntriesPerPage);
+  EXPECT_TRUE(says(refusal(height, encoded.head_size), "cannot hold " + under_first + " entries"))
+      << refusal(height, encoded.head_size);
   height[height_at] = 3;  // the reference pages' references would name reference pages
   EXPECT_TRUE(says(refusal(height, encoded.head_size), "must exceed the size of a reference page"))
       << refusal(height, encoded.head_size);
