@@ -188,9 +188,9 @@ long mapped_rss_kib(const std::string& path) {
 // reader's code pages executed for the first time) is part of the figure.
 //
 // The bound is what the reader has to hold for that: the index head (what the digest covers),
-// the signature block, the index pages it decoded for its lookups (kiln/kernels.bin at open,
-// the record kiln/kernels/<name>, and the code member where the record carries no copy of its
-// entry: one page per level of the index on each path, shared pages once, as
+// the signature block, the index pages it decoded for its lookups (kiln/kernels.bin at open
+// where the head carries no copy of its entry, the record kiln/kernels/<name>, and the code
+// member where the record carries no copy of its entry: one page per level of the index on each path, shared pages once, as
 // ArchiveReader::index_page_bytes_read() counts them) and the three
 // members it read (content, plus the stored copy where it is compressed, which is a second
 // buffer while it is decompressed). It is not the whole index: an archive of 5,000 kernels has a
