@@ -209,7 +209,8 @@ long mapped_rss_kib(const std::string& path) {
 // ArchiveReader::index_page_bytes_read() counts them) and the three
 // members it read (content, plus the stored copy where it is compressed, which is a second
 // buffer while it is decompressed). It is not the whole index: an archive of 5,000 kernels has a
-// ~3 MB index of which a lookup needs a head of ~20 references and one small page per level.
+// ~3 MB index of which a lookup needs a head of at most 16 references and one small page per
+// level.
 int memory_mode(const std::string& trust_path, const std::string& archive, const std::string& kernel,
                 const std::string& member) {
   kiln::TrustSet trust = kiln::TrustSet::load(trust_path);
