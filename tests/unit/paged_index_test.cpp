@@ -17,8 +17,8 @@
 namespace kiln {
 namespace {
 
-// With kiln.toml and the kernel table: 80 data members make 12 entry pages of at most 8 (a head
-// of height 1), 1,500 make 190 (more than the head's 16: a tree of height 2).
+// With kiln.toml and the kernel table: 80 data members make about a dozen entry pages of at most
+// 8 (a head of height 1), 1,500 about 190 (more than the head's 16: a tree of height 2).
 constexpr int kOneLevelMembers = 80;
 constexpr int kTreeMembers = 1500;
 
