@@ -180,6 +180,19 @@ TEST_F(Sparse, EachRuleOfTheExtentTableIsARefusalNamingIt) {
   EXPECT_NE(open_why(bytes).find("padding after the extents is not zero"), std::string::npos) << open_why(bytes);
 }
 
+// The open reads the kernel table through the index head's copy of its entry (FORMAT.md §3): a
+// sparse file without the table's bytes is refused at open, naming the member, and reads nothing
+// from where the bytes would be.
+TEST_F(Sparse, AFileWithoutTheKernelTablesBytesIsRefusedAtOpen) {
+  std::vector<bool> keep = runtime_members();
+  keep[position("kiln/kernels.bin")] = false;
+  const std::vector<std::uint8_t> bytes = sparse_keeping(keep);
+  Errc code = Errc::internal;
+  const std::string why = refusal([&] { open(bytes); }, &code);
+  EXPECT_EQ(code, Errc::not_found) << why;
+  EXPECT_NE(why.find("member 'kiln/kernels.bin' is absent from this sparse archive"), std::string::npos) << why;
+}
+
 TEST_F(Sparse, AnExtentThatCutsAMemberIsRefused) {
   // kiln.toml's slot is longer than 128 bytes: an extent that ends 64 bytes into it holds part of
   // it. The members before and after it (the code, the kernel table) are held whole.
