@@ -85,9 +85,17 @@ struct ArchiveReader::ToolViews {
   std::vector<std::string> kernel_names;
   Once manifest_once;
   Manifest manifest;
+  Once signatures_once;
+  std::vector<format::SignatureRecord> signatures;
 };
 
 ArchiveReader::ToolViews& ArchiveReader::tool_views() const { return made_once<ToolViews>(tool_views_); }
+
+const std::vector<format::SignatureRecord>& ArchiveReader::signatures() const {
+  ToolViews& views = tool_views();
+  views.signatures_once.run([&] { views.signatures = format::decode_signature_block(ByteView(signature_block_)); });
+  return views.signatures;
+}
 
 ArchiveReader::~ArchiveReader() {
   delete tool_views_.load(std::memory_order_relaxed);
@@ -242,33 +250,42 @@ void ArchiveReader::parse(const ReadOptions& options) {
   const std::vector<std::uint8_t>& head = head_bytes_;  // kept: the head's references are read from it
   digest_ = sha256(head.data(), head.size());
 
+  std::vector<format::SignatureRecord> signatures;
   try {
-    std::vector<std::uint8_t> block = copy_out(header_.index_offset + header_.index_size, header_.signature_block_size);
-    signatures_ = format::decode_signature_block(ByteView(block));
+    signature_block_ = copy_out(header_.index_offset + header_.index_size, header_.signature_block_size);
+    signatures = format::decode_signature_block(ByteView(signature_block_));
   } catch (const Failure& e) {
     refuse(e.what());
   }
 
   if (options.policy.trust != nullptr) {
-    trust_report_ = evaluate_signatures(signatures_, digest_, options.policy);
+    trust_report_ = evaluate_signatures(signatures, digest_, options.policy);
     if (!trust_report_.satisfied) {
       fail(Errc::signature, name_ + ": signature check failed for " + digest_string(digest_) + ": " + trust_report_.failure);
     }
     authenticated_ = true;
   }
 
+  format::IndexHead decoded;
   try {
-    head_ = format::decode_index_head(ByteView(head), header_.index_size, header_.index_offset);
+    decoded = format::decode_index_head(ByteView(head), header_.index_size, header_.index_offset);
   } catch (const Failure& e) {
     refuse(e.what());
   }
   // The references are read in place from then on (ref_table.hpp): the decoded list goes.
-  top_refs_ = format::RefTable(head_.refs, ByteView(head_bytes_), head_.tree);
-  std::vector<format::PageRef>().swap(head_.refs);
+  top_refs_ = format::RefTable(decoded.refs, ByteView(head_bytes_), decoded.tree);
+  std::vector<format::PageRef>().swap(decoded.refs);
+  head_.package = std::move(decoded.package);
+  head_.kernel_revision = std::move(decoded.kernel_revision);
+  head_.sequence = decoded.sequence;
+  head_.entry_count = decoded.entry_count;
+  head_.height = decoded.height;
+  head_.tree = decoded.tree;
+  head_.has_kernel_table_entry = decoded.kernel_table.has_value();
 
   // A signature binds the package and sequence as well as the digest, so that it cannot
   // be presented as approval of another release of the same bytes' package.
-  for (const format::SignatureRecord& rec : signatures_) {
+  for (const format::SignatureRecord& rec : signatures) {
     if (rec.attributes.package != head_.package || rec.attributes.sequence != head_.sequence) {
       fail(Errc::signature, name_ + ": a signature by key " + rec.attributes.key_id + " names package '" +
                                 rec.attributes.package + "' sequence " + std::to_string(rec.attributes.sequence) +
@@ -280,8 +297,8 @@ void ArchiveReader::parse(const ReadOptions& options) {
   // Read through the head's copy of its entry where the head carries one (no lookup: no index
   // page read at open), else found in the index.
   std::vector<std::uint8_t> table_bytes;
-  if (head_.kernel_table) {
-    table_bytes = read_member(*head_.kernel_table, "the index head");
+  if (decoded.kernel_table) {
+    table_bytes = read_member(*decoded.kernel_table, "the index head");
   } else {
     long table = find(kKernelTablePath);
     if (table < 0 || entry_view(static_cast<std::size_t>(table)).role != format::Role::meta) {
@@ -289,7 +306,12 @@ void ArchiveReader::parse(const ReadOptions& options) {
     }
     table_bytes = read_member(static_cast<std::size_t>(table));
   }
-  kernel_table_ = KernelTable::decode(ByteView(table_bytes), name_ + ": " + kKernelTablePath);
+  try {
+    static const std::string table_path = kKernelTablePath;
+    kernel_table_ = KernelTable::decode(ByteView(table_bytes), table_path);
+  } catch (const Failure& e) {
+    fail(e.code(), name_ + ": " + e.what());  // the archive named only when a message is made
+  }
   if (kernel_table_.package() != head_.package || kernel_table_.kernel_revision() != head_.kernel_revision ||
       kernel_table_.sequence() != head_.sequence) {
     fail(Errc::integrity, name_ + ": the index says package '" + head_.package + "' revision '" + head_.kernel_revision +
@@ -440,7 +462,12 @@ const format::Index& ArchiveReader::index() const {
     // decoded, and not per page: a lookup by exact bytes never confuses such names, and an open
     // reads the table through the copy, digests checked; every caller that lists, verifies or
     // writes the members comes here.
-    if (auto p = format::whole_index_problem(index, head_.kernel_table); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
+    // The head's copy of the kernel table's entry, decoded again from the bytes the digest covers.
+    const std::optional<format::Entry> table_entry =
+        head_.has_kernel_table_entry
+            ? format::decode_index_head(ByteView(head_bytes_), header_.index_size, header_.index_offset).kernel_table
+            : std::nullopt;
+    if (auto p = format::whole_index_problem(index, table_entry); !p.empty()) fail(Errc::malformed, name_ + ": " + p);
     views.index = std::move(index);
   });
   return views.index;
@@ -454,7 +481,11 @@ KernelSpec ArchiveReader::kernel(const std::string& name) const {
     fail(Errc::malformed, name_ + ": member '" + path + "' must have role meta");
   }
   std::vector<std::uint8_t> record = read_member(static_cast<std::size_t>(i));
-  return decode_kernel_record(ByteView(record), name, name_ + ": " + path, kernel_table_.code_entries());
+  try {
+    return decode_kernel_record(ByteView(record), name, path, kernel_table_.code_entries());
+  } catch (const Failure& e) {
+    fail(e.code(), name_ + ": " + e.what());  // the archive named only when a message is made
+  }
 }
 
 const std::vector<std::string>& ArchiveReader::kernel_names() const {
@@ -621,20 +652,20 @@ std::vector<std::uint8_t> ArchiveReader::read_member(std::size_t i) const {
   const format::EntryView e = entry_view(i);
   require_within_limit(i);
   require_present(i);
-  return content_of(copy_stored_checked(i), e, member_label(i));
+  return content_of(copy_stored_checked(i), e, [this, i] { return member_label(i); });
 }
 
 template <typename Text>
 std::vector<std::uint8_t> ArchiveReader::content_of(std::vector<std::uint8_t> stored, const format::BasicEntry<Text>& e,
-                                                    const std::string& label) const {
+                                                    const std::function<std::string()>& label) const {
   std::vector<std::uint8_t> content;
   if (e.compression == format::Compression::none) {
     content = std::move(stored);
   } else {
-    content = zstd_decompress_exact(ByteView(stored), e.content_size, label);
+    content = zstd_decompress_exact(ByteView(stored), e.content_size, label());
     Sha256 content_hash = sha256(content.data(), content.size());
     if (content_hash != e.content_sha256) {
-      fail(Errc::integrity, label + ": decompressed content does not match the index (expected sha256:" +
+      fail(Errc::integrity, label() + ": decompressed content does not match the index (expected sha256:" +
                                 sha256_hex(e.content_sha256) + ", found sha256:" + sha256_hex(content_hash) + ")");
     }
   }
@@ -643,22 +674,23 @@ std::vector<std::uint8_t> ArchiveReader::content_of(std::vector<std::uint8_t> st
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_member(const format::Entry& e, const char* holder) const {
-  const std::string label = name_ + ": member '" + e.path + "'";
+  // Named only when a message is made: a load reads its code through here.
+  const auto label = [&] { return name_ + ": member '" + e.path + "'"; };
   // A copy is checked where it is used: its bytes must lie among the members (after the header,
   // 64-aligned, ending where the index begins at the latest), whatever its digest says.
   const std::uint64_t members_end = header_.index_offset;
   if (e.offset < format::kHeaderSize || e.offset % format::kMemberAlignment != 0 || e.stored_size > members_end ||
       e.offset > members_end - e.stored_size) {
-    fail(Errc::malformed, label + ": " + holder + " places it at bytes " + std::to_string(e.offset) + " to " +
+    fail(Errc::malformed, label() + ": " + holder + " places it at bytes " + std::to_string(e.offset) + " to " +
                               std::to_string(e.offset + e.stored_size) + ", not among the members (64 to " +
                               std::to_string(members_end) + "; the archive is malformed, and full verification refuses it)");
   }
-  if (e.content_size > max_member_size_) refuse_over_limit(label, e.content_size);
-  if (!member_present(e)) refuse_absent(label);
+  if (e.content_size > max_member_size_) refuse_over_limit(label(), e.content_size);
+  if (!member_present(e)) refuse_absent(label());
   std::vector<std::uint8_t> stored = copy_out(e.offset, e.stored_size);
   const Sha256 got = sha256(stored.data(), stored.size());
   if (got != e.stored_sha256) {
-    fail(Errc::integrity, label + ": stored bytes do not match the index (expected sha256:" + sha256_hex(e.stored_sha256) +
+    fail(Errc::integrity, label() + ": stored bytes do not match the index (expected sha256:" + sha256_hex(e.stored_sha256) +
                               ", found sha256:" + sha256_hex(got) + "; the expected digest is " + holder + "'s copy of its entry)");
   }
   return content_of(std::move(stored), e, label);
@@ -689,8 +721,11 @@ void ArchiveReader::read_stored_checked(std::size_t i, const std::function<std::
       checking_padding_.load(std::memory_order_relaxed) && e.stored_size > 0 ? padding_after(end) : 0;
   std::uint8_t padding_bytes[64];
   // Each piece hashed while it is still in the cache: one pass over memory, as reading a file
-  // into a small buffer and hashing it would be.
-  Sha256Stream hash;
+  // into a small buffer and hashing it would be. A member of one piece (a kernel's record, most
+  // code objects) is hashed in one call, with the thread's context: no stream to make.
+  std::optional<Sha256Stream> stream;
+  if (e.stored_size > kStoredPiece) stream.emplace();
+  Sha256 got{};
   for (std::uint64_t at = 0; at < e.stored_size; at += kStoredPiece) {
     const std::uint64_t n = std::min<std::uint64_t>(kStoredPiece, e.stored_size - at);
     const std::size_t tail = at + n == e.stored_size ? padding : 0;
@@ -702,9 +737,15 @@ void ArchiveReader::read_stored_checked(std::size_t i, const std::function<std::
       std::memcpy(to, view.data, static_cast<std::size_t>(n));
       std::memcpy(padding_bytes, view.data + n, tail);
     }
-    hash.update(to, static_cast<std::size_t>(n));
+    if (stream) {
+      stream->update(to, static_cast<std::size_t>(n));
+    } else {
+      got = sha256(to, static_cast<std::size_t>(n));
+    }
   }
-  check_stored_digest(i, hash.finish());
+  if (stream) got = stream->finish();
+  if (e.stored_size == 0) got = sha256(nullptr, 0);
+  check_stored_digest(i, got);
   if (padding > 0) {
     check_padding(i, end, ByteView(padding_bytes, padding));
     checked_flags(i).fetch_or(kPaddingChecked, std::memory_order_acq_rel);

@@ -87,7 +87,7 @@ class ArchiveReader {
   bool index_is_tree() const { return head_.tree; }
   unsigned index_height() const { return head_.height; }
   // Whether the head carries kiln/kernels.bin's entry (KILNIDX4, FORMAT.md §3).
-  bool index_head_has_table_entry() const { return head_.kernel_table.has_value(); }
+  bool index_head_has_table_entry() const { return head_.has_kernel_table_entry; }
   std::size_t index_head_references() const { return top_refs_.size(); }
   // Position of the member at `path`, or -1; hashes and checks (once) only the page that would
   // hold it, and compares paths where they lie in it.
@@ -112,7 +112,7 @@ class ArchiveReader {
   // kiln.toml, parsed on first call (thread-safe), and checked against the index and the
   // kernel table: an archive whose two descriptions disagree is refused (Errc::integrity).
   const Manifest& manifest() const;
-  const std::vector<format::SignatureRecord>& signatures() const { return signatures_; }
+  const std::vector<format::SignatureRecord>& signatures() const;
   bool authenticated() const { return authenticated_; }
   const TrustReport& trust_report() const { return trust_report_; }
 
@@ -258,10 +258,11 @@ class ArchiveReader {
   // extent cuts is refused (Errc::malformed), named by `label()`, made only then.
   bool bytes_present(std::uint64_t offset, std::uint64_t size, const std::function<std::string()>& label) const;
   // A member's content from its stored bytes, checked: decompressed within the entry's size and
-  // its content digest checked where compressed; never an archive itself. `label` names it.
+  // its content digest checked where compressed; never an archive itself. `label()` names it,
+  // made only where a message or the decompressor needs it.
   template <typename Text>
   std::vector<std::uint8_t> content_of(std::vector<std::uint8_t> stored, const format::BasicEntry<Text>& e,
-                                       const std::string& label) const;
+                                       const std::function<std::string()>& label) const;
 
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
@@ -271,7 +272,19 @@ class ArchiveReader {
   format::ExtentTable extents_;  // a sparse archive's; empty otherwise
   Sha256 digest_{};
   std::vector<std::uint8_t> head_bytes_;  // the head as read and hashed; top_refs_ reads from it
-  format::IndexHead head_;                // as decoded, less its references (top_refs_ holds them)
+  // The head as decoded, less its references (top_refs_ holds them) and the copy of the kernel
+  // table's entry, which the open reads the table through and a full decode (index()) decodes
+  // from head_bytes_ again: 190 bytes a runtime's reader would hold for nothing.
+  struct Head {
+    std::string package;
+    std::string kernel_revision;
+    std::uint64_t sequence = 0;
+    std::uint32_t entry_count = 0;
+    unsigned height = 1;
+    bool tree = false;
+    bool has_kernel_table_entry = false;
+  };
+  Head head_;
   format::RefTable top_refs_;  // each reference's cell holds the page it names, once read
   mutable std::atomic<const Page*> last_entry_page_{nullptr};  // entry_page_for_position's last
   mutable std::atomic<std::size_t> pages_read_{0};
@@ -282,7 +295,9 @@ class ArchiveReader {
   ToolViews& tool_views() const;
   mutable std::atomic<ToolViews*> tool_views_{nullptr};
   KernelTable kernel_table_;
-  std::vector<format::SignatureRecord> signatures_;
+  // The signature block as read (what was checked at open): signatures() decodes it again for
+  // whoever asks, so that a runtime's reader holds its bytes rather than the records made of them.
+  std::vector<std::uint8_t> signature_block_;
   TrustReport trust_report_;
   bool authenticated_ = false;
   // Set by verify_all: member reads from then on check the padding after the member too.

@@ -30,6 +30,7 @@ void store_le64(std::uint8_t* p, std::uint64_t v) {
 }
 
 std::string ByteReader::what() const {
+  if (borrowed_what_ != nullptr) return *borrowed_what_;
   if (literal_what_ == nullptr) return what_;
   return numbered_ ? literal_what_ + std::to_string(number_) : std::string(literal_what_);
 }

@@ -44,6 +44,13 @@ class ByteReader {
   // message needs the name: an open decodes a few pages, and each name made was an allocation.
   ByteReader(ByteView bytes, const char* what, std::uint64_t number)
       : bytes_(bytes), literal_what_(what), number_(number), numbered_(true) {}
+  // Named by a string the caller keeps alive as long as the reader (a decoder's own parameter):
+  // not copied, so that decoding a kernel's record makes no allocation for its name.
+  static ByteReader borrowing(ByteView bytes, const std::string& what) {
+    ByteReader r(bytes, static_cast<const char*>(nullptr));
+    r.borrowed_what_ = &what;
+    return r;
+  }
 
   // Inline (little-endian loads by bytes, which compilers fuse): every field of every index
   // entry and reference read passes here; only the failure is out of line.
@@ -85,6 +92,7 @@ class ByteReader {
   }
   ByteView bytes_;
   const char* literal_what_ = nullptr;  // the name when given as a literal; what_ otherwise
+  const std::string* borrowed_what_ = nullptr;  // the name when borrowed (borrowing())
   std::string what_;
   std::uint64_t number_ = 0;  // appended to literal_what_ where numbered_
   bool numbered_ = false;

@@ -374,7 +374,7 @@ std::vector<KernelTableMember> encode_kernel_table(const Manifest& m, const Code
 
 KernelTable KernelTable::decode(ByteView bytes, const std::string& what) {
   KernelTable t;
-  ByteReader r(bytes, what);
+  ByteReader r = ByteReader::borrowing(bytes, what);
   ByteView magic = r.take(8);
   t.code_entries_ = std::memcmp(magic.data, kMagicWithEntries.data(), 8) == 0;
   if (!t.code_entries_ && std::memcmp(magic.data, kMagic.data(), 8) != 0) {
@@ -402,7 +402,7 @@ const std::string* KernelTable::toolchain_value(const std::string& key) const {
 }
 
 KernelSpec decode_kernel_record(ByteView bytes, const std::string& name, const std::string& what, bool code_entries) {
-  ByteReader r(bytes, what);
+  ByteReader r = ByteReader::borrowing(bytes, what);
   bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
   for (char c : name) identifier = identifier && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
   if (!identifier) r.fail_here("kernel name '" + name + "' is not an identifier");

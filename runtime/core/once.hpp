@@ -4,17 +4,21 @@
 // pthread_once, and with libstdc++ linked statically (KILN_STATIC_DEPS, the build that travels
 // to GPU machines) that unwinding aborts the process instead; and glibc's pthread_once wakes
 // possible waiters with a futex system call every time it completes, waiters or not, which an
-// open of a large archive paid once per index page it read. Here a flag read with acquire is
-// the fast path; the first caller runs the callable under a mutex (uncontended: no system
-// call), catches its kiln::Failure (or any std::exception) and keeps it, and the failure is
-// thrown again to this caller and every later one: the bytes a lazy step reads were copied
-// before they were checked, so trying again would not give another answer.
+// open of a large archive paid once per index page it read. Here a state read with acquire is
+// the fast path; the first caller claims the step by compare-and-swap and runs the callable,
+// catches its kiln::Failure (or any std::exception) and keeps it, and the failure is thrown
+// again to this caller and every later one: the bytes a lazy step reads were copied before they
+// were checked, so trying again would not give another answer. A caller that finds the step
+// running waits on one condition variable all Once objects share (once.cpp); the runner
+// notifies it only when a caller waits, so an uncontended step makes no system call. No mutex
+// of its own: a reader has a Once per index page it read, and a std::mutex would be 40 of its
+// 56 bytes.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -26,15 +30,20 @@ class Once {
  public:
   template <class Fn>
   void run(Fn&& fn) {
-    if (!done_.load(std::memory_order_acquire)) run_first(fn);
+    if (state_.load(std::memory_order_acquire) != kDone) run_first(fn);
     if (failed_) throw Failure(code_, message_ ? *message_ : std::string("out of memory recording a failure"));
   }
 
  private:
+  static constexpr std::uint8_t kNotRun = 0, kRunning = 1, kDone = 2;
+
   template <class Fn>
   void run_first(Fn& fn) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_.load(std::memory_order_relaxed)) return;  // another thread ran it meanwhile
+    std::uint8_t seen = kNotRun;
+    if (!state_.compare_exchange_strong(seen, kRunning)) {
+      if (seen != kDone) wait_until_done(state_);  // another thread runs it
+      return;
+    }
     try {
       fn();
     } catch (const Failure& e) {
@@ -44,8 +53,13 @@ class Once {
     } catch (...) {
       remember(Errc::internal, "an unknown exception");
     }
-    done_.store(true, std::memory_order_release);  // publishes what fn made and the failure
+    state_.store(kDone);  // publishes what fn made and the failure
+    wake_waiters();
   }
+  // once.cpp: the shared wait, and the wake that makes a system call only while a caller waits.
+  static void wait_until_done(const std::atomic<std::uint8_t>& state);
+  static void wake_waiters();
+
   // The message is kept out of line: a reader has a Once per index page it read.
   void remember(Errc code, const char* message) noexcept {
     failed_ = true, code_ = code;
@@ -54,9 +68,8 @@ class Once {
     } catch (...) {  // no memory for the words: the failure itself is still remembered
     }
   }
-  std::mutex mutex_;
-  std::atomic<bool> done_{false};
-  bool failed_ = false;  // written before done_ is stored (release), read after it is loaded (acquire)
+  std::atomic<std::uint8_t> state_{kNotRun};
+  bool failed_ = false;  // written before state_ is stored, read after it is loaded (acquire)
   Errc code_ = Errc::internal;
   std::unique_ptr<std::string> message_;
 };

@@ -10,9 +10,10 @@
 //                                  read, close): what a program shipping bare cubins does
 //   memory/SHAPE/kernels:N         resident memory added by open + load one kernel in a fresh
 //                                  process (kiln_bench --memory, below): heap (heap_kib: malloc's
-//                                  mappings; anon_kib: all anonymous memory) and
-//                                  file-backed (file_kib) apart, against what the reader has to
-//                                  hold (bound_kib); the time of this row is the spawn, not a figure
+//                                  mappings, the mean over 16 heap phases; anon_kib: all
+//                                  anonymous memory) and file-backed (file_kib) apart, against
+//                                  what the reader has to hold (bound_kib); the time of this row
+//                                  is the spawns, not a figure
 //   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
 //   verify/threads:T               `kiln verify -j T` against `openssl dgst -sha256`, same file
 //   pack/threads:T                 `kiln pack -l L -j T` against `zstd -L -T T` on the same bytes
@@ -32,7 +33,7 @@
 // tests/bench/report.py reads; each repetition is itself a mean over its iterations). Nothing
 // reads memory inside a timed loop: memory is measured in fresh processes only.
 // usage: kiln_bench BENCH_DIR [google benchmark flags]
-//        kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER   (what the memory rows run)
+//        kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER [PHASE]   (what the memory rows run)
 // BENCH_DIR is what tests/bench/run.sh prepares: scale/{small,big}-N.kiln (N kernels x 4 code
 // objects), verify.kiln, pack/ (a kiln.toml and its files) and pack.concat (the same bytes as one
 // file), and test.pub. The GPU half is kiln_runtime_bench.
@@ -53,6 +54,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <thread>
@@ -193,8 +195,9 @@ long mapped_rss_kib(const std::string& path) {
   return total;
 }
 
-// kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER: run by memory_fresh_process as a fresh
-// process (/proc/self/exe). It loads the trust set (a runtime does that once, at creation), reads
+// kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER [PHASE]: run by memory_fresh_process as a
+// fresh process (/proc/self/exe). It loads the trust set (a runtime does that once, at creation),
+// holds a block of PHASE bytes (0 if not given; see memory_fresh_process), reads
 // its resident set, opens the archive and loads one kernel (record + code member, as load_one),
 // reads the resident set again with the archive still open and the code in hand, and prints one
 // JSON line. Nothing else is warmed up first (loading the trust set sets OpenSSL's digest and
@@ -212,10 +215,13 @@ long mapped_rss_kib(const std::string& path) {
 // ~3 MB index of which a lookup needs a head of at most 16 references and one small page per
 // level.
 int memory_mode(const std::string& trust_path, const std::string& archive, const std::string& kernel,
-                const std::string& member) {
+                const std::string& member, std::size_t phase) {
   kiln::TrustSet trust = kiln::TrustSet::load(trust_path);
   kiln::ReadOptions options;
   options.policy = kiln::TrustPolicy{&trust, 1};
+  // A block whose malloc chunk is `phase` bytes (its 8-byte header with them): it moves where the
+  // heap's top lies within its page.
+  std::vector<std::uint8_t> shift(phase >= 16 ? phase - 8 : 0, 1);
   const kiln_bench::Resident before = kiln_bench::resident_now();
   const std::size_t live_before = mallinfo2().uordblks;
   std::unique_ptr<kiln::ArchiveReader> a = kiln::ArchiveReader::open_file(archive, options);
@@ -238,6 +244,7 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
   const std::size_t live_again = mallinfo2().uordblks;
   benchmark::DoNotOptimize(spec_again);
   benchmark::DoNotOptimize(code_again.data());
+  benchmark::DoNotOptimize(shift.data());
   const long archive_kib = mapped_rss_kib(archive);  // after both readings: this read allocates
 
   const kiln::format::Header& h = a->header();
@@ -264,17 +271,25 @@ int memory_mode(const std::string& trust_path, const std::string& archive, const
   return 0;
 }
 
-// Runs kiln_bench --memory for one archive in 3 fresh processes; counters are the medians.
+// Runs kiln_bench --memory for one archive in 16 fresh processes, one per heap phase. The heap
+// is counted in 4 KiB pages, and how many pages an open + load of ~10 KiB touches depends on
+// where the heap's top happens to lie within its page before it (the lengths of the paths the
+// process was given move it): one process measures the same reader as 12 KiB or 16 KiB. So the
+// k-th process first holds k * 256 bytes, which puts the top at each 256-byte step of a page in
+// turn, and heap_kib is the mean over the 16, what an open + load adds expected over wherever it
+// starts (heap_kib_min and heap_kib_max the extremes). The other counters are the medians.
 void memory_fresh_process(benchmark::State& state, const std::string& archive, const std::string& kernel,
                           const std::string& member) {
   const char* keys[] = {"rss_kib", "anon_kib", "heap_kib", "file_kib", "archive_kib", "bound_kib", "head_kib", "pages_kib",
                         "members_kib", "index_kib", "live_kib", "again_live_kib"};
+  constexpr int kPhases = 16;
+  constexpr std::size_t kPhaseStep = 256;  // kPhases * kPhaseStep is one page
   std::vector<std::vector<double>> values(std::size(keys));
   for (auto _ : state) {
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < kPhases; ++r) {
       try {
-        std::string line =
-            kiln_bench::run_fresh_process({"kiln_bench", "--memory", bench_dir + "/test.pub", archive, kernel, member});
+        std::string line = kiln_bench::run_fresh_process({"kiln_bench", "--memory", bench_dir + "/test.pub", archive, kernel,
+                                                          member, std::to_string(r * kPhaseStep)});
         for (std::size_t k = 0; k < std::size(keys); ++k) values[k].push_back(kiln_bench::json_number(line, keys[k]));
       } catch (const std::exception& e) {
         state.SkipWithError(e.what());
@@ -283,8 +298,14 @@ void memory_fresh_process(benchmark::State& state, const std::string& archive, c
     }
   }
   for (std::size_t k = 0; k < std::size(keys); ++k) {
-    std::sort(values[k].begin(), values[k].end());
-    state.counters[keys[k]] = values[k][values[k].size() / 2];
+    std::vector<double>& v = values[k];
+    std::sort(v.begin(), v.end());
+    state.counters[keys[k]] = v[v.size() / 2];
+    if (std::strcmp(keys[k], "heap_kib") == 0) {
+      state.counters["heap_kib"] = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+      state.counters["heap_kib_min"] = v.front();
+      state.counters["heap_kib_max"] = v.back();
+    }
   }
   state.counters["archive_mib"] = static_cast<double>(fs::file_size(archive)) / (1 << 20);
 }
@@ -567,9 +588,9 @@ BENCHMARK(BM_kernel_args)->Name("kernel-args/tma-cluster-range/match+build-alter
 
 int main(int argc, char** argv) {
   // The memory rows' child: before anything else, so that the process has warmed up nothing.
-  if (argc == 6 && std::strcmp(argv[1], "--memory") == 0) {
+  if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "--memory") == 0) {
     try {
-      return memory_mode(argv[2], argv[3], argv[4], argv[5]);
+      return memory_mode(argv[2], argv[3], argv[4], argv[5], argc == 7 ? std::stoul(argv[6]) : 0);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kiln_bench --memory %s: %s\n", argv[3], e.what());
       return 1;
@@ -577,7 +598,7 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: kiln_bench BENCH_DIR [--benchmark_* flags]\n       kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER\n");
+    std::fprintf(stderr, "usage: kiln_bench BENCH_DIR [--benchmark_* flags]\n       kiln_bench --memory TRUST ARCHIVE KERNEL MEMBER [PHASE]\n");
     return 2;
   }
   bench_dir = argv[1];
