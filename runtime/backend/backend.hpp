@@ -150,10 +150,10 @@ class Backend {
   // What the kernel needs of the device or driver beyond its code (tensor maps, clusters,
   // scratch), or "" when the device has it; a kernel that needs something is never launched.
   virtual std::string unmet_feature(const DeviceInfo& device, const KernelSpec& kernel) = 0;
-  // Judges one tag of a code object of this kind (`what` names it in errors). `content` is
-  // empty unless a first call said needs_content; then it is the verified code object.
+  // Judges one tag of a code object of this kind, the member at `path` (named in errors).
+  // `content` is empty unless a first call said needs_content; then it is the verified code object.
   virtual TagFit judge(const DeviceInfo& device, const std::string& tag, format::CodeKind kind, ByteView content,
-                       const std::string& what) = 0;
+                       const std::string& path) = 0;
   // Loads a verified code object and finds `entry` in it; `max_dynamic_smem` is the most
   // dynamic shared memory any declared shape asks for (granted to the kernel at load).
   virtual LoadOutcome load(const DeviceInfo& device, ByteView image, format::CodeKind kind, const std::string& entry,

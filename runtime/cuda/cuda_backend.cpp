@@ -295,7 +295,7 @@ std::string CudaBackend::unmet_feature(const backend::DeviceInfo& device, const 
 }
 
 backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
-                         const std::string& what) {
+                         const std::string& path) {
   backend::TagFit fit;
   Target target;
   if (!parse_target(tag, &target)) return fit;
@@ -308,7 +308,7 @@ backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format
     return fit;
   }
   std::string isa;
-  if (content.size > 0) isa = inspect_ptx(content, what).ptx_isa;
+  if (content.size > 0) isa = inspect_ptx(content, "'" + path + "'").ptx_isa;
   Judgement j = cuda::judge(target, spec, isa);
   fit.fits = j.verdict == Verdict::fits;
   fit.driver_too_old = j.verdict == Verdict::driver_too_old;
@@ -318,8 +318,8 @@ backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format
 }
 
 backend::TagFit CudaBackend::judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
-                                    ByteView content, const std::string& what) {
-  return judge_tag(device_of(device).spec, tag, kind, content, what);
+                                    ByteView content, const std::string& path) {
+  return judge_tag(device_of(device).spec, tag, kind, content, path);
 }
 
 backend::LoadOutcome CudaBackend::load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,

@@ -66,9 +66,10 @@ struct LoadResult {
 using LaunchConfig = kiln::LaunchConfig;  // the same for every backend
 
 // kiln's verdict on one target tag for a device of `spec` (the body of every CUDA backend's
-// judge: the driver's and a described target's, kiln preflight --target).
+// judge: the driver's and a described target's, kiln preflight --target); `path` names the
+// member where its content is read (a PTX member's ISA version).
 backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format::CodeKind kind, ByteView content,
-                          const std::string& what);
+                          const std::string& path);
 
 // How reasons and launch errors name this vendor (its backend and its described targets' alike).
 inline constexpr const char* kVendorName = "CUDA";
@@ -89,7 +90,7 @@ class CudaBackend final : public backend::Backend {
   std::string unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) override;
   std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;
   backend::TagFit judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
-                        ByteView content, const std::string& what) override;
+                        ByteView content, const std::string& path) override;
   backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
                             const std::string& entry, unsigned max_dynamic_smem) override;
   std::string describe_error(int error) const override;

@@ -69,8 +69,8 @@ class DescribedCuda final : public backend::Backend {
     return cuda::feature_problem(kernel, spec_, features, device.describe);
   }
   backend::TagFit judge(const backend::DeviceInfo&, const std::string& tag, format::CodeKind kind, ByteView content,
-               const std::string& what) override {
-    return cuda::judge_tag(spec_, tag, kind, content, what);
+               const std::string& path) override {
+    return cuda::judge_tag(spec_, tag, kind, content, path);
   }
   backend::LoadOutcome load(const backend::DeviceInfo&, ByteView image, format::CodeKind, const std::string& entry, unsigned) override {
     return simulated_load(image, entry);

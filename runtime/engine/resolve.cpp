@@ -21,7 +21,7 @@ using kiln::Failure;
 // One code object of the kernel with the tag of it that suits the device best.
 struct Candidate {
   CodeMember member;
-  std::string path;
+  const std::string& path() const { return member.entry->path; }  // the entry outlives the resolution
   kiln::format::CodeKind kind = kiln::format::CodeKind::none;
   std::string tag;
   kiln::backend::TagFit fit;
@@ -31,7 +31,7 @@ struct Candidate {
 namespace {
 
 std::string candidate_text(const Candidate& c) {
-  return c.tag + " " + kiln::format::code_kind_name(c.kind) + " '" + c.path + "' (" + c.fit.why + ")";
+  return c.tag + " " + kiln::format::code_kind_name(c.kind) + " '" + c.path() + "' (" + c.fit.why + ")";
 }
 
 std::string join_texts(const std::vector<Candidate>& candidates) {
@@ -40,16 +40,16 @@ std::string join_texts(const std::vector<Candidate>& candidates) {
   return out;
 }
 
-std::vector<std::string> split_tags(const std::string& tags) {
-  std::vector<std::string> out;
+// fn(tag) for each non-empty tag of a comma-separated list, in order.
+template <typename Fn>
+void for_each_tag(const std::string& tags, Fn fn) {
   std::size_t start = 0;
   while (start <= tags.size()) {
     std::size_t comma = tags.find(',', start);
     if (comma == std::string::npos) comma = tags.size();
-    if (comma > start) out.push_back(tags.substr(start, comma - start));
+    if (comma > start) fn(std::string(tags, start, comma - start));
     start = comma + 1;
   }
-  return out;
 }
 
 bool better(const kiln::backend::TagFit& a, const kiln::backend::TagFit& b) {
@@ -187,24 +187,24 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
       kiln::backend::TagFit fit;
       fit.recognised = true;
       fit.why = "absent from this sparse archive";
-      rejected.push_back(Candidate{m, entry.path, entry.kind, entry.arch, fit, {}});
+      rejected.push_back(Candidate{m, entry.kind, entry.arch, fit, {}});
       continue;
     }
     Candidate best;
     bool have = false;
-    for (const std::string& tag : split_tags(entry.arch)) {
-      kiln::backend::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), "'" + entry.path + "'");
+    for_each_tag(entry.arch, [&](std::string tag) {
+      kiln::backend::TagFit fit = backend.judge(*device, tag, entry.kind, kiln::ByteView(), entry.path);
       if (!fit.recognised) {
         throw Failure(Errc::integrity, "archive " + digest_ + ": member '" + entry.path + "' is indexed as " +
                                          backend.vendor() + " code but '" + tag + "' is not a " + backend.vendor() + " target");
       }
-      Candidate c{m, entry.path, entry.kind, tag, fit, {}};
       if (fit.needs_content) {
-        pending.push_back(std::move(c));
-        continue;
+        pending.push_back(Candidate{m, entry.kind, std::move(tag), std::move(fit), {}});
+      } else if (!have || better(fit, best.fit)) {
+        best = Candidate{m, entry.kind, std::move(tag), std::move(fit), {}};
+        have = true;
       }
-      if (!have || better(c.fit, best.fit)) best = std::move(c), have = true;
-    }
+    });
     if (have) (best.fit.fits ? fitting : rejected).push_back(std::move(best));
   }
   // Reads and judges what needed its bytes; they are kept so that the load reads no member twice.
@@ -215,7 +215,7 @@ void Archive::resolve_on(kiln::backend::Backend& backend, Kernel& k, const std::
         continue;
       }
       c.content = read_code(c.member);
-      c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), "'" + c.path + "'");
+      c.fit = backend.judge(*device, c.tag, c.kind, kiln::ByteView(c.content), c.path());
       (c.fit.fits ? *out : rejected).push_back(std::move(c));
     }
     pending.clear();
@@ -254,7 +254,7 @@ std::string Archive::load_variants(kiln::backend::Backend& backend, Kernel& k, c
   if (spec.variants.empty()) return "";
   std::size_t at = spec.code.size();
   for (std::size_t i = 0; i < spec.code.size(); ++i) {
-    if (spec.code[i].file.path == chosen.path && (at == spec.code.size() || spec.code[i].arch == chosen.tag)) at = i;
+    if (spec.code[i].file.path == chosen.path() && (at == spec.code.size() || spec.code[i].arch == chosen.tag)) at = i;
   }
   k.variant_code_.resize(spec.variants.size());
   k.variant_paths_.resize(spec.variants.size());
@@ -309,7 +309,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       const std::vector<kiln::CodeObjectRef>& code = k.spec_.code;
       std::size_t at = code.size();  // the code entry load_variants would take the variants' code for
       for (std::size_t e = 0; e < code.size(); ++e) {
-        if (code[e].file.path == c.path && (at == code.size() || code[e].arch == c.tag)) at = e;
+        if (code[e].file.path == c.path() && (at == code.size() || code[e].arch == c.tag)) at = e;
       }
       for (std::size_t v = 0; at < code.size() && v < k.spec_.variants.size(); ++v) {
         const kiln::CodeObjectRef& ref = k.spec_.variants[v].code[at];
@@ -323,7 +323,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
     std::vector<std::uint8_t> image = c.content.empty() ? read_code(c.member) : std::move(c.content);
     // The index's tags were read from the file at pack time and are signed; reading them
     // again from the verified bytes costs a header parse and catches a packer that lied.
-    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path + "'");
+    kiln::CodeObjectInfo info = kiln::inspect_code_object(kiln::ByteView(image), "'" + c.path() + "'");
     if (std::string p = kiln::code_entry_problem(*c.member.entry, info); !p.empty()) {
       throw Failure(Errc::code_object, "archive " + digest_ + ": " + p);
     }
@@ -344,7 +344,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
     }
     if (!r.code) {
       kiln::engine::Stats::bump(c.fit.jit ? s.jit_failures : s.load_failures);
-      diagnose(k, "load", c.tag, c.path, r.error, r.message, "");
+      diagnose(k, "load", c.tag, c.path(), r.error, r.message, "");
       std::string text = candidate_text(c) + ": " + r.message;
       runtime_.log(KILN_LOG_WARN, "kernel '" + k.spec_.name + "' on " + device.describe + ": load failed: " + text);
       *failures += (failures->empty() ? "" : "; ") + text;
@@ -354,7 +354,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
     kiln::engine::Stats::bump(c.fit.jit ? s.jit_time_ns : s.load_time_ns, r.nanoseconds);
     k.backend_ = &backend;
     k.code_ = std::move(r.code);
-    k.code_path_ = c.path;
+    k.code_path_ = c.path();
     std::string variants = load_variants(backend, k, device, c);
     k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
     k.reason_ = KILN_REASON_MATCH;

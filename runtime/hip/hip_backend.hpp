@@ -64,7 +64,7 @@ class HipBackend final : public backend::Backend {
   std::string unmet_requirement(const backend::DeviceInfo&, const KernelTable&) override { return ""; }
   std::string unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) override;
   backend::TagFit judge(const backend::DeviceInfo& device, const std::string& tag, format::CodeKind kind,
-                        ByteView content, const std::string& what) override;
+                        ByteView content, const std::string& path) override;
   backend::LoadOutcome load(const backend::DeviceInfo& device, ByteView image, format::CodeKind kind,
                             const std::string& entry, unsigned max_dynamic_smem) override;
   std::string describe_error(int error) const override;

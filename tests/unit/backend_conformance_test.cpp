@@ -122,7 +122,7 @@ TEST_P(BackendConformance, RecognisesOnlyItsOwnTargetTags) {
   if (device_ == nullptr) GTEST_SKIP() << GetParam().name << " has no device: " << why_;
   for (const std::string& foreign : {tag_of_the_other_vendor(), std::string("not-a-target"), std::string("")}) {
     backend::TagFit fit = backend_->judge(*device_, foreign, cuda() ? format::CodeKind::cubin : format::CodeKind::offload_bundle,
-                                          ByteView(), "'x'");
+                                          ByteView(), "x");
     EXPECT_FALSE(fit.recognised) << "'" << foreign << "'";
     EXPECT_FALSE(fit.fits) << "'" << foreign << "'";
   }
@@ -131,12 +131,12 @@ TEST_P(BackendConformance, RecognisesOnlyItsOwnTargetTags) {
 TEST_P(BackendConformance, JudgesItsDevicesArchAsFittingAndAnotherWithAReason) {
   if (device_ == nullptr) GTEST_SKIP() << GetParam().name << " has no device: " << why_;
   const format::CodeKind kind = cuda() ? format::CodeKind::cubin : format::CodeKind::offload_bundle;
-  backend::TagFit own = backend_->judge(*device_, device_->arch, kind, ByteView(), "'own'");
+  backend::TagFit own = backend_->judge(*device_, device_->arch, kind, ByteView(), "own");
   EXPECT_TRUE(own.recognised);
   EXPECT_TRUE(own.fits) << own.why;
   EXPECT_FALSE(own.jit);
   EXPECT_FALSE(own.why.empty());
-  backend::TagFit other = backend_->judge(*device_, other_arch_of_this_vendor(), kind, ByteView(), "'other'");
+  backend::TagFit other = backend_->judge(*device_, other_arch_of_this_vendor(), kind, ByteView(), "other");
   EXPECT_TRUE(other.recognised);
   EXPECT_FALSE(other.fits);
   EXPECT_FALSE(other.why.empty());
