@@ -307,8 +307,7 @@ void ArchiveReader::parse(const ReadOptions& options) {
     table_bytes = read_member(static_cast<std::size_t>(table));
   }
   try {
-    static const std::string table_path = kKernelTablePath;
-    kernel_table_ = KernelTable::decode(ByteView(table_bytes), table_path);
+    kernel_table_ = KernelTable::decode(ByteView(table_bytes), kKernelTablePath);
   } catch (const Failure& e) {
     fail(e.code(), name_ + ": " + e.what());  // the archive named only when a message is made
   }

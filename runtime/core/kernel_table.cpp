@@ -372,9 +372,9 @@ std::vector<KernelTableMember> encode_kernel_table(const Manifest& m, const Code
   return out;
 }
 
-KernelTable KernelTable::decode(ByteView bytes, const std::string& what) {
+KernelTable KernelTable::decode(ByteView bytes, const char* what) {
   KernelTable t;
-  ByteReader r = ByteReader::borrowing(bytes, what);
+  ByteReader r(bytes, what);
   ByteView magic = r.take(8);
   t.code_entries_ = std::memcmp(magic.data, kMagicWithEntries.data(), 8) == 0;
   if (!t.code_entries_ && std::memcmp(magic.data, kMagic.data(), 8) != 0) {

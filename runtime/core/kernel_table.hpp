@@ -49,8 +49,8 @@ std::vector<std::uint8_t> encode_kernel_record(const KernelSpec& kernel, const C
 class KernelTable {
  public:
   KernelTable() = default;
-  // Throws Errc::malformed naming `what`.
-  static KernelTable decode(ByteView bytes, const std::string& what);
+  // Throws Errc::malformed naming `what`, a literal (kept as a pointer, not copied).
+  static KernelTable decode(ByteView bytes, const char* what);
 
   const std::string& package() const { return package_; }
   const std::string& kernel_revision() const { return revision_; }
