@@ -34,6 +34,10 @@ struct DeviceInfo {
   std::string arch;            // what code must target: "sm_90", "gfx90a:sramecc+:xnack-"
   std::string driver_version;  // "13.0"; the HIP runtime's version for AMD
   int cc_major = 0, cc_minor = 0;  // CUDA's compute capability; 0 elsewhere
+  // The backend's own record of this device, which it set when it described the device: its
+  // calls taking this description reach the record without a lookup. Null for a described
+  // target, which has no device behind it.
+  const void* native = nullptr;
 };
 
 // A backend's verdict on one target tag of a code object, for one device.

@@ -473,13 +473,21 @@ const format::Index& ArchiveReader::index() const {
 }
 
 KernelSpec ArchiveReader::kernel(const std::string& name) const {
-  const std::string path = kernel_record_path(name);
-  long i = find(path);
+  long i = find_kernel(name);
   if (i < 0) fail(Errc::not_found, name_ + " (" + head_.package + ") has no kernel named '" + name + "'");
-  if (entry_view(static_cast<std::size_t>(i)).role != format::Role::meta) {
+  return kernel_at(static_cast<std::size_t>(i), name);
+}
+
+KernelSpec ArchiveReader::kernel_at(std::size_t i, const std::string& name) const {
+  const std::string path = kernel_record_path(name);
+  const format::EntryView entry = entry_view(i);
+  if (entry.path != path) {  // a caller's mix-up, never the archive's
+    fail(Errc::internal, name_ + ": member " + std::to_string(i) + " is not the record of kernel '" + name + "'");
+  }
+  if (entry.role != format::Role::meta) {
     fail(Errc::malformed, name_ + ": member '" + path + "' must have role meta");
   }
-  std::vector<std::uint8_t> record = read_member(static_cast<std::size_t>(i));
+  std::vector<std::uint8_t> record = read_member(i);
   try {
     return decode_kernel_record(ByteView(record), name, path, kernel_table_.code_entries());
   } catch (const Failure& e) {

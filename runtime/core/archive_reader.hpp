@@ -103,9 +103,13 @@ class ArchiveReader {
 
   // kiln/kernels.bin (identity, toolchain, kernel count), read at open.
   const KernelTable& kernel_table() const { return kernel_table_; }
-  bool has_kernel(const std::string& name) const { return find(kernel_record_path(name)) >= 0; }
+  // The index position of the kernel's record, or -1 where the archive has no such kernel.
+  long find_kernel(const std::string& name) const { return find(kernel_record_path(name)); }
+  bool has_kernel(const std::string& name) const { return find_kernel(name) >= 0; }
   // The kernel's record, read and checked now. Throws Errc::not_found for an unknown name.
   KernelSpec kernel(const std::string& name) const;
+  // The same for a record find_kernel(name) found at `record`: no second lookup.
+  KernelSpec kernel_at(std::size_t record, const std::string& name) const;
   // Every kernel name, sorted, from the index (once); refused unless there are exactly as
   // many as kiln/kernels.bin declares.
   const std::vector<std::string>& kernel_names() const;

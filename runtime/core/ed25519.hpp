@@ -31,6 +31,10 @@ class PublicKey {
   // OpenSSL's key object, made once per key: rebuilding it for every verification cost
   // more than the verification itself in the cold-start benchmark.
   std::shared_ptr<::evp_pkey_st> pkey_;
+  // A verification context started once with this key, which each verification copies
+  // (ed25519.cpp says why).
+  struct VerifyTemplate;
+  std::shared_ptr<VerifyTemplate> verify_template_;
 };
 
 class PrivateKey {

@@ -127,6 +127,7 @@ const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::st
   }
   d->spec.driver_version = driver->version();
   d->info.ordinal = ordinal;
+  d->info.native = d.get();
   d->info.name = d->name;
   d->info.describe = d->describe();
   d->info.arch = "sm_" + std::to_string(d->spec.cc_major) + std::to_string(d->spec.cc_minor);
@@ -270,6 +271,7 @@ const backend::DeviceInfo* CudaBackend::device(int ordinal, kiln_reason* reason,
 }
 
 const Device& CudaBackend::device_of(const backend::DeviceInfo& device) {
+  if (device.native != nullptr) return *static_cast<const Device*>(device.native);  // set by native_device
   Unavailable unavailable = Unavailable::none;
   std::string why;
   const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
@@ -313,7 +315,7 @@ backend::TagFit judge_tag(const DeviceSpec& spec, const std::string& tag, format
   fit.fits = j.verdict == Verdict::fits;
   fit.driver_too_old = j.verdict == Verdict::driver_too_old;
   fit.rank = j.rank;
-  fit.why = j.why;
+  fit.why = std::move(j.why);
   return fit;
 }
 

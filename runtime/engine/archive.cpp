@@ -65,15 +65,24 @@ std::string Archive::attestation_gap(const backend::DeviceInfo& device) const {
 }
 
 Kernel* Archive::kernel(const std::string& name, int device) {
-  if (!reader_->has_kernel(name)) {
-    throw Failure(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
-  }
-  if (device < 0) throw Failure(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
-  Slot* slot;
+  Slot* slot = nullptr;
   {
     std::lock_guard<std::mutex> lock(slots_mutex_);
+    auto found = slots_.find({name, device});
+    if (found != slots_.end()) slot = found->second.get();
+  }
+  if (slot == nullptr) {  // the first request for this kernel and device: its record is looked up once
+    long record = reader_->find_kernel(name);
+    if (record < 0) {
+      throw Failure(Errc::not_found, "archive " + digest_ + " (" + reader_->package() + ") has no kernel named '" + name + "'");
+    }
+    if (device < 0) throw Failure(Errc::invalid_argument, "device must be 0 or above, not " + std::to_string(device));
+    std::lock_guard<std::mutex> lock(slots_mutex_);
     auto& entry = slots_[{name, device}];
-    if (!entry) entry = std::make_unique<Slot>();
+    if (!entry) {
+      entry = std::make_unique<Slot>();
+      entry->record = static_cast<std::size_t>(record);
+    }
     slot = entry.get();
   }
   // Resolution (which may JIT-compile PTX for a second or more) runs outside the map's lock,
@@ -81,7 +90,7 @@ Kernel* Archive::kernel(const std::string& name, int device) {
   // std::call_once: an exception leaving call_once aborts where libstdc++ is linked statically.)
   std::lock_guard<std::mutex> resolving(slot->resolving);
   if (!slot->kernel) {
-    kiln::KernelSpec spec = reader_->kernel(name);
+    kiln::KernelSpec spec = reader_->kernel_at(slot->record, name);
     bool reference_allowed =
         runtime_.policy() == KILN_POLICY_FALLBACK && spec.fallback == kiln::FallbackPolicy::reference;
     auto k = std::make_unique<Kernel>(*this, std::move(spec), device, reference_allowed);

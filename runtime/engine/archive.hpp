@@ -71,7 +71,8 @@ class Archive {
 
  private:
   struct Slot {
-    std::mutex resolving;  // held while this kernel resolves for this device
+    std::size_t record = 0;  // the index position of the kernel's record
+    std::mutex resolving;    // held while this kernel resolves for this device
     std::unique_ptr<Kernel> kernel;
   };
   // resolve.cpp: choosing, loading and explaining a kernel's code on one device.

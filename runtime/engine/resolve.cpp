@@ -30,13 +30,46 @@ struct Candidate {
 
 namespace {
 
+// "<tag> <kind> '<path>' (<why>)", appended to `out`: a resolution's reason text is built in
+// one string, not from a temporary per piece.
+void append_candidate(std::string& out, const Candidate& c) {
+  out += c.tag;
+  out += ' ';
+  out += kiln::format::code_kind_name(c.kind);
+  out += " '";
+  out += c.path();
+  out += "' (";
+  out += c.fit.why;
+  out += ')';
+}
+
 std::string candidate_text(const Candidate& c) {
-  return c.tag + " " + kiln::format::code_kind_name(c.kind) + " '" + c.path() + "' (" + c.fit.why + ")";
+  std::string out;
+  append_candidate(out, c);
+  return out;
+}
+
+// The candidates' texts, "; " between them.
+void append_texts(std::string& out, const std::vector<Candidate>& candidates) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (i > 0) out += "; ";
+    append_candidate(out, candidates[i]);
+  }
 }
 
 std::string join_texts(const std::vector<Candidate>& candidates) {
   std::string out;
-  for (const Candidate& c : candidates) out += (out.empty() ? "" : "; ") + candidate_text(c);
+  append_texts(out, candidates);
+  return out;
+}
+
+// What a route chosen for `c` on `device` says first: "<device>: native <candidate>".
+std::string chosen_text(const kiln::backend::DeviceInfo& device, const Candidate& c) {
+  std::string out;
+  out.reserve(256);
+  out += device.describe;
+  out += c.fit.jit ? ": PTX-JIT " : ": native ";
+  append_candidate(out, c);
   return out;
 }
 
@@ -333,13 +366,15 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
       k.reason_ = KILN_REASON_MATCH;
       k.target_ = c.tag;
-      k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c) +
-                       " (judged from the archive; the driver would load it there)";
+      k.reason_text_ = chosen_text(device, c);
+      k.reason_text_ += " (judged from the archive; the driver would load it there)";
       if (!k.spec_.variants.empty()) {
         k.reason_text_ += "; and its " + std::to_string(k.spec_.variants.size()) + " variant(s) for the same target";
       }
-      std::string rejected_text = join_texts(rejected);
-      if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
+      if (!rejected.empty()) {
+        k.reason_text_ += "; rejected: ";
+        append_texts(k.reason_text_, rejected);
+      }
       return true;
     }
     if (!r.code) {
@@ -359,11 +394,19 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
     k.route_ = c.fit.jit ? KILN_ROUTE_PTX_JIT : KILN_ROUTE_NATIVE;
     k.reason_ = KILN_REASON_MATCH;
     k.target_ = c.tag;
-    k.reason_text_ = device.describe + ": " + (c.fit.jit ? "PTX-JIT " : "native ") + candidate_text(c);
-    if (!variants.empty()) k.reason_text_ += "; " + variants;
-    if (!failures->empty()) k.reason_text_ += "; failed first: " + *failures;
-    std::string rejected_text = join_texts(rejected);
-    if (!rejected_text.empty()) k.reason_text_ += "; rejected: " + rejected_text;
+    k.reason_text_ = chosen_text(device, c);
+    if (!variants.empty()) {
+      k.reason_text_ += "; ";
+      k.reason_text_ += variants;
+    }
+    if (!failures->empty()) {
+      k.reason_text_ += "; failed first: ";
+      k.reason_text_ += *failures;
+    }
+    if (!rejected.empty()) {
+      k.reason_text_ += "; rejected: ";
+      append_texts(k.reason_text_, rejected);
+    }
     if (runtime_.logs(KILN_LOG_INFO)) runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "': " + k.reason_text_);
     return true;
   }

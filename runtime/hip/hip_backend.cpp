@@ -75,6 +75,7 @@ const Device* HipBackend::native_device(int ordinal, backend::Unavailable* kind,
     return nullptr;
   }
   d->info.ordinal = ordinal;
+  d->info.native = d.get();
   d->info.name = d->name;
   d->info.describe = d->describe();
   d->info.arch = d->target.text;
@@ -155,6 +156,7 @@ const backend::DeviceInfo* HipBackend::device(int ordinal, kiln_reason* reason, 
 }
 
 const Device& HipBackend::device_of(const backend::DeviceInfo& device) {
+  if (device.native != nullptr) return *static_cast<const Device*>(device.native);  // set by native_device
   backend::Unavailable unavailable = backend::Unavailable::none;
   std::string why;
   const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before

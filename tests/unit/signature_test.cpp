@@ -1,8 +1,12 @@
 // Trust: which signatures count, and what is refused.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/verification_cache.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
@@ -194,6 +198,40 @@ TEST(Keys, PemRoundTripAndPrivateKeyIsNotAPublicKey) {
   EXPECT_EQ(PublicKey::from_pem(k.public_key().to_pem(), "mem").raw(), k.public_key().raw());
   EXPECT_THROW(PublicKey::from_pem(k.to_pem(), "mem"), Failure);
   EXPECT_THROW(PrivateKey::from_pem(k.public_key().to_pem(), "mem"), Failure);
+}
+
+// Each verification copies a context the key started once: a copy must judge its own inputs
+// only, whatever was verified before with the same key, on any thread.
+TEST(Keys, EachVerificationJudgesItsOwnSignature) {
+  PrivateKey k = PrivateKey::generate();
+  const PublicKey key = k.public_key();
+  const std::vector<std::uint8_t> message = {'k', 'i', 'l', 'n', 0, 1, 2, 3};
+  const Ed25519Signature good = k.sign(message.data(), message.size());
+  Ed25519Signature bad = good;
+  bad[7] ^= 0x10;
+  std::vector<std::uint8_t> other = message;
+  other.back() ^= 1;
+  for (int round = 0; round < 3; ++round) {
+    clear_verification_cache();  // every call verifies, none is answered from the memo
+    EXPECT_TRUE(key.verify(message.data(), message.size(), good));
+    EXPECT_FALSE(key.verify(message.data(), message.size(), bad));
+    EXPECT_FALSE(key.verify(other.data(), other.size(), good));
+    clear_verification_cache();
+    EXPECT_TRUE(key.verify(message.data(), message.size(), good));
+  }
+  // Copies of the same key's template taken on eight threads at once.
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const bool want = (t + i) % 2 == 0;
+        if (key.verify(message.data(), message.size(), want ? good : bad) != want) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
