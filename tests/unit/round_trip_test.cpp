@@ -19,6 +19,29 @@ class RoundTrip : public ::testing::Test {
   PrivateKey key = PrivateKey::generate();
 };
 
+// A record found by find_kernel is read without a second lookup, and a position that is not
+// that kernel's record is refused by name rather than decoded as one.
+TEST_F(RoundTrip, AKernelRecordIsReadAtThePositionItWasFoundAt) {
+  std::vector<std::uint8_t> bytes = test::build_signed({&key});
+  TrustSet trust = test::trust_of({&key});
+  std::unique_ptr<ArchiveReader> a = test::open_and_verify(bytes, trust);
+  const long record = a->find_kernel("add");
+  ASSERT_GE(record, 0);
+  EXPECT_EQ(a->find_kernel("no-such-kernel"), -1);
+  EXPECT_EQ(a->kernel_at(static_cast<std::size_t>(record), "add").name, "add");
+  const long other = a->index().find("k.ptx");
+  ASSERT_GE(other, 0);
+  try {
+    a->kernel_at(static_cast<std::size_t>(other), "add");
+    FAIL() << "a code member's position was read as the record of kernel 'add'";
+  } catch (const Failure& e) {
+    EXPECT_EQ(e.code(), Errc::internal);
+    EXPECT_NE(std::string(e.what()).find("member " + std::to_string(other) + " is not the record of kernel 'add'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(RoundTrip, EveryMemberComesBackIdentical) {
   PackageIdentity id = test::default_identity();
   std::vector<std::uint8_t> bytes = test::build_signed({&key});
