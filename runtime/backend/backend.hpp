@@ -91,26 +91,6 @@ class CodeOn final : public Code {
   Loaded code_;
 };
 
-// The DeviceInfo of each ordinal a backend has found, made once by `make` (which returns false,
-// with a reason, when there is no such device). Thread-safe; the entries never move.
-class DeviceTable {
- public:
-  template <class Make>
-  const DeviceInfo* find_or_make(int ordinal, Make&& make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = devices_.find(ordinal);
-    if (it != devices_.end()) return &it->second;
-    DeviceInfo info;
-    info.ordinal = ordinal;
-    if (!make(&info)) return nullptr;
-    return &devices_.emplace(ordinal, std::move(info)).first->second;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int, DeviceInfo> devices_;
-};
-
 struct LoadOutcome {
   std::unique_ptr<Code> code;  // null when the load failed
   int error = 0;               // the driver's status

@@ -271,12 +271,12 @@ const backend::DeviceInfo* CudaBackend::device(int ordinal, kiln_reason* reason,
 }
 
 const Device& CudaBackend::device_of(const backend::DeviceInfo& device) {
-  if (device.native != nullptr) return *static_cast<const Device*>(device.native);  // set by native_device
-  Unavailable unavailable = Unavailable::none;
-  std::string why;
-  const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
-  if (d == nullptr) throw Failure(Errc::internal, "CUDA device " + std::to_string(device.ordinal) + " vanished: " + why);
-  return *d;
+  // Every description this backend hands out carries its record (native_device), and records
+  // live as long as the backend.
+  if (device.native == nullptr) {
+    throw Failure(Errc::internal, "CUDA device " + std::to_string(device.ordinal) + ": a description this backend did not make");
+  }
+  return *static_cast<const Device*>(device.native);
 }
 
 std::string CudaBackend::unmet_requirement(const backend::DeviceInfo& device, const KernelTable& table) {

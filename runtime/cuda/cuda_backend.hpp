@@ -114,7 +114,7 @@ class CudaBackend final : public backend::Backend {
   void unload(LoadedCode& code);
 
  private:
-  // The device a DeviceInfo this backend made describes (found before: cached).
+  // The device a DeviceInfo this backend made describes (its `native` record).
   const Device& device_of(const backend::DeviceInfo& info);
   // Loads a verified image (a cubin, fatbin, or NUL-terminated PTX) and finds `entry` in it.
   // Any `max_dynamic_smem` is granted to the kernel explicitly (static + dynamic above 48 KiB

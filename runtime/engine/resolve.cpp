@@ -57,6 +57,13 @@ void append_texts(std::string& out, const std::vector<Candidate>& candidates) {
   }
 }
 
+// "; rejected: <texts>" where any candidate was rejected.
+void append_rejected(std::string& out, const std::vector<Candidate>& rejected) {
+  if (rejected.empty()) return;
+  out += "; rejected: ";
+  append_texts(out, rejected);
+}
+
 std::string join_texts(const std::vector<Candidate>& candidates) {
   std::string out;
   append_texts(out, candidates);
@@ -371,10 +378,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       if (!k.spec_.variants.empty()) {
         k.reason_text_ += "; and its " + std::to_string(k.spec_.variants.size()) + " variant(s) for the same target";
       }
-      if (!rejected.empty()) {
-        k.reason_text_ += "; rejected: ";
-        append_texts(k.reason_text_, rejected);
-      }
+      append_rejected(k.reason_text_, rejected);
       return true;
     }
     if (!r.code) {
@@ -403,10 +407,7 @@ bool Archive::load_first(kiln::backend::Backend& backend, Kernel& k, const kiln:
       k.reason_text_ += "; failed first: ";
       k.reason_text_ += *failures;
     }
-    if (!rejected.empty()) {
-      k.reason_text_ += "; rejected: ";
-      append_texts(k.reason_text_, rejected);
-    }
+    append_rejected(k.reason_text_, rejected);
     if (runtime_.logs(KILN_LOG_INFO)) runtime_.log(KILN_LOG_INFO, "kernel '" + k.spec_.name + "': " + k.reason_text_);
     return true;
   }

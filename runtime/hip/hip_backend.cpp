@@ -156,12 +156,12 @@ const backend::DeviceInfo* HipBackend::device(int ordinal, kiln_reason* reason, 
 }
 
 const Device& HipBackend::device_of(const backend::DeviceInfo& device) {
-  if (device.native != nullptr) return *static_cast<const Device*>(device.native);  // set by native_device
-  backend::Unavailable unavailable = backend::Unavailable::none;
-  std::string why;
-  const Device* d = native_device(device.ordinal, &unavailable, &why);  // cached: found before
-  if (d == nullptr) throw Failure(Errc::internal, "AMD device " + std::to_string(device.ordinal) + " vanished: " + why);
-  return *d;
+  // Every description this backend hands out carries its record (native_device), and records
+  // live as long as the backend.
+  if (device.native == nullptr) {
+    throw Failure(Errc::internal, "AMD device " + std::to_string(device.ordinal) + ": a description this backend did not make");
+  }
+  return *static_cast<const Device*>(device.native);
 }
 
 std::string HipBackend::unmet_feature(const backend::DeviceInfo& device, const KernelSpec& kernel) {

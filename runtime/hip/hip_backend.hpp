@@ -86,7 +86,7 @@ class HipBackend final : public backend::Backend {
   void unload(LoadedCode& code);
 
  private:
-  // The device a DeviceInfo this backend made describes (found before: cached).
+  // The device a DeviceInfo this backend made describes (its `native` record).
   const Device& device_of(const backend::DeviceInfo& info);
   // Loads on `device` and grants `max_dynamic_smem` above the default limit; the calling
   // thread's current device is put back afterwards.
