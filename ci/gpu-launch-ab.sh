@@ -5,7 +5,8 @@
 # tests/bench/run.sh benchmarks and the tensor-map one, and the test key, in .gpu-ab2/. Run after
 # ci/gpu-build.sh:
 #   ci/gpu-launch-ab.sh OLD_COMMIT && <device run, carry .gpu-ab2>:
-#     .gpu-ab2/kiln_launch_ab .gpu-ab2/old.so .gpu-ab2/new.so .gpu-ab2/test.pub .gpu-ab2/small-1.kiln .gpu-ab2/tma-pair-sum.kiln
+#     .gpu-ab2/kiln_launch_ab .gpu-ab2/old.so .gpu-ab2/new.so .gpu-ab2/test.pub .gpu-ab2/small-1.kiln .gpu-ab2/tma-pair-sum.kiln \
+#       .gpu-ab2/noop.sm_90a.cubin
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: ci/gpu-launch-ab.sh OLD_COMMIT}
@@ -20,7 +21,8 @@ rm -rf "$ab" && mkdir -p "$ab"
 cp "$(readlink -f "$tree/build-gpu/lib/libkiln.so")" "$ab/old.so"
 cp "$(readlink -f "$build/lib/libkiln.so")" "$ab/new.so"
 strip --strip-debug "$ab/old.so" "$ab/new.so"
-cp "$build/bin/kiln_launch_ab" "$build/tests/keys/test.pub" "$build/tests/archives/tma-pair-sum.kiln" "$ab/"
+cp "$build/bin/kiln_launch_ab" "$build/tests/keys/test.pub" "$build/tests/archives/tma-pair-sum.kiln" \
+  "$build/tests/bench/noop.sm_90a.cubin" "$ab/"
 python3 tests/bench/make_many_kernels.py "$ab/src" 1 sm_80="$build/tests/bench/noop.sm_80.cubin" \
   sm_90a="$build/tests/bench/noop.sm_90a.cubin" sm_100="$build/tests/bench/noop.sm_100.cubin" \
   compute_90="$build/tests/bench/noop.compute_90.ptx" >/dev/null

@@ -4,15 +4,25 @@
 // kernel (tma-pair-sum.kiln). Each build's loop of 2,000 launches alternates with the other's,
 // which goes first alternating too, 31 times; medians. Both builds run in the primary context of
 // device 0, so the buffers the second one allocates serve both.
-//   kiln_launch_ab OLD_LIBKILN NEW_LIBKILN TRUST SMALL1_ARCHIVE TMA_ARCHIVE
+//   kiln_launch_ab OLD_LIBKILN NEW_LIBKILN TRUST SMALL1_ARCHIVE TMA_ARCHIVE [NOOP_CUBIN]
 // Each libkiln is dlopen()ed RTLD_LOCAL: two copies of the library, each with its own state.
+// With NOOP_CUBIN (the cubin small-1.kiln holds for the device), the plain launch is also taken
+// apart against the driver called directly, in the same rotation: cuLaunchKernel of the CUkernel
+// (what kiln_runtime_bench's baseline does), the same after a cuCtxGetCurrent (what a launch
+// that must run in the device's context asks first), and of the CUfunction cuKernelGetFunction
+// gives for the primary context. It then prints what the driver does with a CUfunction and a
+// CUkernel launched on the NULL stream from a thread with no current context and from one whose
+// current context is another one of the same device.
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -74,6 +84,95 @@ Lib load(const char* path, const char* trust, const char* small1, const char* tm
   return l;
 }
 
+// The driver, called directly: only what the plain launch's anatomy needs.
+struct Raw {
+  using Fn = void*;
+  int (*ctx_get_current)(void**) = nullptr;
+  int (*ctx_set_current)(void*) = nullptr;
+  int (*ctx_create)(void**, unsigned, int) = nullptr;  // cuCtxCreate_v2: (pctx, flags, device)
+  int (*primary_retain)(void**, int) = nullptr;
+  int (*library_load_data)(void**, const void*, void*, void*, unsigned, void*, void*, unsigned) = nullptr;
+  int (*library_get_kernel)(void**, void*, const char*) = nullptr;
+  int (*kernel_get_function)(void**, void*) = nullptr;
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
+                void**) = nullptr;
+  int (*ctx_synchronize)() = nullptr;
+  int (*memcpy_dtoh)(void*, unsigned long long, size_t) = nullptr;
+  void* primary = nullptr;
+  void* kernel = nullptr;
+  void* function = nullptr;
+};
+
+template <class F>
+void bind_raw(void* handle, const char* name, F* f) {
+  *f = reinterpret_cast<F>(dlsym(handle, name));
+  if (*f == nullptr) die(std::string("libcuda.so.1 has no ") + name);
+}
+
+Raw load_raw(const char* cubin_path) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) die(dlerror());
+  Raw r;
+  bind_raw(h, "cuCtxGetCurrent", &r.ctx_get_current);
+  bind_raw(h, "cuCtxSetCurrent", &r.ctx_set_current);
+  bind_raw(h, "cuCtxCreate_v2", &r.ctx_create);
+  bind_raw(h, "cuDevicePrimaryCtxRetain", &r.primary_retain);
+  bind_raw(h, "cuLibraryLoadData", &r.library_load_data);
+  bind_raw(h, "cuLibraryGetKernel", &r.library_get_kernel);
+  bind_raw(h, "cuKernelGetFunction", &r.kernel_get_function);
+  bind_raw(h, "cuLaunchKernel", &r.launch);
+  bind_raw(h, "cuCtxSynchronize", &r.ctx_synchronize);
+  bind_raw(h, "cuMemcpyDtoH_v2", &r.memcpy_dtoh);
+  std::ifstream in(cubin_path, std::ios::binary);
+  std::vector<char> cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (cubin.empty()) die(std::string("cannot read ") + cubin_path);
+  void* lib = nullptr;
+  // kiln has initialised the driver and made device 0's primary context current on this thread.
+  if (r.primary_retain(&r.primary, 0) != 0 || r.library_load_data(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != 0 ||
+      r.library_get_kernel(&r.kernel, lib, "noop") != 0 || r.kernel_get_function(&r.function, r.kernel) != 0) {
+    die(std::string("the driver could not load ") + cubin_path);
+  }
+  return r;
+}
+
+// Where does a NULL-stream launch go when the launching thread's current context is not the
+// kernel's? Each case launches noop(out, value) and reads `out` back in the primary context.
+void context_semantics(Raw& r, unsigned long long out) {
+  auto read_back = [&] {
+    int got = 0;
+    r.ctx_set_current(r.primary);
+    r.ctx_synchronize();
+    r.memcpy_dtoh(&got, out, sizeof got);
+    return got;
+  };
+  auto report = [&](const char* what, void* f, int value, void* current, bool fresh_thread) {
+    int launched = -1, synced = -1;
+    void* args[] = {&out, &value};
+    auto body = [&] {
+      r.ctx_set_current(current);
+      launched = r.launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr);
+      synced = r.ctx_synchronize();
+    };
+    if (fresh_thread) {
+      std::thread t(body);
+      t.join();
+    } else {
+      body();
+    }
+    int got = read_back();
+    std::printf("  %-58s launch %d, sync %d, out %s\n", what, launched, synced, got == value ? "written" : "not written");
+  };
+  std::printf("NULL-stream launches outside the kernel's context (0 = CUDA_SUCCESS, 201 = INVALID_CONTEXT):\n");
+  report("CUfunction, thread with no current context", r.function, 11, nullptr, true);
+  report("CUkernel, thread with no current context", r.kernel, 12, nullptr, true);
+  void* other = nullptr;
+  if (r.ctx_create(&other, 0, 0) != 0) die("cuCtxCreate failed");
+  report("CUfunction, another context of the device current", r.function, 13, other, false);
+  report("CUkernel, another context of the device current", r.kernel, 14, other, false);
+  report("CUfunction, the primary context current", r.function, 15, r.primary, false);
+  r.ctx_set_current(r.primary);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -82,7 +181,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) die("usage: kiln_launch_ab OLD_LIBKILN NEW_LIBKILN TRUST SMALL1_ARCHIVE TMA_ARCHIVE");
+  if (argc != 6 && argc != 7) die("usage: kiln_launch_ab OLD_LIBKILN NEW_LIBKILN TRUST SMALL1_ARCHIVE TMA_ARCHIVE [NOOP_CUBIN]");
   Lib libs[2] = {load(argv[1], argv[3], argv[4], argv[5]), load(argv[2], argv[3], argv[4], argv[5])};
   uint64_t out = 0, in = 0, tma_out = 0;
   if (libs[1].alloc(libs[1].noop, 4096, &out) != KILN_OK || libs[1].alloc(libs[1].tma, 4096 * 4, &in) != KILN_OK ||
@@ -113,6 +212,42 @@ int main(int argc, char** argv) {
     }
     std::printf("%s launch: old %.3f us, new %.3f us, new/old %.3f (medians of %d x %d)\n", kind == 0 ? "plain " : "hopper",
                 median(times[0]), median(times[1]), median(times[1]) / median(times[0]), reps, launches);
+  }
+  if (argc == 7) {
+    Raw raw = load_raw(argv[6]);
+    // Five ways to launch the no-op, each loop in turn, the first of each round rotating.
+    const char* names[5] = {"old kiln_kernel_launch", "new kiln_kernel_launch", "cuLaunchKernel(CUkernel)",
+                            "cuCtxGetCurrent + cuLaunchKernel(CUkernel)", "cuLaunchKernel(CUfunction)"};
+    std::vector<double> times[5];
+    for (int r = 0; r <= reps; ++r) {
+      for (int turn = 0; turn < 5; ++turn) {
+        const int which = (r + turn) % 5;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < launches; ++i) {
+          int rc = 0;
+          void* current = nullptr;
+          switch (which) {
+            case 0: case 1: rc = libs[which].launch(libs[which].noop, noop_args, 2, nullptr, nullptr); break;
+            case 2: rc = raw.launch(raw.kernel, 1, 1, 1, 32, 1, 1, 0, nullptr, noop_args, nullptr); break;
+            case 3:
+              rc = raw.ctx_get_current(&current);
+              if (rc == 0 && current == raw.primary) rc = raw.launch(raw.kernel, 1, 1, 1, 32, 1, 1, 0, nullptr, noop_args, nullptr);
+              break;
+            default: rc = raw.launch(raw.function, 1, 1, 1, 32, 1, 1, 0, nullptr, noop_args, nullptr); break;
+          }
+          if (rc != 0) die(std::string(names[which]) + " failed: " + std::to_string(rc));
+        }
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / launches;
+        if (raw.ctx_synchronize() != 0) die("synchronize failed");
+        if (r > 0) times[which].push_back(us);
+      }
+    }
+    std::printf("plain launch taken apart (medians of %d x %d, per launch):\n", reps, launches);
+    for (int w = 0; w < 5; ++w) {
+      std::printf("  %-44s %.3f us (%.3f of cuLaunchKernel(CUkernel))\n", names[w], median(times[w]),
+                  median(times[w]) / median(times[2]));
+    }
+    context_semantics(raw, out);
   }
   return 0;
 }
