@@ -86,7 +86,6 @@ Lib load(const char* path, const char* trust, const char* small1, const char* tm
 
 // The driver, called directly: only what the plain launch's anatomy needs.
 struct Raw {
-  using Fn = void*;
   int (*ctx_get_current)(void**) = nullptr;
   int (*ctx_set_current)(void*) = nullptr;
   int (*ctx_create)(void**, unsigned, int) = nullptr;  // cuCtxCreate_v2: (pctx, flags, device)
