@@ -15,7 +15,8 @@
 //                                  what the reader has to hold (bound_kib); the time of this row
 //                                  is the spawns, not a figure
 //   verify-in-process/SHAPE/kernels:N  full verification on one thread, for the curves
-//   verify/threads:T               `kiln verify -j T` against `openssl dgst -sha256`, same file
+//   verify-pair/threads:1          `kiln verify -j 1` and `openssl dgst -sha256` in turn, same file
+//   verify/kiln/threads:T          `kiln verify -j T` (T > 1), against that openssl
 //   pack-pair/threads:T            `kiln pack -l L -j T` against `zstd -L -T T` on the same bytes,
 //                                  the two in turn in each repetition (counters kiln_ms, baseline_ms)
 //   shape-match/range/...          the per-launch match of a range shape (ranges, where, seven
@@ -446,10 +447,19 @@ void register_commands() {
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
   };
   if (fs::exists(dir + "/verify.kiln")) {
-    command("verify/openssl-dgst-sha256", {"openssl", "dgst", "-sha256", dir + "/verify.kiln"});
+    // One thread, the row that sits at parity: openssl and kiln take turns within each
+    // repetition (as pack does below), and openssl's median there is the baseline of every row.
+    auto verify = [&](unsigned t) {
+      return std::vector<std::string>{kiln, "verify", dir + "/verify.kiln", "--trust", dir + "/test.pub", "-j",
+                                      std::to_string(t)};
+    };
+    repeated(benchmark::RegisterBenchmark("verify-pair/threads:1", command_pair,
+                                          std::vector<std::string>{"openssl", "dgst", "-sha256", dir + "/verify.kiln"},
+                                          verify(1)),
+             kSlowRepetitions)
+        ->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
     for (unsigned t : threads) {
-      command("verify/kiln/threads:" + std::to_string(t),
-              {kiln, "verify", dir + "/verify.kiln", "--trust", dir + "/test.pub", "-j", std::to_string(t)});
+      if (t > 1) command("verify/kiln/threads:" + std::to_string(t), verify(t));
     }
   }
   if (fs::exists(dir + "/pack/kiln.toml")) {

@@ -126,11 +126,17 @@ Raw load_raw(const char* cubin_path) {
   std::vector<char> cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (cubin.empty()) die(std::string("cannot read ") + cubin_path);
   void* lib = nullptr;
-  // kiln has initialised the driver and made device 0's primary context current on this thread.
-  if (r.primary_retain(&r.primary, 0) != 0 || r.library_load_data(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != 0 ||
-      r.library_get_kernel(&r.kernel, lib, "noop") != 0 || r.kernel_get_function(&r.function, r.kernel) != 0) {
-    die(std::string("the driver could not load ") + cubin_path);
-  }
+  // kiln has initialised the driver; its calls leave no context current on this thread (they
+  // push the primary one and pop it), so the primary context is made current here: the NULL-stream
+  // launches below and cuKernelGetFunction run in the current context.
+  auto check = [&](int status, const char* call) {
+    if (status != 0) die(std::string(call) + " returned " + std::to_string(status) + " for " + cubin_path);
+  };
+  check(r.primary_retain(&r.primary, 0), "cuDevicePrimaryCtxRetain");
+  check(r.ctx_set_current(r.primary), "cuCtxSetCurrent");
+  check(r.library_load_data(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  check(r.library_get_kernel(&r.kernel, lib, "noop"), "cuLibraryGetKernel");
+  check(r.kernel_get_function(&r.function, r.kernel), "cuKernelGetFunction");
   return r;
 }
 
