@@ -433,6 +433,11 @@ int main(int argc, char** argv) {
     CUkernel raw = nullptr;
     check(cu.cuLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData", d);
     check(cu.cuLibraryGetKernel(&raw, lib, "noop"), "cuLibraryGetKernel", d);
+    // The same kernel's CUfunction in this (the primary) context: the driver's quickest launch of
+    // it, reported beside the goal's baseline (libkiln launches it where the stream allows).
+    CUfunction raw_function = nullptr;
+    if (cu.cuKernelGetFunction == nullptr) die("the driver lacks cuKernelGetFunction");
+    check(cu.cuKernelGetFunction(&raw_function, raw), "cuKernelGetFunction", d);
     Kiln k(trust, small1, "noop_00000");
     const int launches = 5000, reps = 15;
     auto raw_loop = [&] {
@@ -440,31 +445,38 @@ int main(int argc, char** argv) {
         cu.cuLaunchKernel(reinterpret_cast<CUfunction>(raw), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr);
       }
     };
+    auto function_loop = [&] {
+      for (int i = 0; i < launches; ++i) cu.cuLaunchKernel(raw_function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr);
+    };
     auto kiln_loop = [&] {
       for (int i = 0; i < launches; ++i) kiln_kernel_launch(k.kernel, args, 2, nullptr, nullptr);
     };
-    std::vector<double> raw_t, kiln_t, drain_t;
+    std::vector<double> raw_t, function_t, kiln_t, drain_t;
     raw_loop();
+    function_loop();
     kiln_loop();
     check(cu.cuCtxSynchronize(), "sync", d);
-    for (int r = 0; r < reps; ++r) {  // interleaved, so drift in clocks hits both alike
-      for (int which = 0; which < 2; ++which) {
+    for (int r = 0; r < reps; ++r) {  // interleaved, so drift in clocks hits all alike
+      for (int turn = 0; turn < 3; ++turn) {
+        const int which = (r + turn) % 3;
         auto t0 = Clock::now();
-        which == 0 ? raw_loop() : kiln_loop();
+        which == 0 ? raw_loop() : which == 1 ? function_loop() : kiln_loop();
         double enqueue = seconds_since(t0);
         auto t1 = Clock::now();
         check(cu.cuCtxSynchronize(), "sync", d);
         drain_t.push_back(seconds_since(t1));
-        (which == 0 ? raw_t : kiln_t).push_back(enqueue / launches * 1e6);
+        (which == 0 ? raw_t : which == 1 ? function_t : kiln_t).push_back(enqueue / launches * 1e6);
       }
     }
     kiln_stats s{};
     s.size = sizeof s;
     kiln_runtime_stats(k.rt, &s);
     if (s.launches_native < static_cast<uint64_t>(launches) * (reps + 1)) die("kiln launches were not all native");
-    std::printf("launch: raw %.3f us, kiln %.3f us per launch (median of %d x %d); GPU drain after a loop %.1f us\n",
-                median(raw_t), median(kiln_t), reps, launches, median(drain_t) * 1e6);
+    std::printf("launch: raw %.3f us (CUkernel), %.3f us (CUfunction), kiln %.3f us per launch (median of %d x %d); "
+                "GPU drain after a loop %.1f us\n",
+                median(raw_t), median(function_t), median(kiln_t), reps, launches, median(drain_t) * 1e6);
     rows.push_back({"launch overhead, per launch", median(kiln_t), median(raw_t), "us", "<= 1.02", 1.02});
+    rows.push_back({"  the same vs cuLaunchKernel of the CUfunction", median(kiln_t), median(function_t), "us", "report", 0});
     cu.cuLibraryUnload(lib);
   }
 
