@@ -20,6 +20,7 @@
 //        kiln_runtime_bench --memory kiln TRUST ARCHIVE KERNEL | --memory raw CUBIN ENTRY
 //                                                (one fresh-process memory figure, a JSON line)
 // Prints a table last and writes the same rows to JSON_OUT for tests/bench/report.py.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -433,11 +434,15 @@ int main(int argc, char** argv) {
     CUkernel raw = nullptr;
     check(cu.cuLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData", d);
     check(cu.cuLibraryGetKernel(&raw, lib, "noop"), "cuLibraryGetKernel", d);
-    // The same kernel's CUfunction in this (the primary) context: the driver's quickest launch of
-    // it, reported beside the goal's baseline (libkiln launches it where the stream allows).
+    // The same kernel's CUfunction in this (the primary) context, from the driver libkiln loaded:
+    // the driver's quickest launch of it, reported beside the goal's baseline.
+    using KernelGetFunction = CUresult (*)(CUfunction*, CUkernel);
+    void* driver_library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    auto kernel_get_function =
+        driver_library ? reinterpret_cast<KernelGetFunction>(dlsym(driver_library, "cuKernelGetFunction")) : nullptr;
+    if (kernel_get_function == nullptr) die("the driver lacks cuKernelGetFunction");
     CUfunction raw_function = nullptr;
-    if (cu.cuKernelGetFunction == nullptr) die("the driver lacks cuKernelGetFunction");
-    check(cu.cuKernelGetFunction(&raw_function, raw), "cuKernelGetFunction", d);
+    check(kernel_get_function(&raw_function, raw), "cuKernelGetFunction", d);
     Kiln k(trust, small1, "noop_00000");
     const int launches = 5000, reps = 15;
     auto raw_loop = [&] {
