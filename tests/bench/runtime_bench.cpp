@@ -20,7 +20,6 @@
 //        kiln_runtime_bench --memory kiln TRUST ARCHIVE KERNEL | --memory raw CUBIN ENTRY
 //                                                (one fresh-process memory figure, a JSON line)
 // Prints a table last and writes the same rows to JSON_OUT for tests/bench/report.py.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -434,15 +433,6 @@ int main(int argc, char** argv) {
     CUkernel raw = nullptr;
     check(cu.cuLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData", d);
     check(cu.cuLibraryGetKernel(&raw, lib, "noop"), "cuLibraryGetKernel", d);
-    // The same kernel's CUfunction in this (the primary) context, from the driver libkiln loaded:
-    // the driver's quickest launch of it, reported beside the goal's baseline.
-    using KernelGetFunction = CUresult (*)(CUfunction*, CUkernel);
-    void* driver_library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    auto kernel_get_function =
-        driver_library ? reinterpret_cast<KernelGetFunction>(dlsym(driver_library, "cuKernelGetFunction")) : nullptr;
-    if (kernel_get_function == nullptr) die("the driver lacks cuKernelGetFunction");
-    CUfunction raw_function = nullptr;
-    check(kernel_get_function(&raw_function, raw), "cuKernelGetFunction", d);
     Kiln k(trust, small1, "noop_00000");
     const int launches = 5000, reps = 15;
     auto raw_loop = [&] {
@@ -450,38 +440,31 @@ int main(int argc, char** argv) {
         cu.cuLaunchKernel(reinterpret_cast<CUfunction>(raw), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr);
       }
     };
-    auto function_loop = [&] {
-      for (int i = 0; i < launches; ++i) cu.cuLaunchKernel(raw_function, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr);
-    };
     auto kiln_loop = [&] {
       for (int i = 0; i < launches; ++i) kiln_kernel_launch(k.kernel, args, 2, nullptr, nullptr);
     };
-    std::vector<double> raw_t, function_t, kiln_t, drain_t;
+    std::vector<double> raw_t, kiln_t, drain_t;
     raw_loop();
-    function_loop();
     kiln_loop();
     check(cu.cuCtxSynchronize(), "sync", d);
-    for (int r = 0; r < reps; ++r) {  // interleaved, so drift in clocks hits all alike
-      for (int turn = 0; turn < 3; ++turn) {
-        const int which = (r + turn) % 3;
+    for (int r = 0; r < reps; ++r) {  // interleaved, so drift in clocks hits both alike
+      for (int which = 0; which < 2; ++which) {
         auto t0 = Clock::now();
-        which == 0 ? raw_loop() : which == 1 ? function_loop() : kiln_loop();
+        which == 0 ? raw_loop() : kiln_loop();
         double enqueue = seconds_since(t0);
         auto t1 = Clock::now();
         check(cu.cuCtxSynchronize(), "sync", d);
         drain_t.push_back(seconds_since(t1));
-        (which == 0 ? raw_t : which == 1 ? function_t : kiln_t).push_back(enqueue / launches * 1e6);
+        (which == 0 ? raw_t : kiln_t).push_back(enqueue / launches * 1e6);
       }
     }
     kiln_stats s{};
     s.size = sizeof s;
     kiln_runtime_stats(k.rt, &s);
     if (s.launches_native < static_cast<uint64_t>(launches) * (reps + 1)) die("kiln launches were not all native");
-    std::printf("launch: raw %.3f us (CUkernel), %.3f us (CUfunction), kiln %.3f us per launch (median of %d x %d); "
-                "GPU drain after a loop %.1f us\n",
-                median(raw_t), median(function_t), median(kiln_t), reps, launches, median(drain_t) * 1e6);
+    std::printf("launch: raw %.3f us, kiln %.3f us per launch (median of %d x %d); GPU drain after a loop %.1f us\n",
+                median(raw_t), median(kiln_t), reps, launches, median(drain_t) * 1e6);
     rows.push_back({"launch overhead, per launch", median(kiln_t), median(raw_t), "us", "<= 1.02", 1.02});
-    rows.push_back({"  the same vs cuLaunchKernel of the CUfunction", median(kiln_t), median(function_t), "us", "report", 0});
     cu.cuLibraryUnload(lib);
   }
 
