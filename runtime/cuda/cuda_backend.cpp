@@ -137,6 +137,32 @@ const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::st
   return devices_.emplace(ordinal, std::move(d)).first->second.get();
 }
 
+namespace {
+
+// The primary context's CUfunction of a loaded CUkernel (current when called), with the same
+// dynamic shared memory grant, or null where the driver cannot give one: launches on the
+// current context's streams then take the CUkernel, which is correct everywhere. The function
+// launches about 0.1 us sooner than the CUkernel (an H100, tests/bench/RESULTS.md: the driver
+// finds the CUkernel's function for the context at each launch); asking for it also loads the
+// module into the context now rather than at the first launch.
+CUfunction primary_function(const DriverApi& api, CUkernel kernel, unsigned max_dynamic_smem) {
+  CUfunction f = nullptr;
+  if (api.cuKernelGetFunction == nullptr || api.cuKernelGetFunction(&f, kernel) != CUDA_SUCCESS) return nullptr;
+  // cuKernelSetAttribute applies device-wide; granted again here so that the function's launch
+  // does not rest on that.
+  if (max_dynamic_smem > kGrantDynamicSharedAbove &&
+      api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem)) !=
+          CUDA_SUCCESS) {
+    return nullptr;
+  }
+  if (max_dynamic_smem > kPreferSharedAbove) {
+    (void)api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
+  }
+  return f;
+}
+
+}  // namespace
+
 LoadResult CudaBackend::load_image(const Device& device, ByteView image, const std::string& entry, unsigned max_dynamic_smem) {
   const Driver* driver = this->driver();
   const DriverApi& api = driver->api();
@@ -163,6 +189,7 @@ LoadResult CudaBackend::load_image(const Device& device, ByteView image, const s
       (void)api.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED,
                                      result.code.kernel, device.handle);
     }
+    if (r == CUDA_SUCCESS) result.code.function = primary_function(api, result.code.kernel, max_dynamic_smem);
   } else {
     r = api.cuModuleLoadDataEx(&result.code.module, image.data, 2, options, values);
     if (r == CUDA_SUCCESS) r = api.cuModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
@@ -201,9 +228,17 @@ void CudaBackend::unload(LoadedCode& code) {
 CUresult CudaBackend::launch(const Device& device, const LoadedCode& code, const LaunchConfig& c, void* stream,
                          void** args) const {
   const DriverApi& api = driver()->api();
-  // A CUkernel may be passed where cuLaunchKernel takes a CUfunction (CUDA 12.0+); it runs
-  // in the current context, which must be the device's.
-  CUfunction f = code.kernel != nullptr ? reinterpret_cast<CUfunction>(code.kernel) : code.function;
+  // The launch runs in the device's primary context: the scope makes it current for the call
+  // where the thread has another. The stream handles NULL, CU_STREAM_LEGACY and
+  // CU_STREAM_PER_THREAD name that context's streams, so the primary context's CUfunction is
+  // valid for them. Any other stream may have been created in another context of the device:
+  // the CUkernel (which cuLaunchKernel takes in place of a CUfunction, CUDA 12.0+) runs in the
+  // stream's own context, where the driver finds its function at each launch.
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  const bool current_context_stream = handle == 0 || handle == CU_STREAM_LEGACY_VALUE || handle == CU_STREAM_PER_THREAD_VALUE;
+  CUfunction f = code.kernel == nullptr || (current_context_stream && code.function != nullptr)
+                     ? code.function
+                     : reinterpret_cast<CUfunction>(code.kernel);
   ContextScope scope(api, device.primary);
   if (!c.has_cluster()) {
     return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,

@@ -51,7 +51,7 @@ struct LoadedCode {
   CUlibrary library = nullptr;  // cuLibraryLoadData path (context-independent)
   CUkernel kernel = nullptr;
   CUmodule module = nullptr;    // cuModuleLoadDataEx path (older drivers)
-  CUfunction function = nullptr;
+  CUfunction function = nullptr;  // the module's; on the library path the kernel's in the primary context, or null
   bool loaded() const { return kernel != nullptr || function != nullptr; }
 };
 

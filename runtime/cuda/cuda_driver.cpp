@@ -83,6 +83,7 @@ const Driver* Driver::get(const std::string& path_option, std::string* why, bool
                      bind(lib, "cuLibraryGetKernel", a.cuLibraryGetKernel, false, &missing) &&
                      bind(lib, "cuKernelSetAttribute", a.cuKernelSetAttribute, false, &missing);
       if (!library) a.cuLibraryLoadData = nullptr;
+      if (library) bind(lib, "cuKernelGetFunction", a.cuKernelGetFunction, false, &missing);
       if (!missing.empty()) {
         result.why = "the CUDA driver (" + path + ") lacks " + missing + "; it is too old for kiln";
       } else {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -47,6 +48,10 @@ constexpr int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
+// The stream handles that name the calling thread's current context's stream rather than a
+// stream of their own (cuda.h: NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+constexpr std::uintptr_t CU_STREAM_LEGACY_VALUE = 0x1;
+constexpr std::uintptr_t CU_STREAM_PER_THREAD_VALUE = 0x2;
 
 // cuLaunchKernelEx's configuration (cuda.h: CUlaunchConfig, CUlaunchAttribute), with the one
 // attribute kiln sets: the cluster dimension.
@@ -97,6 +102,9 @@ struct DriverApi {
   CUresult (*cuLibraryUnload)(CUlibrary) = nullptr;
   CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*) = nullptr;
   CUresult (*cuKernelSetAttribute)(int, int, CUkernel, CUdevice) = nullptr;
+  // The CUfunction of a CUkernel in the current context (CUDA 12.0+); optional: launches then
+  // go through the CUkernel alone.
+  CUresult (*cuKernelGetFunction)(CUfunction*, CUkernel) = nullptr;
   // The per-context path, for drivers without cuLibrary*.
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;

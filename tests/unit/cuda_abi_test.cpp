@@ -2,6 +2,7 @@
 // (so it builds without the toolkit). Here, where cuda.h exists, they must agree.
 #include <cuda.h>
 
+#include <cstdint>
 #include <cstdio>
 
 #include "cuda/cuda_driver.hpp"
@@ -49,6 +50,12 @@ static_assert(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0 && CU_TENSOR_MAP_FLOAT_OOB_
 static_assert(sizeof(CUtensorMapDataType) == sizeof(int), "enums are passed as int");
 
 int main() {
+  // The stream handles that mean the current context's stream: cuda.h defines them as casts.
+  if (reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY) != k::CU_STREAM_LEGACY_VALUE ||
+      reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD) != k::CU_STREAM_PER_THREAD_VALUE) {
+    std::printf("CU_STREAM_LEGACY or CU_STREAM_PER_THREAD differs from cuda.h\n");
+    return 1;
+  }
   std::printf("kiln's CUDA declarations match %s's cuda.h (CUDA_VERSION %d)\n", "this toolkit", CUDA_VERSION);
   return 0;
 }
