@@ -140,11 +140,9 @@ const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::st
 namespace {
 
 // The primary context's CUfunction of a loaded CUkernel (current when called), with the same
-// dynamic shared memory grant, or null where the driver cannot give one: launches on the
-// current context's streams then take the CUkernel, which is correct everywhere. The function
-// launches about 0.1 us sooner than the CUkernel (an H100, tests/bench/RESULTS.md: the driver
-// finds the CUkernel's function for the context at each launch); asking for it also loads the
-// module into the context now rather than at the first launch.
+// dynamic shared memory grant, or null where the driver cannot give one. The function launches
+// about 0.1 us sooner than the CUkernel (an H100, tests/bench/RESULTS.md: the driver finds the
+// CUkernel's function for the context at each launch).
 CUfunction primary_function(const DriverApi& api, CUkernel kernel, unsigned max_dynamic_smem) {
   CUfunction f = nullptr;
   if (api.cuKernelGetFunction == nullptr || api.cuKernelGetFunction(&f, kernel) != CUDA_SUCCESS) return nullptr;
@@ -158,6 +156,25 @@ CUfunction primary_function(const DriverApi& api, CUkernel kernel, unsigned max_
   if (max_dynamic_smem > kPreferSharedAbove) {
     (void)api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
   }
+  return f;
+}
+
+// What a launch on the primary context's own streams passes for a library-path kernel: its
+// CUfunction there, asked for at the first such launch, or the CUkernel where the driver gives
+// none (which runs everywhere, the driver finding its function at each launch). Not asked for at
+// load: that loads the module into the context, which the driver does one module at a time, so
+// kiln_archive_warm's threads would wait on each other for what a first launch does anyway.
+// Threads racing here get the same function and store the same value. Nothing is kept while the
+// primary context is not current (its push failed): a function found then would be another
+// context's.
+CUfunction primary_context_handle(const DriverApi& api, CUcontext primary, const LoadedCode& code) {
+  CUfunction f = code.primary_handle.value.load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  CUcontext current = nullptr;
+  if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != primary) return reinterpret_cast<CUfunction>(code.kernel);
+  f = primary_function(api, code.kernel, code.max_dynamic_smem);
+  if (f == nullptr) f = reinterpret_cast<CUfunction>(code.kernel);
+  code.primary_handle.value.store(f, std::memory_order_release);
   return f;
 }
 
@@ -189,7 +206,7 @@ LoadResult CudaBackend::load_image(const Device& device, ByteView image, const s
       (void)api.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED,
                                      result.code.kernel, device.handle);
     }
-    if (r == CUDA_SUCCESS) result.code.function = primary_function(api, result.code.kernel, max_dynamic_smem);
+    result.code.max_dynamic_smem = max_dynamic_smem;
   } else {
     r = api.cuModuleLoadDataEx(&result.code.module, image.data, 2, options, values);
     if (r == CUDA_SUCCESS) r = api.cuModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
@@ -234,12 +251,12 @@ CUresult CudaBackend::launch(const Device& device, const LoadedCode& code, const
   // valid for them. Any other stream may have been created in another context of the device:
   // the CUkernel (which cuLaunchKernel takes in place of a CUfunction, CUDA 12.0+) runs in the
   // stream's own context, where the driver finds its function at each launch.
+  ContextScope scope(api, device.primary);
   const auto handle = reinterpret_cast<std::uintptr_t>(stream);
   const bool current_context_stream = handle == 0 || handle == CU_STREAM_LEGACY_VALUE || handle == CU_STREAM_PER_THREAD_VALUE;
-  CUfunction f = code.kernel == nullptr || (current_context_stream && code.function != nullptr)
-                     ? code.function
-                     : reinterpret_cast<CUfunction>(code.kernel);
-  ContextScope scope(api, device.primary);
+  CUfunction f = code.kernel == nullptr     ? code.function
+                 : current_context_stream ? primary_context_handle(api, device.primary, code)
+                                          : reinterpret_cast<CUfunction>(code.kernel);
   if (!c.has_cluster()) {
     return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,
                               static_cast<CUstream>(stream), args, nullptr);

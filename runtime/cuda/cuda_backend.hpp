@@ -47,11 +47,27 @@ struct Device {
   mutable ScratchPool scratch;
 };
 
+// A CUfunction that threads may fill in at once and read without a lock; a copy takes the value,
+// so that LoadedCode stays a plain value.
+struct SharedFunction {
+  SharedFunction() = default;
+  SharedFunction(const SharedFunction& other) : value(other.value.load(std::memory_order_acquire)) {}
+  SharedFunction& operator=(const SharedFunction& other) {
+    value.store(other.value.load(std::memory_order_acquire), std::memory_order_release);
+    return *this;
+  }
+  mutable std::atomic<CUfunction> value{nullptr};
+};
+
 struct LoadedCode {
   CUlibrary library = nullptr;  // cuLibraryLoadData path (context-independent)
   CUkernel kernel = nullptr;
   CUmodule module = nullptr;    // cuModuleLoadDataEx path (older drivers)
-  CUfunction function = nullptr;  // the module's; on the library path the kernel's in the primary context, or null
+  CUfunction function = nullptr;  // the module's
+  unsigned max_dynamic_smem = 0;  // the grant made at load
+  // Library path: what launches on the primary context's own streams pass to the driver, found
+  // at the first of them (cuda_backend.cpp, primary_context_handle); null until then.
+  SharedFunction primary_handle;
   bool loaded() const { return kernel != nullptr || function != nullptr; }
 };
 
