@@ -139,41 +139,39 @@ const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::st
 
 namespace {
 
-// The primary context's CUfunction of a loaded CUkernel (current when called), with the same
-// dynamic shared memory grant, or null where the driver cannot give one. The function launches
-// about 0.1 us sooner than the CUkernel (an H100, tests/bench/RESULTS.md: the driver finds the
-// CUkernel's function for the context at each launch).
-CUfunction primary_function(const DriverApi& api, CUkernel kernel, unsigned max_dynamic_smem) {
-  CUfunction f = nullptr;
-  if (api.cuKernelGetFunction == nullptr || api.cuKernelGetFunction(&f, kernel) != CUDA_SUCCESS) return nullptr;
-  // cuKernelSetAttribute applies device-wide; granted again here so that the function's launch
-  // does not rest on that.
-  if (max_dynamic_smem > kGrantDynamicSharedAbove &&
-      api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem)) !=
-          CUDA_SUCCESS) {
-    return nullptr;
+// Grants a module function its dynamic shared memory above the default limit and prefers the
+// largest shared memory carveout for it, as the library path's cuKernelSetAttribute does for a
+// CUkernel. The carveout is a preference the driver may ignore, so only the grant can fail.
+CUresult grant_dynamic_smem(const DriverApi& api, CUfunction f, unsigned max_dynamic_smem) {
+  if (max_dynamic_smem > kGrantDynamicSharedAbove) {
+    CUresult r = api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem));
+    if (r != CUDA_SUCCESS) return r;
   }
   if (max_dynamic_smem > kPreferSharedAbove) {
     (void)api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
   }
-  return f;
+  return CUDA_SUCCESS;
 }
 
 // What a launch on the primary context's own streams passes for a library-path kernel: its
 // CUfunction there, asked for at the first such launch, or the CUkernel where the driver gives
-// none (which runs everywhere, the driver finding its function at each launch). Not asked for at
-// load: that loads the module into the context, which the driver does one module at a time, so
-// kiln_archive_warm's threads would wait on each other for what a first launch does anyway.
-// Threads racing here get the same function and store the same value. Nothing is kept while the
-// primary context is not current (its push failed): a function found then would be another
-// context's.
-CUfunction primary_context_handle(const DriverApi& api, CUcontext primary, const LoadedCode& code) {
+// none (which runs everywhere, the driver finding its function at each launch). The function
+// launches about 0.1 us sooner than the CUkernel (an H100, tests/bench/RESULTS.md). It gets the
+// same dynamic shared memory grant: cuKernelSetAttribute applies device-wide, and granted again
+// the function's launch does not rest on that. Not asked for at load: that loads the module into
+// the context, which the driver does one module at a time, so kiln_archive_warm's threads would
+// wait on each other for what a first launch does anyway. Threads racing here get the same
+// function and store the same value. Nothing is kept while the primary context is not current
+// (its push failed): a function found then would be another context's.
+CUfunction primary_context_handle(const DriverApi& api, bool primary_current, const LoadedCode& code) {
   CUfunction f = code.primary_handle.value.load(std::memory_order_acquire);
   if (f != nullptr) return f;
-  CUcontext current = nullptr;
-  if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != primary) return reinterpret_cast<CUfunction>(code.kernel);
-  f = primary_function(api, code.kernel, code.max_dynamic_smem);
-  if (f == nullptr) f = reinterpret_cast<CUfunction>(code.kernel);
+  const auto kernel = reinterpret_cast<CUfunction>(code.kernel);
+  if (!primary_current) return kernel;
+  if (api.cuKernelGetFunction == nullptr || api.cuKernelGetFunction(&f, code.kernel) != CUDA_SUCCESS ||
+      grant_dynamic_smem(api, f, code.max_dynamic_smem) != CUDA_SUCCESS) {
+    f = kernel;
+  }
   code.primary_handle.value.store(f, std::memory_order_release);
   return f;
 }
@@ -210,14 +208,7 @@ LoadResult CudaBackend::load_image(const Device& device, ByteView image, const s
   } else {
     r = api.cuModuleLoadDataEx(&result.code.module, image.data, 2, options, values);
     if (r == CUDA_SUCCESS) r = api.cuModuleGetFunction(&result.code.function, result.code.module, entry.c_str());
-    if (r == CUDA_SUCCESS && max_dynamic_smem > kGrantDynamicSharedAbove) {
-      r = api.cuFuncSetAttribute(result.code.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 static_cast<int>(max_dynamic_smem));
-    }
-    if (r == CUDA_SUCCESS && max_dynamic_smem > kPreferSharedAbove) {
-      (void)api.cuFuncSetAttribute(result.code.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                   CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
-    }
+    if (r == CUDA_SUCCESS) r = grant_dynamic_smem(api, result.code.function, max_dynamic_smem);
   }
   result.nanoseconds = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -255,7 +246,7 @@ CUresult CudaBackend::launch(const Device& device, const LoadedCode& code, const
   const auto handle = reinterpret_cast<std::uintptr_t>(stream);
   const bool current_context_stream = handle == 0 || handle == CU_STREAM_LEGACY_VALUE || handle == CU_STREAM_PER_THREAD_VALUE;
   CUfunction f = code.kernel == nullptr     ? code.function
-                 : current_context_stream ? primary_context_handle(api, device.primary, code)
+                 : current_context_stream ? primary_context_handle(api, scope.current(), code)
                                           : reinterpret_cast<CUfunction>(code.kernel);
   if (!c.has_cluster()) {
     return api.cuLaunchKernel(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem,

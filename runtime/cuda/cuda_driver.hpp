@@ -168,8 +168,11 @@ class ContextScope {
  public:
   ContextScope(const DriverApi& api, CUcontext wanted) : api_(api) {
     CUcontext current = nullptr;
-    api_.cuCtxGetCurrent(&current);
-    if (current != wanted) pushed_ = api_.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
+    if (api_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == wanted) {
+      current_ = true;
+    } else {
+      pushed_ = current_ = api_.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
+    }
   }
   ~ContextScope() {
     if (pushed_) {
@@ -177,10 +180,13 @@ class ContextScope {
       api_.cuCtxPopCurrent(&popped);
     }
   }
+  // Whether the wanted context is current in the scope (false where pushing it failed).
+  bool current() const { return current_; }
 
  private:
   const DriverApi& api_;
   bool pushed_ = false;
+  bool current_ = false;
 };
 
 }  // namespace kiln::cuda

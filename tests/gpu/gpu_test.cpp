@@ -2,6 +2,7 @@
 // saying why, on a machine without a CUDA driver or device; ci/gpu-run.sh runs it on the H200.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <cmath>
@@ -641,6 +642,88 @@ TEST(Gpu, TensorMapKernelLaunchesFromAThreadWithNoCurrentContext) {
     }
   }
   EXPECT_EQ(wrong, 0u);
+}
+
+// An embedder may run its work in a context of its own on the device (cuCtxCreate) rather than
+// the primary one. A launch on a stream of that context runs there: libkiln passes the CUkernel,
+// which the driver resolves in the stream's context, never the primary context's CUfunction that
+// it keeps for the primary context's own streams (the driver refuses that one in another
+// context). The NULL-stream launch first makes libkiln keep that function, so the second launch
+// would take it if the stream rule were wrong.
+TEST(Gpu, AStreamOfAnotherContextOfTheDeviceRunsTheKernelThere) {
+  REQUIRE_GPU();
+  Runtime r;
+  kiln_kernel* k = r.open_kernel("matmul-relu.kiln");
+  ASSERT_NE(k, nullptr) << r.error();
+  ASSERT_EQ(kiln_kernel_route(k), KILN_ROUTE_NATIVE) << kiln_kernel_reason_text(k);
+  MatmulRun primary = run_matmul(cu, k, 256, 256, 256, 77u);  // a shape the archive declares
+  ASSERT_EQ(primary.status, KILN_OK) << r.error();
+  ASSERT_EQ(primary.unwritten, 0u);
+
+  // Not in libkiln's table (it never creates a context): the test binds what it needs itself.
+  // cuCtxCreate_v2 is the CUDA 12 symbol; CUDA 13's cuda.h names cuCtxCreate_v4, whose
+  // creation parameters may be null.
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << "libcuda.so.1 is loaded by now";
+  using CreateV2 = CUresult (*)(CUcontext*, unsigned, CUdevice);
+  using CreateV4 = CUresult (*)(CUcontext*, void*, unsigned, CUdevice);
+  auto create_v2 = reinterpret_cast<CreateV2>(::dlsym(lib, "cuCtxCreate_v2"));
+  auto create_v4 = reinterpret_cast<CreateV4>(::dlsym(lib, "cuCtxCreate_v4"));
+  auto destroy = reinterpret_cast<CUresult (*)(CUcontext)>(::dlsym(lib, "cuCtxDestroy_v2"));
+  auto stream_create = reinterpret_cast<CUresult (*)(CUstream*, unsigned)>(::dlsym(lib, "cuStreamCreate"));
+  auto stream_destroy = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(lib, "cuStreamDestroy_v2"));
+  ::dlclose(lib);  // the driver stays loaded: libkiln and this test hold it
+  ASSERT_TRUE((create_v2 != nullptr || create_v4 != nullptr) && destroy && stream_create && stream_destroy);
+
+  CUdevice dev = 0;
+  CU_OK(cu.cuDeviceGet(&dev, 0));
+  CUcontext primary_ctx = nullptr, own = nullptr;
+  CU_OK(cu.cuCtxGetCurrent(&primary_ctx));
+  CU_OK(create_v2 != nullptr ? create_v2(&own, 0, dev) : create_v4(&own, nullptr, 0, dev));  // now current
+  ASSERT_NE(own, primary_ctx);
+  CUstream stream = nullptr;
+  CU_OK(stream_create(&stream, 0));
+  int m = 256, n = 256, kk = 256;
+  std::mt19937 rng(91u);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(m) * kk), b(static_cast<size_t>(kk) * n), c(static_cast<size_t>(m) * n);
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  kiln_status status = KILN_ERR_INTERNAL;
+  kiln_route route = KILN_ROUTE_REFUSED;
+  CUcontext after = nullptr;
+  std::string error;
+  {
+    DeviceBuffer da{&cu}, db{&cu}, dc{&cu};  // the own context's memory, freed while it is current
+    CU_OK(cu.cuMemAlloc(&da.ptr, a.size() * 4));
+    CU_OK(cu.cuMemAlloc(&db.ptr, b.size() * 4));
+    CU_OK(cu.cuMemAlloc(&dc.ptr, c.size() * 4));
+    CU_OK(cu.cuMemcpyHtoD(da.ptr, a.data(), a.size() * 4));
+    CU_OK(cu.cuMemcpyHtoD(db.ptr, b.data(), b.size() * 4));
+    CU_OK(cu.cuMemsetD8(dc.ptr, 0xff, c.size() * 4));
+    void* args[] = {&da.ptr, &db.ptr, &dc.ptr, &m, &n, &kk};
+    status = kiln_kernel_launch(k, args, 6, stream, &route);
+    if (status != KILN_OK) {
+      char buf[2048] = {};
+      kiln_last_error(buf, sizeof buf, nullptr);
+      error = buf;
+    }
+    cu.cuCtxGetCurrent(&after);
+    if (status == KILN_OK) {
+      CU_OK(cu.cuStreamSynchronize(stream));
+      CU_OK(cu.cuMemcpyDtoH(c.data(), dc.ptr, c.size() * 4));
+    }
+  }
+  EXPECT_EQ(stream_destroy(stream), CUDA_SUCCESS);
+  EXPECT_EQ(destroy(own), CUDA_SUCCESS);
+  cu.cuCtxSetCurrent(primary_ctx);
+  ASSERT_EQ(status, KILN_OK) << error;
+  EXPECT_EQ(route, KILN_ROUTE_NATIVE);
+  EXPECT_EQ(after, own) << "libkiln left the embedder's context current";
+  std::vector<double> ref = cpu_matmul_relu(a, b, m, n, kk);
+  size_t wrong = 0;
+  for (size_t i = 0; i < c.size(); ++i) wrong += !(std::fabs(c[i] - ref[i]) < 1e-4) ? 1 : 0;
+  EXPECT_EQ(wrong, 0u) << "of " << c.size() << " outputs";
 }
 
 // scratch_roundtrip (tests/gpu/kernels): the kernel's scratch pointer comes from libkiln's pool,
