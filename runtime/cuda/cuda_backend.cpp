@@ -139,9 +139,10 @@ const Device* CudaBackend::native_device(int ordinal, Unavailable* kind, std::st
 
 namespace {
 
-// Grants a module function its dynamic shared memory above the default limit and prefers the
-// largest shared memory carveout for it, as the library path's cuKernelSetAttribute does for a
-// CUkernel. The carveout is a preference the driver may ignore, so only the grant can fail.
+// Grants a CUfunction (a module's, or a CUkernel's in the primary context) its dynamic shared
+// memory above the default limit and prefers the largest shared memory carveout for it, as the
+// library path's cuKernelSetAttribute does for a CUkernel. The carveout is a preference the
+// driver may ignore, so only the grant can fail.
 CUresult grant_dynamic_smem(const DriverApi& api, CUfunction f, unsigned max_dynamic_smem) {
   if (max_dynamic_smem > kGrantDynamicSharedAbove) {
     CUresult r = api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(max_dynamic_smem));
