@@ -661,8 +661,8 @@ TEST(Gpu, AStreamOfAnotherContextOfTheDeviceRunsTheKernelThere) {
   ASSERT_EQ(primary.unwritten, 0u);
 
   // Not in libkiln's table (it never creates a context): the test binds what it needs itself.
-  // cuCtxCreate_v2 is the CUDA 12 symbol; CUDA 13's cuda.h names cuCtxCreate_v4, whose
-  // creation parameters may be null.
+  // cuCtxCreate_v2 is the CUDA 12 symbol, which driver 580 still exports (it ran there); CUDA
+  // 13's cuda.h names cuCtxCreate_v4, tried with no creation parameters only where v2 is gone.
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(lib, nullptr) << "libcuda.so.1 is loaded by now";
   using CreateV2 = CUresult (*)(CUcontext*, unsigned, CUdevice);
