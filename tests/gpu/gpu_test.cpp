@@ -673,7 +673,8 @@ TEST(Gpu, AStreamOfAnotherContextOfTheDeviceRunsTheKernelThere) {
   auto stream_create = reinterpret_cast<CUresult (*)(CUstream*, unsigned)>(::dlsym(lib, "cuStreamCreate"));
   auto stream_destroy = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(lib, "cuStreamDestroy_v2"));
   ::dlclose(lib);  // the driver stays loaded: libkiln and this test hold it
-  ASSERT_TRUE((create_v2 != nullptr || create_v4 != nullptr) && destroy && stream_create && stream_destroy);
+  ASSERT_TRUE((create_v2 != nullptr || create_v4 != nullptr) && destroy && stream_create && stream_destroy)
+      << "libcuda.so.1 lacks one of cuCtxCreate_v2 (or _v4), cuCtxDestroy_v2, cuStreamCreate, cuStreamDestroy_v2";
 
   CUdevice dev = 0;
   CU_OK(cu.cuDeviceGet(&dev, 0));
